@@ -1,0 +1,105 @@
+/*
+ * zinf configuration: a DeepSpeed-style JSON file plus a "zinf" block.
+ *
+ * Every key zinf knows is listed in docs/config.md with its type, default and DeepSpeed
+ * equivalent. Loading is strict: malformed JSON, a wrong type, an out-of-range or invalid
+ * enum value, an unknown key (with the closest known key suggested) and inconsistent
+ * combinations are errors; DeepSpeed keys that zinf does not implement are warnings.
+ * Every message is one line: "FILE: key.path: what is wrong (what was expected)".
+ *
+ * Values keep their source (file, default, auto, derived, set). "auto" (as in Hugging
+ * Face's DeepSpeed configs) is accepted where DeepSpeed accepts it and resolved later by
+ * zinf_config_resolve() from the model, the launch and the hardware.
+ *
+ * Threading: a config handle is not thread-safe while it is being loaded, set or
+ * resolved; afterwards any number of threads may read it.
+ */
+#ifndef ZINF_CONFIG_H
+#define ZINF_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct zinf_config;
+
+enum zinf_config_source {
+	ZINF_SRC_DEFAULT = 0, /* not in the file: the documented default */
+	ZINF_SRC_FILE,	      /* given in the file */
+	ZINF_SRC_AUTO,	      /* "auto" in the file, not resolved yet */
+	ZINF_SRC_RESOLVED,    /* "auto" in the file, resolved by zinf_config_resolve() */
+	ZINF_SRC_DERIVED,     /* computed from other keys (e.g. the third batch size) */
+	ZINF_SRC_SET,	      /* set by zinf_config_set() (command-line override) */
+};
+
+/* Create a config holding every default. *out is owned by the caller; free with
+ * zinf_config_destroy(). Returns 0 or -ENOMEM. */
+int zinf_config_create(struct zinf_config **out);
+/* Free cfg. NULL is a no-op. */
+void zinf_config_destroy(struct zinf_config *cfg);
+
+/* Read and validate the JSON file at path into cfg (which must be fresh from
+ * zinf_config_create). Returns 0, or ZINF_EJSON / ZINF_ECONFIG / -errno with the
+ * one-line message in zinf_config_last_error(). On error cfg keeps no partial state
+ * that later calls could mistake for a valid config. */
+int zinf_config_load_file(struct zinf_config *cfg, const char *path);
+/* Same, from a NUL-terminated JSON text; name is used in messages in place of a path. */
+int zinf_config_load_string(struct zinf_config *cfg, const char *json, const char *name);
+
+/* Override one key with a value written as in JSON ("3", "true", "\"nvme\"", "512MiB"
+ * or a bare string for string keys), as the command line does. Source becomes SET.
+ * Checks the value like the loader; cross-key checks run again in zinf_config_resolve.
+ * Returns 0 or ZINF_ECONFIG. */
+int zinf_config_set(struct zinf_config *cfg, const char *key, const char *value);
+
+/* What "auto" values resolve from. Zero fields are unknown: an "auto" that needs one
+ * stays unresolved and is an error only when require_all is true. */
+struct zinf_config_resolve_info {
+	int world_size;		    /* ranks; 0 = 1 */
+	uint64_t hidden_size;	    /* model hidden size, for the bucket-size rules */
+	uint64_t device_free_bytes; /* free device memory, for device_memory_limit */
+	uint64_t host_total_bytes;  /* host RAM, for pinned_memory_limit */
+	bool require_all;	    /* every "auto" must resolve (true before training) */
+};
+
+/* Resolve "auto" values and re-run cross-key checks (batch arithmetic needs the world
+ * size). Returns 0 or ZINF_ECONFIG. */
+int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolve_info *info);
+
+/* The last error on cfg as one line ("" if none). Valid until the next call on cfg. */
+const char *zinf_config_last_error(const struct zinf_config *cfg);
+
+/* Warnings gathered while loading (unimplemented DeepSpeed keys, deprecated names,
+ * paths missing on this machine), each one line. i < zinf_config_warning_count(). */
+int zinf_config_warning_count(const struct zinf_config *cfg);
+const char *zinf_config_warning(const struct zinf_config *cfg, int i);
+
+/* Typed reads by dotted key ("zero_optimization.stage"). Numbers (integers, counts,
+ * byte sizes, floats) read as double or uint64; an unresolved "auto" reads as
+ * -ENODATA. Returns 0, -ENOENT (no such key) or -EINVAL (wrong type). */
+int zinf_config_get_u64(const struct zinf_config *cfg, const char *key, uint64_t *out);
+int zinf_config_get_double(const struct zinf_config *cfg, const char *key, double *out);
+int zinf_config_get_bool(const struct zinf_config *cfg, const char *key, bool *out);
+/* Strings and enums; the pointer lives as long as cfg. */
+int zinf_config_get_string(const struct zinf_config *cfg, const char *key, const char **out);
+/* List keys (zinf.nvme_paths): element i, or -ERANGE past the end. */
+int zinf_config_get_list(const struct zinf_config *cfg, const char *key, int i, const char **out);
+/* Where a key's value came from, or -ENOENT. */
+int zinf_config_get_source(const struct zinf_config *cfg, const char *key,
+			   enum zinf_config_source *out);
+
+/* Write every key with its value and source, one per line ("text") or as one JSON
+ * object ("json": {"key": {"value": v, "source": "file"}, ...}). Returns 0 or -EIO. */
+int zinf_config_print(const struct zinf_config *cfg, FILE *f, bool json);
+
+/* Name of a source: "default", "file", "auto", "resolved", "derived", "set". */
+const char *zinf_config_source_name(enum zinf_config_source src);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZINF_CONFIG_H */

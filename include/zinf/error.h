@@ -1,0 +1,35 @@
+/*
+ * zinf error codes.
+ *
+ * Every library function that can fail returns int: 0 on success or a negative code.
+ * Codes are negative errno values (-EINVAL, -ENOMEM, -EIO, ...) or one of the zinf codes
+ * below, which live outside the errno range. The caller never reads errno.
+ * zinf_strerror() names a code; the handle that failed keeps a one-line message with
+ * context (key, file, offset and a hint) - see e.g. zinf_config_last_error().
+ */
+#ifndef ZINF_ERROR_H
+#define ZINF_ERROR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum zinf_error {
+	ZINF_OK = 0,
+	ZINF_ECONFIG = -10001,	 /* a configuration value or combination is invalid */
+	ZINF_EJSON = -10002,	 /* malformed JSON */
+	ZINF_ECHECKSUM = -10003, /* stored data failed its CRC32C check */
+	ZINF_EBUDGET = -10004,	 /* a memory tier budget cannot hold what was asked */
+	ZINF_EFORMAT = -10005,	 /* a file (checkpoint, weights, tokens) is malformed */
+	ZINF_EDEVICE = -10006,	 /* the device backend (CUDA) reported an error */
+	ZINF_ESTATE = -10007,	 /* call not valid in the handle's current state */
+};
+
+/* A static, human-readable name for code (negative errno or enum zinf_error).
+ * Never NULL. Thread-safe. */
+const char *zinf_strerror(int code);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZINF_ERROR_H */

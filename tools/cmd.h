@@ -1,0 +1,29 @@
+/*
+ * The zinf CLI's subcommands. Each takes argc/argv starting at its own name and
+ * returns the process exit status: 0 success, 1 failure, 2 invalid input or usage.
+ * Each has a usage text, printed by `zinf help NAME` and `zinf NAME --help`.
+ * tools/ links the public API only.
+ */
+#ifndef ZINF_TOOLS_CMD_H
+#define ZINF_TOOLS_CMD_H
+
+#include <stdio.h>
+
+#define ZINF_EXIT_OK 0
+#define ZINF_EXIT_FAIL 1
+#define ZINF_EXIT_USAGE 2
+
+int cmd_check(int argc, char **argv);
+int cmd_version(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+extern const char cmd_check_usage[];
+extern const char cmd_version_usage[];
+extern const char cmd_bench_usage[];
+
+/* `zinf bench KIND`: one function and usage text per benchmark. */
+int bench_io(int argc, char **argv);
+extern const char bench_io_usage[];
+int bench_adam(int argc, char **argv);
+extern const char bench_adam_usage[];
+
+#endif /* ZINF_TOOLS_CMD_H */

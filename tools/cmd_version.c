@@ -1,0 +1,22 @@
+/* zinf version: the version of the CLI's linked library. */
+#include <string.h>
+
+#include "cmd.h"
+#include "zinf/zinf.h"
+
+const char cmd_version_usage[] = "usage: zinf version\n"
+				 "Print the version of the zinf library this CLI is linked with.\n";
+
+int cmd_version(int argc, char **argv)
+{
+	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		fputs(cmd_version_usage, stdout);
+		return ZINF_EXIT_OK;
+	}
+	if (argc > 1) {
+		fprintf(stderr, "zinf version: %s: unexpected argument\n", argv[1]);
+		return ZINF_EXIT_USAGE;
+	}
+	printf("zinf %s\n", zinf_version());
+	return ZINF_EXIT_OK;
+}

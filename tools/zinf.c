@@ -1,0 +1,71 @@
+/*
+ * zinf: one CLI with git-style subcommands (check, bench, version, help; train, plan
+ * and ckpt join as they are built). Each subcommand parses its own flags with
+ * getopt_long and answers --help.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+	const char *usage;
+};
+
+static const struct command commands[] = {
+	{"bench", cmd_bench, "benchmark the offload path (io, ...)", cmd_bench_usage},
+	{"version", cmd_version, "print the zinf version", cmd_version_usage},
+	{"help", NULL, "show help for zinf or one subcommand", "usage: zinf help [COMMAND]\n"},
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: zinf <command> [options]\n\ncommands:\n");
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f,
+		"\n'zinf help <command>' or 'zinf <command> --help' shows a command's options.\n");
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage(stdout);
+		return ZINF_EXIT_OK;
+	}
+	for (size_t i = 0; i < N_COMMANDS; i++) {
+		if (strcmp(argv[1], commands[i].name) == 0) {
+			fputs(commands[i].usage, stdout);
+			return ZINF_EXIT_OK;
+		}
+	}
+	fprintf(stderr, "zinf help: %s: unknown command (try 'zinf help')\n", argv[1]);
+	return ZINF_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return ZINF_EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage(stdout);
+		return ZINF_EXIT_OK;
+	}
+	if (strcmp(argv[1], "--version") == 0)
+		return cmd_version(1, argv + 1);
+	for (size_t i = 0; i < N_COMMANDS; i++) {
+		if (strcmp(argv[1], commands[i].name) != 0)
+			continue;
+		if (!commands[i].run)
+			return cmd_help(argc - 1, argv + 1);
+		return commands[i].run(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "zinf: %s: unknown command (try 'zinf help')\n", argv[1]);
+	return ZINF_EXIT_USAGE;
+}
