@@ -96,6 +96,17 @@ int zinf_config_get_source(const struct zinf_config *cfg, const char *key,
  * object ("json": {"key": {"value": v, "source": "file"}, ...}). Returns 0 or -EIO. */
 int zinf_config_print(const struct zinf_config *cfg, FILE *f, bool json);
 
+/* Parse a byte size as the config and the CLI write it: an integer ("4096"), a number
+ * in exponent form that is a whole number ("5e8"), or a number with a unit, decimal
+ * KB MB GB TB (10^3...) or binary KiB MiB GiB TiB (2^10...), e.g. "512MiB", "1.5GiB",
+ * "2GB"; "B" alone is bytes. Returns 0, or -EINVAL (not a size) / -ERANGE (> 2^64-1 or
+ * not a whole number of bytes). Thread-safe. */
+int zinf_parse_bytes(const char *text, uint64_t *out);
+
+/* Write bytes to buf in the largest binary unit that keeps it readable ("1 MiB",
+ * "1.50 GiB", "4096 B"). Returns buf. Thread-safe. */
+char *zinf_format_bytes(uint64_t bytes, char *buf, size_t len);
+
 /* Name of a source: "default", "file", "auto", "resolved", "derived", "set". */
 const char *zinf_config_source_name(enum zinf_config_source src);
 
