@@ -47,6 +47,7 @@ int main(void)
 	bad("100000000TiB", -ERANGE);
 	T_CHECK_STR(zinf_format_bytes(1048576, buf, sizeof(buf)), "1 MiB");
 	T_CHECK_STR(zinf_format_bytes(1610612736, buf, sizeof(buf)), "1.50 GiB");
-	T_CHECK_STR(zinf_format_bytes(4095, buf, sizeof(buf)), "4095 B");
+	T_CHECK_STR(zinf_format_bytes(4095, buf, sizeof(buf)), "4.00 KiB");
+	T_CHECK_STR(zinf_format_bytes(1023, buf, sizeof(buf)), "1023 B");
 	return T_EXIT_PASS;
 }
