@@ -6,6 +6,7 @@
 #ifndef ZINF_TESTS_TEST_H
 #define ZINF_TESTS_TEST_H
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

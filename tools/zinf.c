@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "zinf/zinf.h"
 
 struct command {
 	const char *name;
@@ -16,9 +17,13 @@ struct command {
 };
 
 static const struct command commands[] = {
+	{"check", cmd_check, "validate a DeepSpeed-style config and print it resolved",
+	 cmd_check_usage},
 	{"bench", cmd_bench, "benchmark the offload path (io, ...)", cmd_bench_usage},
 	{"version", cmd_version, "print the zinf version", cmd_version_usage},
-	{"help", NULL, "show help for zinf or one subcommand", "usage: zinf help [COMMAND]\n"},
+	{"help", NULL, "show help for zinf or one subcommand",
+	 "usage: zinf help [COMMAND | config]\n"
+	 "'zinf help config' prints the reference of every config key (Markdown).\n"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -27,8 +32,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: zinf <command> [options]\n\ncommands:\n");
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f,
-		"\n'zinf help <command>' or 'zinf <command> --help' shows a command's options.\n");
+	fprintf(f, "\n'zinf help <command>' or 'zinf <command> --help' shows a command's options;\n"
+		   "'zinf help config' lists every config key.\n");
 }
 
 static int cmd_help(int argc, char **argv)
@@ -37,6 +42,8 @@ static int cmd_help(int argc, char **argv)
 		usage(stdout);
 		return ZINF_EXIT_OK;
 	}
+	if (strcmp(argv[1], "config") == 0)
+		return zinf_config_print_reference(stdout) ? ZINF_EXIT_FAIL : ZINF_EXIT_OK;
 	for (size_t i = 0; i < N_COMMANDS; i++) {
 		if (strcmp(argv[1], commands[i].name) == 0) {
 			fputs(commands[i].usage, stdout);

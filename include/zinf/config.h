@@ -61,6 +61,7 @@ int zinf_config_set(struct zinf_config *cfg, const char *key, const char *value)
 struct zinf_config_resolve_info {
 	int world_size;		    /* ranks; 0 = 1 */
 	uint64_t hidden_size;	    /* model hidden size, for the bucket-size rules */
+	uint64_t total_steps;	    /* optimizer steps of the run, for total_num_steps */
 	uint64_t device_free_bytes; /* free device memory, for device_memory_limit */
 	uint64_t host_total_bytes;  /* host RAM, for pinned_memory_limit */
 	bool require_all;	    /* every "auto" must resolve (true before training) */
@@ -106,6 +107,10 @@ int zinf_parse_bytes(const char *text, uint64_t *out);
 /* Write bytes to buf in the largest binary unit that keeps it readable ("1 MiB",
  * "1.50 GiB", "4096 B"). Returns buf. Thread-safe. */
 char *zinf_format_bytes(uint64_t bytes, char *buf, size_t len);
+
+/* Write the reference of every key zinf knows as a Markdown table (key, type, default,
+ * accepted values, meaning): the table in docs/config.md. Returns 0 or -EIO. */
+int zinf_config_print_reference(FILE *f);
 
 /* Name of a source: "default", "file", "auto", "resolved", "derived", "set". */
 const char *zinf_config_source_name(enum zinf_config_source src);

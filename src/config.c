@@ -1,0 +1,868 @@
+/*
+ * Config loading: JSON text -> cJSON tree -> walk against the schema (config_schema.c)
+ * -> typed values with their sources. Strict: the first problem ends the load with one
+ * line "NAME: key.path: what is wrong (what was expected)" and the handle goes back to
+ * its defaults, so a failed load leaves nothing half-set.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "config.h"
+#include "zinf/error.h"
+#include "zinf/log.h"
+
+/* ---- messages ----------------------------------------------------------------------- */
+
+int zinf_config_fail(struct zinf_config *cfg, int code, const char *fmt, ...)
+{
+	char msg[sizeof(cfg->last_error) - 128];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(cfg->last_error, sizeof(cfg->last_error), "%s: %s",
+		 cfg->name ? cfg->name : "config", msg);
+	zinf_logf(ZINF_LOG_DEBUG, "%s", cfg->last_error);
+	return code;
+}
+
+void zinf_config_warn(struct zinf_config *cfg, const char *fmt, ...)
+{
+	char msg[512], line[600];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(line, sizeof(line), "%s: %s", cfg->name ? cfg->name : "config", msg);
+	for (int i = 0; i < cfg->n_warnings; i++)
+		if (strcmp(cfg->warnings[i], line) == 0)
+			return;
+	zinf_logf(ZINF_LOG_WARN, "%s", line);
+	if (cfg->n_warnings < ZINF_CONFIG_MAX_WARNINGS) {
+		char *copy = strdup(line);
+		if (copy)
+			cfg->warnings[cfg->n_warnings++] = copy;
+	}
+}
+
+/* ---- defaults and lifecycle --------------------------------------------------------- */
+
+static void strlist_clear(struct zinf_strlist *l)
+{
+	for (int i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+static int strlist_push(struct zinf_strlist *l, const char *s)
+{
+	char **v = realloc(l->v, (size_t)(l->n + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	l->v = v;
+	l->v[l->n] = strdup(s);
+	if (!l->v[l->n])
+		return -ENOMEM;
+	l->n++;
+	return 0;
+}
+
+/* Free what a key owns and put its default back. */
+static void key_reset(struct zinf_config *cfg, int i)
+{
+	const struct zinf_key *k = &zinf_keys[i];
+	void *f = zinf_key_field(cfg, k);
+
+	cfg->source[i] = ZINF_SRC_DEFAULT;
+	cfg->present[i] = 0;
+	cfg->is_auto[i] = k->def_str && strcmp(k->def_str, "auto") == 0;
+	if (k->alias_of)
+		return; /* shares its field with the key it stands for */
+	switch (k->type) {
+	case ZK_BOOL:
+		*(bool *)f = k->def != 0;
+		break;
+	case ZK_INT:
+	case ZK_ENUM:
+		*(int *)f = (int)k->def;
+		break;
+	case ZK_COUNT:
+	case ZK_BYTES:
+		*(uint64_t *)f = (uint64_t)k->def;
+		break;
+	case ZK_FLOAT:
+		*(double *)f = k->def;
+		break;
+	case ZK_STRING:
+		free(*(char **)f);
+		*(char **)f = NULL;
+		break;
+	case ZK_STRLIST:
+		strlist_clear(f);
+		break;
+	case ZK_BETAS:
+		sscanf(k->def_str, "%lf,%lf", &((double *)f)[0], &((double *)f)[1]);
+		break;
+	case ZK_OBJECT:
+	case ZK_IGNORED:
+		break;
+	}
+}
+
+static void config_reset(struct zinf_config *cfg)
+{
+	for (int i = 0; i < zinf_n_keys; i++)
+		key_reset(cfg, i);
+	for (int i = 0; i < cfg->n_warnings; i++)
+		free(cfg->warnings[i]);
+	cfg->n_warnings = 0;
+	cfg->world_size = 1;
+}
+
+int zinf_config_create(struct zinf_config **out)
+{
+	struct zinf_config *cfg = calloc(1, sizeof(*cfg));
+
+	if (!cfg)
+		return -ENOMEM;
+	cfg->source = calloc((size_t)zinf_n_keys, 1);
+	cfg->present = calloc((size_t)zinf_n_keys, 1);
+	cfg->is_auto = calloc((size_t)zinf_n_keys, 1);
+	if (!cfg->source || !cfg->present || !cfg->is_auto) {
+		zinf_config_destroy(cfg);
+		return -ENOMEM;
+	}
+	config_reset(cfg);
+	*out = cfg;
+	return 0;
+}
+
+void zinf_config_destroy(struct zinf_config *cfg)
+{
+	if (!cfg)
+		return;
+	if (cfg->source && cfg->present && cfg->is_auto)
+		config_reset(cfg);
+	free(cfg->source);
+	free(cfg->present);
+	free(cfg->is_auto);
+	free(cfg->name);
+	free(cfg);
+}
+
+const char *zinf_config_last_error(const struct zinf_config *cfg)
+{
+	return cfg->last_error;
+}
+
+int zinf_config_warning_count(const struct zinf_config *cfg)
+{
+	return cfg->n_warnings;
+}
+
+const char *zinf_config_warning(const struct zinf_config *cfg, int i)
+{
+	return i >= 0 && i < cfg->n_warnings ? cfg->warnings[i] : NULL;
+}
+
+/* ---- describing values -------------------------------------------------------------- */
+
+void zinf_fmt_double(double v, char *buf, size_t len)
+{
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, len, "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			return;
+	}
+}
+
+static void fmt_num(double v, char *buf, size_t len)
+{
+	if (v >= 1e15 && v < 1e300)
+		snprintf(buf, len, "%.0e", v);
+	else
+		snprintf(buf, len, "%.15g", v);
+}
+
+void zinf_key_expected(const struct zinf_key *k, char *buf, size_t len)
+{
+	char lo[32], hi[32], names[256];
+	const char *auto_s = (k->flags & ZKF_AUTO) ? " or \"auto\"" : "";
+
+	fmt_num(k->min, lo, sizeof(lo));
+	fmt_num(k->max, hi, sizeof(hi));
+	switch (k->type) {
+	case ZK_BOOL:
+		snprintf(buf, len, "%s",
+			 (k->flags & ZKF_AUTO) ? "true, false or \"auto\"" : "true or false");
+		break;
+	case ZK_INT:
+		snprintf(buf, len, "an integer from %s to %s%s", lo, hi, auto_s);
+		break;
+	case ZK_COUNT:
+		if (k->max >= 1e15)
+			snprintf(buf, len, "a whole number >= %s%s", lo, auto_s);
+		else
+			snprintf(buf, len, "a whole number from %s to %s%s", lo, hi, auto_s);
+		break;
+	case ZK_BYTES:
+		snprintf(buf, len, "a byte size >= %s%s such as 1048576 or \"1MiB\"%s", lo,
+			 (k->flags & ZKF_ALIGN4K) ? ", a multiple of 4096," : "", auto_s);
+		break;
+	case ZK_FLOAT:
+		if (k->max >= 1e300)
+			snprintf(buf, len, "a number %s %s%s",
+				 (k->flags & ZKF_MIN_OPEN) ? ">" : ">=", lo, auto_s);
+		else
+			snprintf(buf, len, "a number %s %s and <= %s%s",
+				 (k->flags & ZKF_MIN_OPEN) ? ">" : ">=", lo, hi, auto_s);
+		break;
+	case ZK_ENUM: {
+		size_t o = 0;
+		for (const char *p = k->names; *p && o + 3 < sizeof(names); p++) {
+			if (*p == '|') {
+				names[o++] = ',';
+				names[o++] = ' ';
+			} else {
+				names[o++] = *p;
+			}
+		}
+		names[o] = 0;
+		snprintf(buf, len, "one of %s%s", names, auto_s);
+		break;
+	}
+	case ZK_STRING:
+		snprintf(buf, len, "a string (a path)");
+		break;
+	case ZK_STRLIST:
+		snprintf(buf, len, "a list of paths, or one path");
+		break;
+	case ZK_BETAS:
+		snprintf(buf, len, "[beta1, beta2], each >= %s and < %s%s", lo, hi, auto_s);
+		break;
+	case ZK_OBJECT:
+		snprintf(buf, len, "an object");
+		break;
+	case ZK_IGNORED:
+		snprintf(buf, len, "anything");
+		break;
+	}
+}
+
+int zinf_key_enum_name(const struct zinf_key *k, int idx, char *buf, size_t len)
+{
+	const char *p = k->names;
+	const char *end;
+
+	for (int n = 0; n < idx; n++) {
+		p = strchr(p, '|');
+		if (!p)
+			return -ERANGE;
+		p++;
+	}
+	end = strchr(p, '|');
+	snprintf(buf, len, "%.*s", (int)(end ? (size_t)(end - p) : strlen(p)), p);
+	return 0;
+}
+
+/* One-line description of a JSON value as found ("string \"3\"", "number 4.5"). */
+static void json_describe(const cJSON *j, char *buf, size_t len)
+{
+	if (cJSON_IsString(j))
+		snprintf(buf, len, "string \"%.60s\"", j->valuestring);
+	else if (cJSON_IsNumber(j)) {
+		char num[32];
+		zinf_fmt_double(j->valuedouble, num, sizeof(num));
+		snprintf(buf, len, "number %s", num);
+	} else if (cJSON_IsBool(j))
+		snprintf(buf, len, "%s", cJSON_IsTrue(j) ? "true" : "false");
+	else if (cJSON_IsNull(j))
+		snprintf(buf, len, "null");
+	else if (cJSON_IsArray(j))
+		snprintf(buf, len, "a list of %d", cJSON_GetArraySize(j));
+	else
+		snprintf(buf, len, "an object");
+}
+
+static int fail_type(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
+		     const cJSON *j)
+{
+	char got[96], want[192];
+
+	json_describe(j, got, sizeof(got));
+	zinf_key_expected(k, want, sizeof(want));
+	return zinf_config_fail(cfg, ZINF_ECONFIG, "%s: wrong type: %s (expected %s)", path, got,
+				want);
+}
+
+static int fail_range(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
+		      const char *shown)
+{
+	char want[192];
+
+	zinf_key_expected(k, want, sizeof(want));
+	return zinf_config_fail(cfg, ZINF_ECONFIG, "%s: %s is out of range (expected %s)", path,
+				shown, want);
+}
+
+/* ---- setting one value -------------------------------------------------------------- */
+
+static bool in_range(const struct zinf_key *k, double v)
+{
+	if (k->flags & ZKF_MIN_OPEN ? v <= k->min : v < k->min)
+		return false;
+	return v <= k->max;
+}
+
+static int set_whole(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
+		     const cJSON *j, double v)
+{
+	char shown[64];
+
+	fmt_num(v, shown, sizeof(shown));
+	if (!isfinite(v) || v != floor(v))
+		return fail_type(cfg, k, path, j);
+	if (!in_range(k, v))
+		return fail_range(cfg, k, path, shown);
+	if (k->type == ZK_INT)
+		*(int *)zinf_key_field(cfg, k) = (int)v;
+	else
+		*(uint64_t *)zinf_key_field(cfg, k) = (uint64_t)v;
+	return 0;
+}
+
+static int set_bytes(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
+		     const cJSON *j)
+{
+	uint64_t bytes;
+	char shown[96];
+
+	if (cJSON_IsNumber(j)) {
+		double v = j->valuedouble;
+		if (!isfinite(v) || v != floor(v) || v < 0 || v >= 18446744073709551616.0)
+			return fail_type(cfg, k, path, j);
+		bytes = (uint64_t)v;
+		snprintf(shown, sizeof(shown), "%.17g", v);
+	} else if (cJSON_IsString(j)) {
+		if (zinf_parse_bytes(j->valuestring, &bytes) != 0)
+			return fail_type(cfg, k, path, j);
+		snprintf(shown, sizeof(shown), "\"%.60s\"", j->valuestring);
+	} else {
+		return fail_type(cfg, k, path, j);
+	}
+	if ((double)bytes < k->min)
+		return fail_range(cfg, k, path, shown);
+	if ((k->flags & ZKF_ALIGN4K) && bytes % 4096)
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"%s: %s is not a multiple of 4096 (expected a size aligned for O_DIRECT, e.g. \"1MiB\")",
+			path, shown);
+	*(uint64_t *)zinf_key_field(cfg, k) = bytes;
+	return 0;
+}
+
+static int set_enum(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
+		    const cJSON *j)
+{
+	const char *s, *p;
+	int idx = 0;
+
+	if (!cJSON_IsString(j))
+		return fail_type(cfg, k, path, j);
+	s = j->valuestring;
+	for (p = k->names;; idx++) {
+		const char *end = strchr(p, '|');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		bool eq =
+			(k->flags & ZKF_ICASE) ? strncasecmp(p, s, n) == 0 : strncmp(p, s, n) == 0;
+		if (eq && strlen(s) == n) {
+			*(int *)zinf_key_field(cfg, k) = idx;
+			return 0;
+		}
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	{
+		char want[192];
+		zinf_key_expected(k, want, sizeof(want));
+		return zinf_config_fail(cfg, ZINF_ECONFIG,
+					"%s: invalid value \"%.60s\" (expected %s)", path, s, want);
+	}
+}
+
+static int set_string(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
+		      const cJSON *j)
+{
+	char **f = zinf_key_field(cfg, k);
+	char *copy;
+
+	if (!cJSON_IsString(j))
+		return fail_type(cfg, k, path, j);
+	if (!*j->valuestring)
+		return zinf_config_fail(cfg, ZINF_ECONFIG, "%s: empty string (expected a path)",
+					path);
+	copy = strdup(j->valuestring);
+	if (!copy)
+		return zinf_config_fail(cfg, -ENOMEM, "%s: out of memory", path);
+	free(*f);
+	*f = copy;
+	return 0;
+}
+
+static int set_strlist(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
+		       const cJSON *j)
+{
+	struct zinf_strlist *l = zinf_key_field(cfg, k);
+	const cJSON *e;
+	int i = 0;
+
+	strlist_clear(l);
+	if (cJSON_IsString(j) && *j->valuestring)
+		return strlist_push(l, j->valuestring)
+			       ? zinf_config_fail(cfg, -ENOMEM, "%s: out of memory", path)
+			       : 0;
+	if (!cJSON_IsArray(j))
+		return fail_type(cfg, k, path, j);
+	cJSON_ArrayForEach(e, j)
+	{
+		if (!cJSON_IsString(e) || !*e->valuestring) {
+			char got[96];
+			json_describe(e, got, sizeof(got));
+			return zinf_config_fail(
+				cfg, ZINF_ECONFIG,
+				"%s[%d]: wrong type: %s (expected a non-empty path string)", path,
+				i, got);
+		}
+		for (int d = 0; d < l->n; d++)
+			if (strcmp(l->v[d], e->valuestring) == 0)
+				return zinf_config_fail(
+					cfg, ZINF_ECONFIG,
+					"%s[%d]: \"%.60s\" is listed twice (expected each drive once)",
+					path, i, e->valuestring);
+		if (strlist_push(l, e->valuestring))
+			return zinf_config_fail(cfg, -ENOMEM, "%s: out of memory", path);
+		i++;
+	}
+	return 0;
+}
+
+static int set_betas(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
+		     const cJSON *j)
+{
+	double *f = zinf_key_field(cfg, k);
+	double b[2];
+
+	if (!cJSON_IsArray(j) || cJSON_GetArraySize(j) != 2)
+		return fail_type(cfg, k, path, j);
+	for (int i = 0; i < 2; i++) {
+		const cJSON *e = cJSON_GetArrayItem(j, i);
+		char shown[64];
+		if (!cJSON_IsNumber(e))
+			return fail_type(cfg, k, path, j);
+		b[i] = e->valuedouble;
+		if (!(b[i] >= k->min && b[i] < k->max)) {
+			char num[32];
+			zinf_fmt_double(b[i], num, sizeof(num));
+			snprintf(shown, sizeof(shown), "beta%d %s", i + 1, num);
+			return fail_range(cfg, k, path, shown);
+		}
+	}
+	f[0] = b[0];
+	f[1] = b[1];
+	return 0;
+}
+
+/* Set key i from JSON value j (already known not to be "auto"). */
+static int key_set_json(struct zinf_config *cfg, int i, const char *path, const cJSON *j)
+{
+	const struct zinf_key *k = &zinf_keys[i];
+
+	switch (k->type) {
+	case ZK_BOOL:
+		if (!cJSON_IsBool(j))
+			return fail_type(cfg, k, path, j);
+		*(bool *)zinf_key_field(cfg, k) = cJSON_IsTrue(j);
+		return 0;
+	case ZK_INT:
+	case ZK_COUNT:
+		if (!cJSON_IsNumber(j))
+			return fail_type(cfg, k, path, j);
+		return set_whole(cfg, k, path, j, j->valuedouble);
+	case ZK_BYTES:
+		return set_bytes(cfg, k, path, j);
+	case ZK_FLOAT: {
+		char shown[64];
+		if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
+			return fail_type(cfg, k, path, j);
+		zinf_fmt_double(j->valuedouble, shown, sizeof(shown));
+		if (!in_range(k, j->valuedouble))
+			return fail_range(cfg, k, path, shown);
+		*(double *)zinf_key_field(cfg, k) = j->valuedouble;
+		return 0;
+	}
+	case ZK_ENUM:
+		return set_enum(cfg, k, path, j);
+	case ZK_STRING:
+		return set_string(cfg, k, path, j);
+	case ZK_STRLIST:
+		return set_strlist(cfg, k, path, j);
+	case ZK_BETAS:
+		return set_betas(cfg, k, path, j);
+	case ZK_OBJECT:
+	case ZK_IGNORED:
+		break;
+	}
+	return 0;
+}
+
+static bool json_is_auto(const cJSON *j)
+{
+	return cJSON_IsString(j) && strcmp(j->valuestring, "auto") == 0;
+}
+
+/* Store j into key i (or the key it is an alias of) with source src. */
+static int key_assign(struct zinf_config *cfg, int i, const char *path, const cJSON *j,
+		      enum zinf_config_source src)
+{
+	const struct zinf_key *k = &zinf_keys[i];
+	int target = k->alias_of ? zinf_key_find(k->alias_of) : i;
+	int rc;
+
+	if (json_is_auto(j) && (zinf_keys[target].flags & ZKF_AUTO)) {
+		key_reset(cfg, target);
+		cfg->is_auto[target] = 1;
+		cfg->source[target] = src == ZINF_SRC_FILE ? ZINF_SRC_AUTO : src;
+		cfg->present[target] = 1;
+		return 0;
+	}
+	rc = key_set_json(cfg, i, path, j);
+	if (rc)
+		return rc;
+	cfg->is_auto[target] = 0;
+	cfg->source[target] = src;
+	cfg->present[target] = 1;
+	return 0;
+}
+
+/* ---- unknown keys: the closest known one -------------------------------------------- */
+
+static int edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	int row[128];
+
+	if (lb >= sizeof(row) / sizeof(row[0]) || la >= 128)
+		return 1000;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		int diag = row[0];
+		row[0] = (int)i;
+		for (size_t j = 1; j <= lb; j++) {
+			int up = row[j];
+			int cost = tolower((unsigned char)a[i - 1]) !=
+				   tolower((unsigned char)b[j - 1]);
+			int best = diag + cost;
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+static const char *leaf_of(const char *path)
+{
+	const char *dot = strrchr(path, '.');
+	return dot ? dot + 1 : path;
+}
+
+static bool parent_is(const char *path, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	if (n == 0)
+		return strchr(path, '.') == NULL;
+	return strncmp(path, prefix, n) == 0 && path[n] == '.' && !strchr(path + n + 1, '.');
+}
+
+static int fail_unknown(struct zinf_config *cfg, const char *prefix, const char *name,
+			const char *path)
+{
+	const char *best = NULL;
+	int best_d = 1000;
+
+	/* A sibling spelled nearly the same... */
+	for (int i = 0; i < zinf_n_keys; i++) {
+		int d;
+		if (!parent_is(zinf_keys[i].path, prefix))
+			continue;
+		d = edit_distance(name, leaf_of(zinf_keys[i].path));
+		if (d < best_d) {
+			best_d = d;
+			best = leaf_of(zinf_keys[i].path);
+		}
+	}
+	if (best && best_d <= (int)(strlen(name) > 6 ? strlen(name) / 3 : 2))
+		return zinf_config_fail(cfg, ZINF_ECONFIG, "%s: unknown key; did you mean %s?",
+					path, best);
+	/* ...or the same name in another section (a key put at the wrong level). */
+	for (int i = 0; i < zinf_n_keys; i++) {
+		if (zinf_keys[i].alias_of || strcmp(leaf_of(zinf_keys[i].path), name) != 0)
+			continue;
+		return zinf_config_fail(cfg, ZINF_ECONFIG, "%s: unknown key here; did you mean %s?",
+					path, zinf_keys[i].path);
+	}
+	return zinf_config_fail(
+		cfg, ZINF_ECONFIG,
+		"%s: unknown key (expected one of the keys of %s listed in docs/config.md)", path,
+		*prefix ? prefix : "the top level");
+}
+
+/* ---- walking the document ----------------------------------------------------------- */
+
+static int walk_object(struct zinf_config *cfg, const cJSON *obj, const char *prefix)
+{
+	const cJSON *child;
+
+	cJSON_ArrayForEach(child, obj)
+	{
+		char path[256];
+		const struct zinf_key *k;
+		int i;
+
+		snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", child->string);
+		for (const cJSON *prev = obj->child; prev != child; prev = prev->next)
+			if (strcmp(prev->string, child->string) == 0)
+				return zinf_config_fail(
+					cfg, ZINF_ECONFIG,
+					"%s: key given twice (expected each key once)", path);
+		i = zinf_key_find(path);
+		if (i < 0)
+			return fail_unknown(cfg, prefix, child->string, path);
+		k = &zinf_keys[i];
+		if (k->type == ZK_IGNORED) {
+			zinf_config_warn(cfg, "%s: DeepSpeed key not implemented by zinf; ignored",
+					 path);
+			continue;
+		}
+		if (k->type == ZK_OBJECT) {
+			int rc;
+			if (cJSON_IsNull(child))
+				continue; /* DeepSpeed writes "offload_param": null for none */
+			if (!cJSON_IsObject(child))
+				return fail_type(cfg, k, path, child);
+			cfg->present[i] = 1;
+			cfg->source[i] = ZINF_SRC_FILE;
+			rc = walk_object(cfg, child, path);
+			if (rc)
+				return rc;
+			continue;
+		}
+		if (k->alias_of) {
+			int target = zinf_key_find(k->alias_of);
+			if (cfg->present[target] ||
+			    cJSON_GetObjectItemCaseSensitive(obj, leaf_of(k->alias_of)))
+				return zinf_config_fail(
+					cfg, ZINF_ECONFIG,
+					"%s: given together with its new name %s (expected one of the two)",
+					path, k->alias_of);
+			zinf_config_warn(cfg, "%s: old DeepSpeed name, accepted; use %s", path,
+					 k->alias_of);
+		}
+		{
+			int rc = key_assign(cfg, i, path, child, ZINF_SRC_FILE);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* Line and column (1-based) of position pos in text. */
+static void line_col(const char *text, const char *pos, int *line, int *col)
+{
+	*line = 1;
+	*col = 1;
+	for (const char *p = text; p < pos && *p; p++) {
+		if (*p == '\n') {
+			(*line)++;
+			*col = 1;
+		} else {
+			(*col)++;
+		}
+	}
+}
+
+static int set_name(struct zinf_config *cfg, const char *name)
+{
+	char *copy = strdup(name ? name : "config");
+
+	if (!copy)
+		return -ENOMEM;
+	free(cfg->name);
+	cfg->name = copy;
+	return 0;
+}
+
+int zinf_config_load_string(struct zinf_config *cfg, const char *json, const char *name)
+{
+	const char *end = NULL;
+	cJSON *root;
+	int rc;
+
+	config_reset(cfg);
+	if (set_name(cfg, name))
+		return -ENOMEM;
+	root = cJSON_ParseWithOpts(json, &end, true);
+	if (!root) {
+		int line, col;
+		char near[40];
+		size_t n;
+		if (!end)
+			end = json;
+		line_col(json, end, &line, &col);
+		for (n = 0; n < 24 && end[n] && end[n] != '\n'; n++)
+			near[n] = end[n];
+		near[n] = 0;
+		if (strspn(json, " \t\r\n") == strlen(json))
+			return zinf_config_fail(
+				cfg, ZINF_EJSON,
+				"malformed JSON: the file is empty (expected a JSON object)");
+		if (!n)
+			return zinf_config_fail(
+				cfg, ZINF_EJSON,
+				"line %d, column %d: malformed JSON: unexpected end of file (expected the closing brackets)",
+				line, col);
+		return zinf_config_fail(
+			cfg, ZINF_EJSON,
+			"line %d, column %d: malformed JSON near '%s' (expected valid JSON: check for a missing comma, quote or bracket)",
+			line, col, near);
+	}
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"(top level): wrong type: not an object (expected a JSON object of config keys)");
+	}
+	rc = walk_object(cfg, root, "");
+	cJSON_Delete(root);
+	if (!rc)
+		rc = zinf_config_validate(cfg, 0);
+	if (rc) {
+		char keep[sizeof(cfg->last_error)];
+		memcpy(keep, cfg->last_error, sizeof(keep));
+		config_reset(cfg);
+		memcpy(cfg->last_error, keep, sizeof(keep));
+		return rc;
+	}
+	zinf_config_warn_environment(cfg);
+	cfg->last_error[0] = 0;
+	return 0;
+}
+
+int zinf_config_load_file(struct zinf_config *cfg, const char *path)
+{
+	FILE *f;
+	char *buf = NULL;
+	long size;
+	int rc;
+
+	if (set_name(cfg, path))
+		return -ENOMEM;
+	f = fopen(path, "rb");
+	if (!f)
+		return zinf_config_fail(cfg, -errno,
+					"cannot open: %s (expected a readable JSON file)",
+					strerror(errno));
+	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+		rc = zinf_config_fail(cfg, -EIO, "cannot read: %s (expected a regular file)",
+				      strerror(errno));
+		goto out_close;
+	}
+	if (size > 16 << 20) {
+		rc = zinf_config_fail(cfg, -EFBIG,
+				      "file is %ld bytes (expected a config under 16 MiB)", size);
+		goto out_close;
+	}
+	buf = malloc((size_t)size + 1);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto out_close;
+	}
+	if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+		rc = zinf_config_fail(cfg, -EIO, "cannot read: short read (expected %ld bytes)",
+				      size);
+		goto out_free;
+	}
+	buf[size] = 0;
+	if (strlen(buf) != (size_t)size) {
+		rc = zinf_config_fail(cfg, ZINF_EJSON,
+				      "byte %zu: NUL byte in the file (expected JSON text)",
+				      strlen(buf));
+		goto out_free;
+	}
+	rc = zinf_config_load_string(cfg, buf, path);
+out_free:
+	free(buf);
+out_close:
+	fclose(f);
+	return rc;
+}
+
+/* ---- overrides ---------------------------------------------------------------------- */
+
+/* Keys whose values may be written on the command line without JSON quotes. */
+static bool is_textual(enum zinf_key_type t)
+{
+	return t == ZK_STRING || t == ZK_ENUM || t == ZK_STRLIST || t == ZK_BYTES;
+}
+
+int zinf_config_set(struct zinf_config *cfg, const char *key, const char *value)
+{
+	int i = zinf_key_find(key);
+	cJSON *j;
+	int rc;
+
+	cfg->last_error[0] = 0;
+	if (i < 0 || zinf_keys[i].type == ZK_OBJECT || zinf_keys[i].type == ZK_IGNORED) {
+		const char *dot = strrchr(key, '.');
+		char prefix[256] = "";
+		if (i >= 0)
+			return zinf_config_fail(
+				cfg, ZINF_ECONFIG,
+				"%s: not a value that can be set (expected a key such as %s.%s)",
+				key, key, "...");
+		if (dot)
+			snprintf(prefix, sizeof(prefix), "%.*s", (int)(dot - key), key);
+		return fail_unknown(cfg, prefix, dot ? dot + 1 : key, key);
+	}
+	j = cJSON_ParseWithOpts(value, NULL, true);
+	if (!j || (is_textual(zinf_keys[i].type) && !cJSON_IsString(j) &&
+		   !(zinf_keys[i].type == ZK_STRLIST && cJSON_IsArray(j)) &&
+		   !(zinf_keys[i].type == ZK_BYTES && cJSON_IsNumber(j)))) {
+		/* A bare word: nvme, /mnt/nvme0, 512MiB. */
+		cJSON_Delete(j);
+		j = cJSON_CreateString(value);
+		if (!j)
+			return -ENOMEM;
+	}
+	rc = key_assign(cfg, i, key, j, ZINF_SRC_SET);
+	cJSON_Delete(j);
+	return rc;
+}

@@ -1,0 +1,399 @@
+/*
+ * Cross-key rules of the config: the batch-size triple, precision, offload tiers and the
+ * stage they need, scheduler parameters by type; warnings about this machine; and the
+ * resolution of "auto" values from the model, the launch and the hardware (the rules
+ * Hugging Face's DeepSpeed integration uses, where it has one).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "config.h"
+#include "zinf/error.h"
+
+#define KEY(path) key_index(path)
+
+static int key_index(const char *path)
+{
+	int i = zinf_key_find(path);
+	return i < 0 ? 0 : i; /* paths below are all in the schema; a test checks it */
+}
+
+/* A value given (in the file or by zinf_config_set) or resolved, not "auto"/default. */
+static bool known(const struct zinf_config *cfg, int i)
+{
+	return !cfg->is_auto[i] &&
+	       (cfg->source[i] == ZINF_SRC_FILE || cfg->source[i] == ZINF_SRC_SET ||
+		cfg->source[i] == ZINF_SRC_RESOLVED);
+}
+
+/* ---- batch sizes -------------------------------------------------------------------- */
+
+static void set_derived(struct zinf_config *cfg, int i, uint64_t *field, uint64_t v)
+{
+	*field = v;
+	cfg->source[i] = cfg->is_auto[i] ? ZINF_SRC_RESOLVED : ZINF_SRC_DERIVED;
+	cfg->is_auto[i] = 0;
+}
+
+/* The matching world size if tbs = mb * gas * ws for some whole ws, else 0. */
+static uint64_t implied_world(uint64_t tbs, uint64_t mb, uint64_t gas)
+{
+	return tbs % (mb * gas) == 0 ? tbs / (mb * gas) : 0;
+}
+
+static int check_batch(struct zinf_config *cfg, int world)
+{
+	struct zinf_config_values *v = &cfg->v;
+	int i_tbs = KEY("train_batch_size"), i_mb = KEY("train_micro_batch_size_per_gpu"),
+	    i_gas = KEY("gradient_accumulation_steps");
+	bool tbs = known(cfg, i_tbs), mb = known(cfg, i_mb), gas = known(cfg, i_gas);
+	uint64_t ws = world > 0 ? (uint64_t)world : 1;
+
+	/* Values derived by an earlier resolve are recomputed from the given ones. */
+	if (!tbs && cfg->source[i_tbs] == ZINF_SRC_DERIVED)
+		v->train_batch_size = 0, cfg->source[i_tbs] = ZINF_SRC_DEFAULT;
+	if (!mb && cfg->source[i_mb] == ZINF_SRC_DERIVED)
+		v->train_micro_batch_size_per_gpu = 0, cfg->source[i_mb] = ZINF_SRC_DEFAULT;
+	if (!gas && cfg->source[i_gas] == ZINF_SRC_DERIVED)
+		v->gradient_accumulation_steps = 0, cfg->source[i_gas] = ZINF_SRC_DEFAULT;
+
+	if (tbs && mb && gas) {
+		uint64_t prod = v->train_micro_batch_size_per_gpu * v->gradient_accumulation_steps;
+		uint64_t iw = implied_world(v->train_batch_size, v->train_micro_batch_size_per_gpu,
+					    v->gradient_accumulation_steps);
+		if (world == 0 && iw)
+			return 0; /* consistent for some world size; checked exactly at launch */
+		if (world == 0 || prod * ws != v->train_batch_size) {
+			char hint[64] = "";
+			if (iw && world > 0)
+				snprintf(hint, sizeof(hint), "; a world size of %llu would match",
+					 (unsigned long long)iw);
+			return zinf_config_fail(
+				cfg, ZINF_ECONFIG,
+				"train_batch_size: %llu != train_micro_batch_size_per_gpu %llu x gradient_accumulation_steps %llu x world size %llu = %llu (expected train_batch_size = micro batch x accumulation steps x world size%s)",
+				(unsigned long long)v->train_batch_size,
+				(unsigned long long)v->train_micro_batch_size_per_gpu,
+				(unsigned long long)v->gradient_accumulation_steps,
+				(unsigned long long)ws, (unsigned long long)(prod * ws), hint);
+		}
+		return 0;
+	}
+	if (tbs && (mb || gas)) {
+		uint64_t given =
+			mb ? v->train_micro_batch_size_per_gpu : v->gradient_accumulation_steps;
+		const char *gname =
+			mb ? "train_micro_batch_size_per_gpu" : "gradient_accumulation_steps";
+		uint64_t div = given * ws;
+		if (v->train_batch_size % div != 0)
+			return zinf_config_fail(
+				cfg, ZINF_ECONFIG,
+				"train_batch_size: %llu is not divisible by %s %llu x world size %llu (expected a multiple of %llu)",
+				(unsigned long long)v->train_batch_size, gname,
+				(unsigned long long)given, (unsigned long long)ws,
+				(unsigned long long)div);
+		if (world == 0)
+			return 0;
+		if (mb)
+			set_derived(cfg, i_gas, &v->gradient_accumulation_steps,
+				    v->train_batch_size / div);
+		else
+			set_derived(cfg, i_mb, &v->train_micro_batch_size_per_gpu,
+				    v->train_batch_size / div);
+		return 0;
+	}
+	if (world == 0)
+		return 0;
+	if (tbs) { /* only the global batch: no accumulation, as DeepSpeed */
+		if (v->train_batch_size % ws != 0)
+			return zinf_config_fail(
+				cfg, ZINF_ECONFIG,
+				"train_batch_size: %llu is not divisible by world size %llu (expected a multiple of %llu)",
+				(unsigned long long)v->train_batch_size, (unsigned long long)ws,
+				(unsigned long long)ws);
+		set_derived(cfg, i_gas, &v->gradient_accumulation_steps, 1);
+		set_derived(cfg, i_mb, &v->train_micro_batch_size_per_gpu,
+			    v->train_batch_size / ws);
+	} else if (mb) {
+		if (!gas)
+			set_derived(cfg, i_gas, &v->gradient_accumulation_steps, 1);
+		set_derived(cfg, i_tbs, &v->train_batch_size,
+			    v->train_micro_batch_size_per_gpu * v->gradient_accumulation_steps *
+				    ws);
+	}
+	return 0;
+}
+
+/* ---- the other cross-key rules ------------------------------------------------------ */
+
+static int check_offload(struct zinf_config *cfg, const char *which, int device,
+			 const char *nvme_path)
+{
+	char key[96];
+	int stage = cfg->v.zero.stage;
+	bool param = strcmp(which, "offload_param") == 0;
+
+	if (device == ZINF_OFFLOAD_NONE)
+		return 0;
+	if (param && stage < 3)
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"zero_optimization.offload_param.device: %s parameter offload needs zero_optimization.stage 3, got %d (expected stage 3, or offload_param.device none)",
+			device == ZINF_OFFLOAD_NVME ? "nvme" : "cpu", stage);
+	if (!param && stage < 1)
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"zero_optimization.offload_optimizer.device: optimizer offload needs zero_optimization.stage 1, 2 or 3, got 0 (expected a ZeRO stage, or offload_optimizer.device none)");
+	snprintf(key, sizeof(key), "zero_optimization.%s.nvme_path", which);
+	if (device == ZINF_OFFLOAD_NVME && !nvme_path && cfg->v.zinf.nvme_paths.n == 0)
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"%s: missing; %s.device is nvme (expected a directory on the NVMe drive, or zinf.nvme_paths)",
+			key, which);
+	return 0;
+}
+
+static int check_scheduler(struct zinf_config *cfg)
+{
+	const struct zinf_key *tk = &zinf_keys[KEY("scheduler.type")];
+	int type = cfg->v.scheduler.type;
+	char tname[32];
+	int i_total = KEY("scheduler.params.total_num_steps");
+
+	zinf_key_enum_name(tk, type, tname, sizeof(tname));
+	for (int i = 0; i < zinf_n_keys; i++) {
+		const struct zinf_key *k = &zinf_keys[i];
+		char takes[256] = "";
+		if (!k->sched_mask || !cfg->present[i])
+			continue;
+		if (type == ZINF_SCHED_NONE)
+			return zinf_config_fail(
+				cfg, ZINF_ECONFIG,
+				"%s: scheduler parameters without scheduler.type (expected a type: WarmupLR, WarmupDecayLR or WarmupCosineLR)",
+				k->path);
+		if (k->sched_mask & ZINF_SCHED_BIT(type))
+			continue;
+		for (int j = 0; j < zinf_n_keys; j++) {
+			if (zinf_keys[j].sched_mask & ZINF_SCHED_BIT(type)) {
+				size_t o = strlen(takes);
+				snprintf(takes + o, sizeof(takes) - o, "%s%s", o ? ", " : "",
+					 zinf_keys[j].path + strlen("scheduler.params."));
+			}
+		}
+		return zinf_config_fail(cfg, ZINF_ECONFIG,
+					"%s: not a parameter of %s (expected one of %s)", k->path,
+					tname, takes);
+	}
+	if ((type == ZINF_SCHED_WARMUP_DECAY_LR || type == ZINF_SCHED_WARMUP_COSINE_LR) &&
+	    !cfg->present[i_total] && cfg->source[i_total] != ZINF_SRC_SET)
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"scheduler.params.total_num_steps: missing; %s needs it (expected the run's total optimizer steps, or \"auto\")",
+			tname);
+	return 0;
+}
+
+int zinf_config_validate(struct zinf_config *cfg, int world_size)
+{
+	struct zinf_config_values *v = &cfg->v;
+	int rc;
+
+	if (v->fp16.enabled && v->bf16.enabled && !cfg->is_auto[KEY("fp16.enabled")] &&
+	    !cfg->is_auto[KEY("bf16.enabled")])
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"fp16.enabled: fp16 and bf16 are both enabled (expected at most one of fp16.enabled, bf16.enabled)");
+	rc = check_offload(cfg, "offload_param", v->zero.offload_param.device,
+			   v->zero.offload_param.nvme_path);
+	if (!rc)
+		rc = check_offload(cfg, "offload_optimizer", v->zero.offload_optimizer.device,
+				   v->zero.offload_optimizer.nvme_path);
+	if (!rc)
+		rc = check_scheduler(cfg);
+	if (!rc)
+		rc = check_batch(cfg, world_size);
+	if (rc)
+		return rc;
+	/* DeepSpeed turns overlap_comm on at stage 3 unless told otherwise. */
+	if (v->zero.stage == 3 && !cfg->present[KEY("zero_optimization.overlap_comm")] &&
+	    cfg->source[KEY("zero_optimization.overlap_comm")] != ZINF_SRC_SET) {
+		v->zero.overlap_comm = true;
+		cfg->source[KEY("zero_optimization.overlap_comm")] = ZINF_SRC_DERIVED;
+	}
+	return 0;
+}
+
+/* ---- warnings about this machine and about values without effect ------------------- */
+
+static void warn_missing_dir(struct zinf_config *cfg, const char *key, const char *path)
+{
+	struct stat st;
+
+	if (path && stat(path, &st) != 0)
+		zinf_config_warn(
+			cfg,
+			"%s: %s does not exist on this machine (an error only when training starts)",
+			key, path);
+	else if (path && !S_ISDIR(st.st_mode))
+		zinf_config_warn(cfg,
+				 "%s: %s is not a directory (an error only when training starts)",
+				 key, path);
+}
+
+void zinf_config_warn_environment(struct zinf_config *cfg)
+{
+	struct zinf_config_values *v = &cfg->v;
+
+	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME)
+		warn_missing_dir(cfg, "zero_optimization.offload_param.nvme_path",
+				 v->zero.offload_param.nvme_path);
+	if (v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME)
+		warn_missing_dir(cfg, "zero_optimization.offload_optimizer.nvme_path",
+				 v->zero.offload_optimizer.nvme_path);
+	for (int i = 0; i < v->zinf.nvme_paths.n; i++) {
+		char key[48];
+		snprintf(key, sizeof(key), "zinf.nvme_paths[%d]", i);
+		warn_missing_dir(cfg, key, v->zinf.nvme_paths.v[i]);
+	}
+	if (v->zinf.trace) {
+		char dir[1024];
+		char *slash;
+		snprintf(dir, sizeof(dir), "%s", v->zinf.trace);
+		slash = strrchr(dir, '/');
+		if (slash && slash != dir) {
+			*slash = 0;
+			warn_missing_dir(cfg, "zinf.trace", dir);
+		}
+	}
+	for (int i = 0; i < zinf_n_keys; i++) {
+		const struct zinf_key *k = &zinf_keys[i];
+		const void *f = zinf_key_cfield(cfg, k);
+		bool differs = false;
+		if (!(k->flags & ZKF_WARN_IF_SET) || !cfg->present[i])
+			continue;
+		if (k->type == ZK_BOOL)
+			differs = *(const bool *)f != (k->def != 0);
+		else if (k->type == ZK_COUNT)
+			differs = *(const uint64_t *)f != (uint64_t)k->def;
+		if (differs)
+			zinf_config_warn(cfg,
+					 "%s: not implemented by zinf yet; the value has no effect",
+					 k->path);
+	}
+	if (v->optimizer.type == ZINF_OPT_ADAM && v->optimizer.weight_decay > 0 &&
+	    !cfg->present[KEY("optimizer.params.adam_w_mode")])
+		zinf_config_warn(
+			cfg,
+			"optimizer.type: Adam applies weight_decay as L2 in zinf, but DeepSpeed's Adam decouples it by default (set optimizer.params.adam_w_mode, or use AdamW)");
+	if (v->scheduler.total_num_steps &&
+	    v->scheduler.total_num_steps < v->scheduler.warmup_num_steps &&
+	    !cfg->is_auto[KEY("scheduler.params.total_num_steps")])
+		zinf_config_warn(
+			cfg,
+			"scheduler.params.total_num_steps: %llu is less than warmup_num_steps %llu; the schedule never leaves warmup",
+			(unsigned long long)v->scheduler.total_num_steps,
+			(unsigned long long)v->scheduler.warmup_num_steps);
+}
+
+/* ---- "auto" ------------------------------------------------------------------------- */
+
+static void resolve_u64(struct zinf_config *cfg, const char *path, uint64_t value)
+{
+	int i = KEY(path);
+
+	if (!cfg->is_auto[i])
+		return;
+	*(uint64_t *)zinf_key_field(cfg, &zinf_keys[i]) = value;
+	cfg->is_auto[i] = 0;
+	cfg->source[i] = ZINF_SRC_RESOLVED;
+}
+
+static void resolve_double(struct zinf_config *cfg, const char *path, double value)
+{
+	int i = KEY(path);
+
+	if (!cfg->is_auto[i])
+		return;
+	*(double *)zinf_key_field(cfg, &zinf_keys[i]) = value;
+	cfg->is_auto[i] = 0;
+	cfg->source[i] = ZINF_SRC_RESOLVED;
+}
+
+static void resolve_bool(struct zinf_config *cfg, const char *path, bool value)
+{
+	int i = KEY(path);
+
+	if (!cfg->is_auto[i])
+		return;
+	*(bool *)zinf_key_field(cfg, &zinf_keys[i]) = value;
+	cfg->is_auto[i] = 0;
+	cfg->source[i] = ZINF_SRC_RESOLVED;
+}
+
+/* Defaults of Hugging Face's TrainingArguments, which its DeepSpeed integration uses
+ * for the same "auto" keys. */
+#define HF_LR 5e-5
+#define HF_MAX_GRAD_NORM 1.0
+
+int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolve_info *info)
+{
+	struct zinf_config_values *v = &cfg->v;
+	int world = info && info->world_size > 0 ? info->world_size : 1;
+	uint64_t h = info ? info->hidden_size : 0;
+	int rc;
+
+	cfg->last_error[0] = 0;
+	resolve_double(cfg, "gradient_clipping", HF_MAX_GRAD_NORM);
+	/* Both backends compute in bf16, so "auto" means bf16 unless fp16 was asked for. */
+	resolve_bool(cfg, "fp16.enabled", false);
+	resolve_bool(cfg, "bf16.enabled", !v->fp16.enabled);
+	resolve_double(cfg, "optimizer.params.lr", HF_LR);
+	if (cfg->is_auto[KEY("optimizer.params.betas")]) {
+		int i = KEY("optimizer.params.betas");
+		v->optimizer.betas[0] = 0.9;
+		v->optimizer.betas[1] = 0.999;
+		cfg->is_auto[i] = 0;
+		cfg->source[i] = ZINF_SRC_RESOLVED;
+	}
+	resolve_double(cfg, "optimizer.params.eps", 1e-8);
+	resolve_double(cfg, "optimizer.params.weight_decay", 0.0);
+	resolve_double(cfg, "scheduler.params.warmup_min_lr", 0.0);
+	resolve_double(cfg, "scheduler.params.warmup_max_lr", v->optimizer.lr);
+	resolve_u64(cfg, "scheduler.params.warmup_num_steps", 0);
+	if (info && info->total_steps)
+		resolve_u64(cfg, "scheduler.params.total_num_steps", info->total_steps);
+	if (h) {
+		resolve_u64(cfg, "zero_optimization.reduce_bucket_size", h * h);
+		resolve_u64(cfg, "zero_optimization.stage3_prefetch_bucket_size",
+			    (uint64_t)(0.9 * (double)(h * h)));
+		resolve_u64(cfg, "zero_optimization.stage3_param_persistence_threshold", 10 * h);
+	}
+	if (info && info->device_free_bytes)
+		resolve_u64(cfg, "zinf.device_memory_limit", info->device_free_bytes);
+	if (info && info->host_total_bytes) {
+		if (v->zinf.device != ZINF_DEVICE_CUDA && !info->device_free_bytes)
+			resolve_u64(cfg, "zinf.device_memory_limit", info->host_total_bytes / 4);
+		resolve_u64(cfg, "zinf.pinned_memory_limit", info->host_total_bytes / 4);
+	}
+	rc = zinf_config_validate(cfg, world);
+	if (rc)
+		return rc;
+	cfg->world_size = world;
+	if (!info || !info->require_all)
+		return 0;
+	for (int i = 0; i < zinf_n_keys; i++) {
+		if (!cfg->is_auto[i])
+			continue;
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"%s: \"auto\" could not be resolved here (expected a value in the config or on the command line)",
+			zinf_keys[i].path);
+	}
+	if (!v->train_batch_size || !v->train_micro_batch_size_per_gpu)
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"train_micro_batch_size_per_gpu: not set (expected train_batch_size or train_micro_batch_size_per_gpu in the config or on the command line)");
+	return 0;
+}

@@ -1,0 +1,414 @@
+/*
+ * The config schema: every key zinf reads, with its type, default, range and meaning,
+ * in the order of docs/config.md. DeepSpeed's defaults are those of its current code.
+ * Keys DeepSpeed has and zinf does not implement are listed as ZK_IGNORED, so that a
+ * config that uses them loads with a warning naming them instead of an unknown-key error.
+ */
+#include <float.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "config.h"
+
+#define OFF(f) offsetof(struct zinf_config_values, f)
+#define INF DBL_MAX
+#define ALL_SCHED                                                                                  \
+	(ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_LR) | ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_DECAY_LR) |       \
+	 ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_COSINE_LR))
+#define LR_DECAY (ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_LR) | ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_DECAY_LR))
+#define DECAY_COS                                                                                  \
+	(ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_DECAY_LR) | ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_COSINE_LR))
+#define COS ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_COSINE_LR)
+
+#define SECTION(p, d)                                                                              \
+	{                                                                                          \
+		.path = p, .type = ZK_OBJECT, .doc = d                                             \
+	}
+#define IGNORED(p)                                                                                 \
+	{                                                                                          \
+		.path = p, .type = ZK_IGNORED,                                                     \
+		.doc = "DeepSpeed key; not implemented by zinf (warning)"                          \
+	}
+#define BOOL(p, f, dv, fl, d)                                                                      \
+	{                                                                                          \
+		.path = p, .type = ZK_BOOL, .offset = OFF(f), .def = dv, .flags = fl, .doc = d     \
+	}
+#define INT(p, f, dv, lo, hi, fl, d)                                                               \
+	{                                                                                          \
+		.path = p, .type = ZK_INT, .offset = OFF(f), .def = dv, .min = lo, .max = hi,      \
+		.flags = fl, .doc = d                                                              \
+	}
+#define COUNT(p, f, dv, lo, hi, fl, d)                                                             \
+	{                                                                                          \
+		.path = p, .type = ZK_COUNT, .offset = OFF(f), .def = dv, .min = lo, .max = hi,    \
+		.flags = fl, .doc = d                                                              \
+	}
+#define BYTES(p, f, dv, lo, fl, d)                                                                 \
+	{                                                                                          \
+		.path = p, .type = ZK_BYTES, .offset = OFF(f), .def = dv, .min = lo, .max = INF,   \
+		.flags = fl, .doc = d                                                              \
+	}
+#define FLOAT(p, f, dv, lo, hi, fl, d)                                                             \
+	{                                                                                          \
+		.path = p, .type = ZK_FLOAT, .offset = OFF(f), .def = dv, .min = lo, .max = hi,    \
+		.flags = fl, .doc = d                                                              \
+	}
+#define ENUM(p, f, dv, nm, fl, d)                                                                  \
+	{                                                                                          \
+		.path = p, .type = ZK_ENUM, .offset = OFF(f), .def = dv, .names = nm, .flags = fl, \
+		.doc = d                                                                           \
+	}
+#define STRING(p, f, d)                                                                            \
+	{                                                                                          \
+		.path = p, .type = ZK_STRING, .offset = OFF(f), .doc = d                           \
+	}
+
+const struct zinf_key zinf_keys[] = {
+	/* ---- batch, clipping, printing -------------------------------------------------- */
+	COUNT("train_batch_size", train_batch_size, 0, 1, 1e9, ZKF_AUTO,
+	      "global batch (sequences per optimizer step) = micro batch x accumulation steps x ranks; any two of the three determine the third"),
+	COUNT("train_micro_batch_size_per_gpu", train_micro_batch_size_per_gpu, 0, 1, 1e9, ZKF_AUTO,
+	      "sequences per forward/backward on one rank"),
+	COUNT("gradient_accumulation_steps", gradient_accumulation_steps, 0, 1, 1e9, ZKF_AUTO,
+	      "micro-batches accumulated before each optimizer step"),
+	FLOAT("gradient_clipping", gradient_clipping, 0, 0, INF, ZKF_AUTO,
+	      "clip the global L2 norm of all gradients to this value; 0 = off (auto: 1.0)"),
+	COUNT("steps_per_print", steps_per_print, 10, 1, 1e15, 0,
+	      "log progress every N optimizer steps"),
+	/* ---- precision ----------------------------------------------------------------- */
+	SECTION("bf16",
+		"bfloat16 training: bf16 params and compute, fp32 master weights, no loss scaling"),
+	BOOL("bf16.enabled", bf16.enabled, 0, ZKF_AUTO,
+	     "train in bf16 (auto: true unless fp16.enabled is true)"),
+	IGNORED("bf16.immediate_grad_update"),
+	SECTION("fp16", "float16 training with loss scaling"),
+	BOOL("fp16.enabled", fp16.enabled, 0, ZKF_AUTO,
+	     "train in fp16 with loss scaling (auto: false)"),
+	FLOAT("fp16.loss_scale", fp16.loss_scale, 0, 0, INF, 0,
+	      "static loss scale; 0 = dynamic loss scaling"),
+	INT("fp16.initial_scale_power", fp16.initial_scale_power, 16, 0, 63, 0,
+	    "dynamic scaling starts at 2^initial_scale_power"),
+	COUNT("fp16.loss_scale_window", fp16.loss_scale_window, 1000, 1, 1e15, 0,
+	      "steps without overflow before the scale doubles"),
+	INT("fp16.hysteresis", fp16.hysteresis, 2, 1, 1000000, 0,
+	    "overflows tolerated before the scale is lowered"),
+	BOOL("fp16.consecutive_hysteresis", fp16.consecutive_hysteresis, 0, 0,
+	     "refill hysteresis after each step without overflow"),
+	FLOAT("fp16.min_loss_scale", fp16.min_loss_scale, 1, 0, INF, ZKF_MIN_OPEN,
+	      "the scale never goes below this"),
+	IGNORED("fp16.auto_cast"),
+	IGNORED("fp16.fp16_master_weights_and_grads"),
+	/* ---- optimizer ----------------------------------------------------------------- */
+	SECTION("optimizer", "the optimizer; when absent, AdamW with the defaults below"),
+	ENUM("optimizer.type", optimizer.type, ZINF_OPT_ADAMW, "Adam|AdamW", ZKF_ICASE,
+	     "AdamW: decoupled weight decay (torch.optim.AdamW); Adam: L2 decay (torch.optim.Adam) unless params.adam_w_mode"),
+	SECTION("optimizer.params", "optimizer hyper-parameters"),
+	FLOAT("optimizer.params.lr", optimizer.lr, 1e-3, 0, INF, ZKF_AUTO,
+	      "peak learning rate (auto: 5e-5, the Hugging Face Trainer default)"),
+	{.path = "optimizer.params.betas",
+	 .type = ZK_BETAS,
+	 .offset = OFF(optimizer.betas),
+	 .def_str = "0.9,0.999",
+	 .min = 0,
+	 .max = 1,
+	 .flags = ZKF_AUTO,
+	 .doc = "[beta1, beta2], each in [0, 1) (auto: [0.9, 0.999])"},
+	FLOAT("optimizer.params.eps", optimizer.eps, 1e-8, 0, INF, ZKF_AUTO | ZKF_MIN_OPEN,
+	      "added to the denominator (auto: 1e-8)"),
+	FLOAT("optimizer.params.weight_decay", optimizer.weight_decay, 0, 0, INF, ZKF_AUTO,
+	      "weight decay coefficient, applied to 2-D parameters only (auto: 0)"),
+	BOOL("optimizer.params.bias_correction", optimizer.bias_correction, 1, 0,
+	     "Adam bias correction"),
+	BOOL("optimizer.params.adam_w_mode", optimizer.adam_w_mode, 0, 0,
+	     "type Adam only: decoupled weight decay; DeepSpeed's default is true, zinf's false (a warning says so when it matters)"),
+	IGNORED("optimizer.params.torch_adam"),
+	/* ---- scheduler ----------------------------------------------------------------- */
+	SECTION("scheduler", "learning-rate schedule; when absent, the rate is constant"),
+	ENUM("scheduler.type", scheduler.type, ZINF_SCHED_NONE,
+	     "none|WarmupLR|WarmupDecayLR|WarmupCosineLR", 0,
+	     "schedule, with DeepSpeed's names and formulas; none = constant (zinf only)"),
+	SECTION("scheduler.params",
+		"schedule parameters; each belongs to the types named in its line"),
+	{.path = "scheduler.params.warmup_min_lr",
+	 .type = ZK_FLOAT,
+	 .offset = OFF(scheduler.warmup_min_lr),
+	 .def = 0,
+	 .min = 0,
+	 .max = INF,
+	 .flags = ZKF_AUTO,
+	 .sched_mask = LR_DECAY,
+	 .doc = "WarmupLR, WarmupDecayLR: rate at step 0 (auto: 0)"},
+	{.path = "scheduler.params.warmup_max_lr",
+	 .type = ZK_FLOAT,
+	 .offset = OFF(scheduler.warmup_max_lr),
+	 .def = 1e-3,
+	 .min = 0,
+	 .max = INF,
+	 .flags = ZKF_AUTO,
+	 .sched_mask = LR_DECAY,
+	 .doc = "WarmupLR, WarmupDecayLR: rate at the end of warmup (auto: optimizer.params.lr)"},
+	{.path = "scheduler.params.warmup_num_steps",
+	 .type = ZK_COUNT,
+	 .offset = OFF(scheduler.warmup_num_steps),
+	 .def = 1000,
+	 .min = 0,
+	 .max = 1e12,
+	 .flags = ZKF_AUTO,
+	 .sched_mask = ALL_SCHED,
+	 .doc = "all types: warmup length in steps (auto: 0)"},
+	{.path = "scheduler.params.warmup_type",
+	 .type = ZK_ENUM,
+	 .offset = OFF(scheduler.warmup_type),
+	 .def = ZINF_WARMUP_LOG,
+	 .names = "log|linear",
+	 .sched_mask = ALL_SCHED,
+	 .doc = "all types: warmup curve"},
+	{.path = "scheduler.params.total_num_steps",
+	 .type = ZK_COUNT,
+	 .offset = OFF(scheduler.total_num_steps),
+	 .def = 0,
+	 .min = 1,
+	 .max = 1e12,
+	 .flags = ZKF_AUTO,
+	 .sched_mask = DECAY_COS,
+	 .doc = "WarmupDecayLR, WarmupCosineLR: total steps; required (auto: the run's step count)"},
+	{.path = "scheduler.params.warmup_min_ratio",
+	 .type = ZK_FLOAT,
+	 .offset = OFF(scheduler.warmup_min_ratio),
+	 .def = 0,
+	 .min = 0,
+	 .max = 1,
+	 .sched_mask = COS,
+	 .doc = "WarmupCosineLR: rate at step 0 as a fraction of optimizer.params.lr"},
+	{.path = "scheduler.params.cos_min_ratio",
+	 .type = ZK_FLOAT,
+	 .offset = OFF(scheduler.cos_min_ratio),
+	 .def = 1e-4,
+	 .min = 0,
+	 .max = 1,
+	 .sched_mask = COS,
+	 .doc = "WarmupCosineLR: final rate as a fraction of optimizer.params.lr"},
+	{.path = "scheduler.params.last_batch_iteration",
+	 .type = ZK_INT,
+	 .offset = OFF(scheduler.last_batch_iteration),
+	 .def = -1,
+	 .min = -1,
+	 .max = 2147483647.0,
+	 .sched_mask = ALL_SCHED,
+	 .doc = "all types: step to resume the schedule after; -1 = start"},
+	/* ---- activation checkpointing -------------------------------------------------- */
+	SECTION("activation_checkpointing", "DeepSpeed's activation-checkpointing options"),
+	BOOL("activation_checkpointing.partition_activations",
+	     activation_checkpointing.partition_activations, 0, ZKF_WARN_IF_SET,
+	     "shard checkpointed activations across ranks (not implemented yet: warning if true)"),
+	BOOL("activation_checkpointing.cpu_checkpointing",
+	     activation_checkpointing.cpu_checkpointing, 0, ZKF_WARN_IF_SET,
+	     "keep checkpointed activations in host memory (not implemented yet: warning if true)"),
+	BOOL("activation_checkpointing.contiguous_memory_optimization",
+	     activation_checkpointing.contiguous_memory_optimization, 0, ZKF_WARN_IF_SET,
+	     "copy checkpoints into one buffer (not implemented yet: warning if true)"),
+	COUNT("activation_checkpointing.number_checkpoints",
+	      activation_checkpointing.number_checkpoints, 0, 0, 1e9, ZKF_WARN_IF_SET,
+	      "checkpoints for contiguous_memory_optimization; 0 = unset (warning if set)"),
+	BOOL("activation_checkpointing.synchronize_checkpoint_boundary",
+	     activation_checkpointing.synchronize_checkpoint_boundary, 0, ZKF_WARN_IF_SET,
+	     "synchronize at each checkpoint boundary (not implemented yet: warning if true)"),
+	BOOL("activation_checkpointing.profile", activation_checkpointing.profile, 0,
+	     ZKF_WARN_IF_SET,
+	     "profile checkpoint recomputation (not implemented yet: warning if true)"),
+	/* ---- async I/O ----------------------------------------------------------------- */
+	SECTION("aio", "NVMe I/O (DeepSpeed's aio block)"),
+	BYTES("aio.block_size", aio.block_size, 1048576, 4096, ZKF_ALIGN4K,
+	      "bytes per I/O request; large transfers are split into blocks of this size"),
+	COUNT("aio.queue_depth", aio.queue_depth, 8, 1, 4096, 0,
+	      "requests in flight per ring or thread"),
+	COUNT("aio.intra_op_parallelism", aio.intra_op_parallelism, 1, 1, 256, 0,
+	      "rings or threads one transfer is spread over"),
+	{.path = "aio.thread_count",
+	 .type = ZK_COUNT,
+	 .offset = OFF(aio.intra_op_parallelism),
+	 .def = 1,
+	 .min = 1,
+	 .max = 256,
+	 .alias_of = "aio.intra_op_parallelism",
+	 .doc = "old name of aio.intra_op_parallelism (warning)"},
+	BOOL("aio.single_submit", aio.single_submit, 0, 0,
+	     "submit requests one at a time instead of in batches"),
+	BOOL("aio.overlap_events", aio.overlap_events, 1, 0, "reap completions while submitting"),
+	BOOL("aio.use_gds", aio.use_gds, 0, ZKF_WARN_IF_SET,
+	     "GPUDirect Storage (not implemented: warning if true)"),
+	/* ---- ZeRO ---------------------------------------------------------------------- */
+	SECTION("zero_optimization", "ZeRO partitioning and offload"),
+	INT("zero_optimization.stage", zero.stage, 0, 0, 3, 0,
+	    "0 none, 1 optimizer state, 2 + gradients, 3 + parameters partitioned across ranks"),
+	SECTION("zero_optimization.offload_param",
+		"where parameters live between uses (stage 3 only)"),
+	ENUM("zero_optimization.offload_param.device", zero.offload_param.device, ZINF_OFFLOAD_NONE,
+	     "none|cpu|nvme", 0, "parameter home tier"),
+	STRING("zero_optimization.offload_param.nvme_path", zero.offload_param.nvme_path,
+	       "directory on the NVMe drive (or use zinf.nvme_paths to stripe over several)"),
+	BOOL("zero_optimization.offload_param.pin_memory", zero.offload_param.pin_memory, 0, 0,
+	     "stage through pinned memory (zinf always stages through its bounded pinned pool)"),
+	COUNT("zero_optimization.offload_param.buffer_count", zero.offload_param.buffer_count, 5, 1,
+	      1e6, 0, "staging buffers for parameter reads"),
+	COUNT("zero_optimization.offload_param.buffer_size", zero.offload_param.buffer_size, 1e8, 1,
+	      1e15, 0, "elements per staging buffer"),
+	COUNT("zero_optimization.offload_param.max_in_cpu", zero.offload_param.max_in_cpu, 1e9, 0,
+	      1e15, 0, "elements of parameters kept in host memory when the home tier is nvme"),
+	SECTION("zero_optimization.offload_optimizer",
+		"where fp32 master weights and Adam state live"),
+	ENUM("zero_optimization.offload_optimizer.device", zero.offload_optimizer.device,
+	     ZINF_OFFLOAD_NONE, "none|cpu|nvme", 0,
+	     "optimizer-state home tier; cpu and nvme run the optimizer on the CPU"),
+	STRING("zero_optimization.offload_optimizer.nvme_path", zero.offload_optimizer.nvme_path,
+	       "directory on the NVMe drive (or use zinf.nvme_paths)"),
+	BOOL("zero_optimization.offload_optimizer.pin_memory", zero.offload_optimizer.pin_memory, 0,
+	     0, "stage through pinned memory (zinf always stages through its bounded pinned pool)"),
+	COUNT("zero_optimization.offload_optimizer.buffer_count",
+	      zero.offload_optimizer.buffer_count, 4, 1, 1e6, 0,
+	      "staging buffers for optimizer-state I/O"),
+	BOOL("zero_optimization.offload_optimizer.pipeline_read",
+	     zero.offload_optimizer.pipeline_read, 0, 0,
+	     "overlap reading sub-group i+1 with updating i"),
+	BOOL("zero_optimization.offload_optimizer.pipeline_write",
+	     zero.offload_optimizer.pipeline_write, 0, 0,
+	     "overlap writing sub-group i-1 with updating i"),
+	BOOL("zero_optimization.offload_optimizer.fast_init", zero.offload_optimizer.fast_init, 0,
+	     0, "initialize NVMe optimizer state without a write pass"),
+	FLOAT("zero_optimization.offload_optimizer.ratio", zero.offload_optimizer.ratio, 1.0, 0, 1,
+	      ZKF_MIN_OPEN, "fraction of optimizer state offloaded (the rest stays on the device)"),
+	COUNT("zero_optimization.sub_group_size", zero.sub_group_size, 1e9, 1, 1e15, 0,
+	      "elements per optimizer sub-group (the unit of the pipelined NVMe step)"),
+	BOOL("zero_optimization.overlap_comm", zero.overlap_comm, 0, 0,
+	     "overlap gradient reduction with backward (default true at stage 3, as DeepSpeed)"),
+	BOOL("zero_optimization.contiguous_gradients", zero.contiguous_gradients, 1, 0,
+	     "copy gradients into one contiguous buffer as they are produced"),
+	BOOL("zero_optimization.reduce_scatter", zero.reduce_scatter, 1, 0,
+	     "reduce gradients with reduce-scatter rather than all-reduce"),
+	BOOL("zero_optimization.allgather_partitions", zero.allgather_partitions, 1, 0,
+	     "all-gather parameter partitions rather than broadcast"),
+	COUNT("zero_optimization.reduce_bucket_size", zero.reduce_bucket_size, 5e8, 1, 1e15,
+	      ZKF_AUTO, "elements reduced at a time (auto: hidden_size^2)"),
+	COUNT("zero_optimization.allgather_bucket_size", zero.allgather_bucket_size, 5e8, 1, 1e15,
+	      0, "elements all-gathered at a time (stages 1-2)"),
+	COUNT("zero_optimization.stage3_prefetch_bucket_size", zero.stage3_prefetch_bucket_size,
+	      5e7, 0, 1e15, ZKF_AUTO,
+	      "elements of parameters prefetched ahead of use (auto: 0.9 x hidden_size^2)"),
+	COUNT("zero_optimization.stage3_param_persistence_threshold",
+	      zero.stage3_param_persistence_threshold, 1e5, 0, 1e15, ZKF_AUTO,
+	      "parameters smaller than this (elements) stay on the device (auto: 10 x hidden_size)"),
+	COUNT("zero_optimization.stage3_max_live_parameters", zero.stage3_max_live_parameters, 1e9,
+	      0, 1e15, 0, "most parameter elements gathered on the device at once"),
+	COUNT("zero_optimization.stage3_max_reuse_distance", zero.stage3_max_reuse_distance, 1e9, 0,
+	      1e15, 0,
+	      "a parameter reused within this many elements of fetches is not released in between"),
+	BOOL("zero_optimization.stage3_gather_16bit_weights_on_model_save",
+	     zero.stage3_gather_16bit_weights_on_model_save, 0, 0,
+	     "save consolidated 16-bit weights with --save"),
+	{.path = "zero_optimization.stage3_gather_fp16_weights_on_model_save",
+	 .type = ZK_BOOL,
+	 .offset = OFF(zero.stage3_gather_16bit_weights_on_model_save),
+	 .alias_of = "zero_optimization.stage3_gather_16bit_weights_on_model_save",
+	 .doc = "old name of stage3_gather_16bit_weights_on_model_save (warning)"},
+	IGNORED("zero_optimization.cpu_offload"),
+	IGNORED("zero_optimization.cpu_offload_params"),
+	IGNORED("zero_optimization.cpu_offload_use_pin_memory"),
+	IGNORED("zero_optimization.load_from_fp32_weights"),
+	IGNORED("zero_optimization.elastic_checkpoint"),
+	IGNORED("zero_optimization.round_robin_gradients"),
+	IGNORED("zero_optimization.ignore_unused_parameters"),
+	IGNORED("zero_optimization.legacy_stage1"),
+	IGNORED("zero_optimization.stage3_model_persistence_threshold"),
+	IGNORED("zero_optimization.stage3_module_granularity_threshold"),
+	IGNORED("zero_optimization.zero_hpz_partition_size"),
+	IGNORED("zero_optimization.zero_quantized_weights"),
+	IGNORED("zero_optimization.zero_quantized_nontrainable_weights"),
+	IGNORED("zero_optimization.zero_quantized_gradients"),
+	IGNORED("zero_optimization.mics_shard_size"),
+	IGNORED("zero_optimization.mics_hierarchical_params_gather"),
+	IGNORED("zero_optimization.memory_efficient_linear"),
+	IGNORED("zero_optimization.pipeline_loading_checkpoint"),
+	IGNORED("zero_optimization.override_module_apply"),
+	IGNORED("zero_optimization.log_trace_cache_warnings"),
+	IGNORED("zero_optimization.use_multi_rank_bucket_allreduce"),
+	/* ---- zinf's own block ---------------------------------------------------------- */
+	SECTION("zinf", "what DeepSpeed cannot express"),
+	ENUM("zinf.device", zinf.device, ZINF_DEVICE_AUTO, "auto|cuda|host", 0,
+	     "compute device: cuda when a GPU is visible, else the host backend"),
+	{.path = "zinf.device_memory_limit",
+	 .type = ZK_BYTES,
+	 .offset = OFF(zinf.device_memory_limit),
+	 .def_str = "auto",
+	 .min = 1048576,
+	 .max = INF,
+	 .flags = ZKF_AUTO,
+	 .doc = "hard cap on device memory (auto: free GPU memory on cuda, a quarter of host RAM on host)"},
+	{.path = "zinf.pinned_memory_limit",
+	 .type = ZK_BYTES,
+	 .offset = OFF(zinf.pinned_memory_limit),
+	 .def_str = "auto",
+	 .min = 1048576,
+	 .max = INF,
+	 .flags = ZKF_AUTO,
+	 .doc = "size of the one pinned host pool (auto: a quarter of host RAM)"},
+	{.path = "zinf.nvme_paths",
+	 .type = ZK_STRLIST,
+	 .offset = OFF(zinf.nvme_paths),
+	 .doc = "directories, one per drive; NVMe tiers stripe across all of them (default: the nvme_path of offload_param/offload_optimizer)"},
+	BYTES("zinf.chunk_size", zinf.chunk_size, 33554432, 65536, ZKF_ALIGN4K,
+	      "bytes per flat parameter chunk; a parameter larger than a chunk spans several"),
+	ENUM("zinf.io_engine", zinf.io_engine, ZINF_IO_AUTO, "auto|io_uring|libaio|psync", 0,
+	     "NVMe backend; auto picks the fastest that works here"),
+	ENUM("zinf.checksum", zinf.checksum, ZINF_CHECKSUM_NONE, "none|crc32c", 0,
+	     "CRC32C per NVMe extent, verified on every read"),
+	STRING("zinf.trace", zinf.trace,
+	       "write a Chrome trace-event timeline (Perfetto) to this file"),
+	/* ---- DeepSpeed keys zinf does not implement ------------------------------------ */
+	IGNORED("wall_clock_breakdown"),
+	IGNORED("memory_breakdown"),
+	IGNORED("prescale_gradients"),
+	IGNORED("gradient_predivide_factor"),
+	IGNORED("sparse_gradients"),
+	IGNORED("communication_data_type"),
+	IGNORED("seq_parallel_communication_data_type"),
+	IGNORED("dump_state"),
+	IGNORED("zero_allow_untested_optimizer"),
+	IGNORED("zero_force_ds_cpu_optimizer"),
+	IGNORED("disable_allgather"),
+	IGNORED("flops_profiler"),
+	IGNORED("tensorboard"),
+	IGNORED("wandb"),
+	IGNORED("csv_monitor"),
+	IGNORED("comet"),
+	IGNORED("comms_logger"),
+	IGNORED("elasticity"),
+	IGNORED("autotuning"),
+	IGNORED("compression_training"),
+	IGNORED("data_efficiency"),
+	IGNORED("curriculum_learning"),
+	IGNORED("checkpoint"),
+	IGNORED("amp"),
+	IGNORED("pipeline"),
+	IGNORED("sparse_attention"),
+	IGNORED("data_types"),
+	IGNORED("timers"),
+	IGNORED("eigenvalue"),
+	IGNORED("progressive_layer_drop"),
+	IGNORED("quantize_training"),
+	IGNORED("weight_quantization"),
+	IGNORED("hybrid_engine"),
+	IGNORED("nebula"),
+	IGNORED("torch_autocast"),
+	IGNORED("tensor_parallel"),
+	IGNORED("graph_harvesting"),
+};
+
+const int zinf_n_keys = (int)(sizeof(zinf_keys) / sizeof(zinf_keys[0]));
+
+int zinf_key_find(const char *path)
+{
+	for (int i = 0; i < zinf_n_keys; i++)
+		if (strcmp(zinf_keys[i].path, path) == 0)
+			return i;
+	return -1;
+}

@@ -1,0 +1,136 @@
+/* `zinf check` exits 2 with exactly one line on stderr (the .expect message) and nothing
+ * on stdout for every bad config; exits 0 and lists every key for every sample config;
+ * and refuses bad command lines with exit 2. argv: zinf-binary bad-dir examples-dir. */
+#include <dirent.h>
+#include <sys/wait.h>
+
+#include "test.h"
+#include "zinf/zinf.h"
+
+struct run {
+	int status;
+	char out[65536];
+	char err[8192];
+};
+
+static void read_file(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "rb");
+	size_t n = f ? fread(buf, 1, len - 1, f) : 0;
+
+	buf[n] = 0;
+	if (f)
+		fclose(f);
+}
+
+static void run(struct run *r, const char *zinf, const char *args)
+{
+	char cmd[8192];
+	int rc;
+
+	snprintf(cmd, sizeof(cmd),
+		 "env -u ZINF_LOG %s %s >cli_check.out 2>cli_check.err </dev/null", zinf, args);
+	rc = system(cmd);
+	T_CHECK(rc != -1 && WIFEXITED(rc), "could not run: %s", cmd);
+	r->status = WEXITSTATUS(rc);
+	read_file("cli_check.out", r->out, sizeof(r->out));
+	read_file("cli_check.err", r->err, sizeof(r->err));
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+int main(int argc, char **argv)
+{
+	static struct run r;
+	char args[4096], want[4096], expect[2048];
+	struct dirent *e;
+	int n_bad = 0, n_good = 0;
+	DIR *d;
+
+	T_CHECK(argc == 4, "usage: %s ZINF BAD_DIR EXAMPLES_DIR", argv[0]);
+	d = opendir(argv[2]);
+	T_CHECK(d, "opendir %s", argv[2]);
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0)
+			continue;
+		snprintf(args, sizeof(args), "check %s/%s", argv[2], e->d_name);
+		run(&r, argv[1], args);
+		snprintf(want, sizeof(want), "%s/%.*s.expect", argv[2], (int)(n - 5), e->d_name);
+		read_file(want, expect, sizeof(expect));
+		snprintf(want, sizeof(want), "%s/%s: %s", argv[2], e->d_name, expect);
+		T_CHECK(r.status == 2, "%s: exit %d, want 2", e->d_name, r.status);
+		T_CHECK(r.out[0] == 0, "%s: stdout not empty: %s", e->d_name, r.out);
+		T_CHECK(count_lines(r.err) == 1, "%s: %d lines on stderr:\n%s", e->d_name,
+			count_lines(r.err), r.err);
+		T_CHECK_STR(r.err, want);
+		n_bad++;
+	}
+	closedir(d);
+	T_CHECK(n_bad >= 40, "only %d bad configs", n_bad);
+
+	d = opendir(argv[3]);
+	T_CHECK(d, "opendir %s", argv[3]);
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0)
+			continue;
+		snprintf(args, sizeof(args), "check %s/%s", argv[3], e->d_name);
+		run(&r, argv[1], args);
+		T_CHECK(r.status == 0, "%s: exit %d: %s", e->d_name, r.status, r.err);
+		T_CHECK(strstr(r.out, "zero_optimization.stage") &&
+				strstr(r.out, "zinf.chunk_size"),
+			"%s: listing incomplete", e->d_name);
+		for (const char *p = r.err; *p; p = strchr(p, '\n') + 1)
+			T_CHECK(strncmp(p, "warning: ", 9) == 0,
+				"%s: stderr line is not a warning: %s", e->d_name, p);
+		n_good++;
+	}
+	closedir(d);
+	T_CHECK(n_good >= 4, "only %d sample configs", n_good);
+
+	snprintf(args, sizeof(args), "check --json %s/zero3-nvme.json", argv[3]);
+	run(&r, argv[1], args);
+	T_CHECK(r.status == 0 && r.out[0] == '{' &&
+			strstr(r.out, "\"aio.queue_depth\": {\"value\": 32, \"source\": \"file\"}"),
+		"--json output: %s", r.out);
+
+	static const char *const usage_errors[] = {
+		"check",
+		"check a.json b.json",
+		"check --world-size abc x.json",
+		"check --world-size 0 x.json",
+		"check --set novalue x.json",
+		"check --no-such-flag x.json",
+		"no-such-command",
+		"",
+	};
+	for (size_t i = 0; i < sizeof(usage_errors) / sizeof(usage_errors[0]); i++) {
+		run(&r, argv[1], usage_errors[i]);
+		T_CHECK(r.status == 2, "'zinf %s': exit %d, want 2", usage_errors[i], r.status);
+		T_CHECK(r.err[0] != 0, "'zinf %s': no message", usage_errors[i]);
+	}
+	run(&r, argv[1], "check /nonexistent/ds.json");
+	T_CHECK(r.status == 2 && count_lines(r.err) == 1 &&
+			strstr(r.err, "/nonexistent/ds.json: cannot open"),
+		"missing file: exit %d: %s", r.status, r.err);
+	snprintf(args, sizeof(args), "check --set zero_optimization.stage=9 %s/minimal.json",
+		 argv[3]);
+	run(&r, argv[1], args);
+	T_CHECK(r.status == 2 && strstr(r.err, "zero_optimization.stage: 9 is out of range"),
+		"--set checked: %s", r.err);
+	run(&r, argv[1], "check --help");
+	T_CHECK(r.status == 0 && strstr(r.out, "usage: zinf check"), "check --help");
+	run(&r, argv[1], "help check");
+	T_CHECK(r.status == 0 && strstr(r.out, "usage: zinf check"), "help check");
+	run(&r, argv[1], "version");
+	T_CHECK(r.status == 0 && strncmp(r.out, "zinf ", 5) == 0, "version");
+	return T_EXIT_PASS;
+}

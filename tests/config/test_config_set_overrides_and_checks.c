@@ -1,0 +1,63 @@
+/* zinf_config_set overrides one key from command-line text (JSON or a bare word), marks
+ * it "set", checks it like the loader, and suggests the closest key for a typo. */
+#include "config.h"
+#include "test.h"
+#include "zinf/zinf.h"
+
+int main(void)
+{
+	struct zinf_config *cfg;
+	enum zinf_config_source src;
+	const char *s;
+	uint64_t u;
+	double d;
+
+	T_CHECK_RC(zinf_config_create(&cfg));
+	T_CHECK_RC(zinf_config_load_string(cfg, "{\"zero_optimization\": {\"stage\": 1}}", "cli"));
+	T_CHECK_RC(zinf_config_set(cfg, "zero_optimization.stage", "3"));
+	T_CHECK(cfg->v.zero.stage == 3, "stage set");
+	T_CHECK(zinf_config_get_source(cfg, "zero_optimization.stage", &src) == 0 &&
+			src == ZINF_SRC_SET,
+		"source set");
+	T_CHECK_RC(zinf_config_set(cfg, "zero_optimization.offload_param.device",
+				   "nvme")); /* bare word */
+	T_CHECK_RC(zinf_config_set(cfg, "zero_optimization.offload_param.nvme_path", "/mnt/nvme0"));
+	T_CHECK(zinf_config_get_string(cfg, "zero_optimization.offload_param.nvme_path", &s) == 0 &&
+			strcmp(s, "/mnt/nvme0") == 0,
+		"path set");
+	T_CHECK_RC(zinf_config_set(cfg, "aio.block_size", "4MiB"));
+	T_CHECK(zinf_config_get_u64(cfg, "aio.block_size", &u) == 0 && u == 4u << 20,
+		"bytes from a size string");
+	T_CHECK_RC(zinf_config_set(cfg, "zinf.nvme_paths", "[\"/a\", \"/b\"]"));
+	T_CHECK(zinf_config_get_list(cfg, "zinf.nvme_paths", 1, &s) == 0 && strcmp(s, "/b") == 0,
+		"list");
+	T_CHECK(zinf_config_get_list(cfg, "zinf.nvme_paths", 2, &s) == -ERANGE, "list end");
+	T_CHECK_RC(zinf_config_set(cfg, "optimizer.params.lr", "3e-4"));
+	T_CHECK(zinf_config_get_double(cfg, "optimizer.params.lr", &d) == 0 && d == 3e-4, "lr");
+	T_CHECK_RC(
+		zinf_config_set(cfg, "optimizer.type", "adamw")); /* DeepSpeed matches any case */
+	T_CHECK_RC(zinf_config_set(cfg, "zinf.trace", "3"));	  /* a file named 3 is a string */
+	T_CHECK(zinf_config_get_string(cfg, "zinf.trace", &s) == 0 && strcmp(s, "3") == 0,
+		"bare numeric path");
+
+	T_CHECK(zinf_config_set(cfg, "zero_optimization.stage", "5") == ZINF_ECONFIG,
+		"range checked");
+	T_CHECK_STR(
+		zinf_config_last_error(cfg),
+		"cli: zero_optimization.stage: 5 is out of range (expected an integer from 0 to 3)");
+	T_CHECK(cfg->v.zero.stage == 3, "refused value not stored");
+	T_CHECK(zinf_config_set(cfg, "zero_optimization.stage3_prefetch_bucket_sise", "1") ==
+			ZINF_ECONFIG,
+		"typo");
+	T_CHECK_STR(
+		zinf_config_last_error(cfg),
+		"cli: zero_optimization.stage3_prefetch_bucket_sise: unknown key; did you mean stage3_prefetch_bucket_size?");
+	T_CHECK(zinf_config_set(cfg, "zero_optimization", "3") == ZINF_ECONFIG,
+		"a section cannot be set");
+	T_CHECK(zinf_config_set(cfg, "aio.block_size", "12KB") == ZINF_ECONFIG,
+		"12000 bytes is unaligned");
+	T_CHECK(zinf_config_set(cfg, "bf16.enabled", "yes") == ZINF_ECONFIG,
+		"bool from a bare word");
+	zinf_config_destroy(cfg);
+	return T_EXIT_PASS;
+}

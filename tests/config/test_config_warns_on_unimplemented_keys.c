@@ -1,0 +1,68 @@
+/* DeepSpeed keys zinf does not implement, old key names, values that have no effect yet
+ * and paths missing on this machine load with one warning each naming the key; a
+ * config without them loads with none. */
+#include "config.h"
+#include "test.h"
+#include "zinf/zinf.h"
+
+static bool has_warning(struct zinf_config *cfg, const char *text)
+{
+	for (int i = 0; i < zinf_config_warning_count(cfg); i++)
+		if (strstr(zinf_config_warning(cfg, i), text))
+			return true;
+	return false;
+}
+
+int main(void)
+{
+	struct zinf_config *cfg;
+
+	zinf_log_set_level(ZINF_LOG_ERROR);
+	T_CHECK_RC(zinf_config_create(&cfg));
+	T_CHECK_RC(zinf_config_load_string(
+		cfg,
+		"{\"wall_clock_breakdown\": true, \"flops_profiler\": {\"enabled\": true},"
+		" \"aio\": {\"thread_count\": 2, \"use_gds\": true},"
+		" \"activation_checkpointing\": {\"cpu_checkpointing\": true, \"profile\": false},"
+		" \"optimizer\": {\"type\": \"Adam\", \"params\": {\"weight_decay\": 0.1}},"
+		" \"zero_optimization\": {\"stage\": 3, \"round_robin_gradients\": true,"
+		"  \"stage3_gather_fp16_weights_on_model_save\": true,"
+		"  \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/nonexistent/zinf-nvme\"}}}",
+		"w.json"));
+	T_CHECK(has_warning(
+			cfg,
+			"w.json: wall_clock_breakdown: DeepSpeed key not implemented by zinf; ignored"),
+		"wall");
+	T_CHECK(has_warning(cfg, "flops_profiler: DeepSpeed key not implemented"),
+		"flops_profiler");
+	T_CHECK(has_warning(
+			cfg,
+			"zero_optimization.round_robin_gradients: DeepSpeed key not implemented"),
+		"rr");
+	T_CHECK(has_warning(
+			cfg,
+			"aio.thread_count: old DeepSpeed name, accepted; use aio.intra_op_parallelism"),
+		"alias");
+	T_CHECK(has_warning(cfg, "stage3_gather_fp16_weights_on_model_save: old DeepSpeed name"),
+		"alias 2");
+	T_CHECK(has_warning(cfg, "aio.use_gds: not implemented by zinf yet"), "use_gds");
+	T_CHECK(has_warning(cfg, "activation_checkpointing.cpu_checkpointing: not implemented"),
+		"cpu ckpt");
+	T_CHECK(!has_warning(cfg, "activation_checkpointing.profile"), "a default value warns not");
+	T_CHECK(has_warning(cfg, "optimizer.type: Adam applies weight_decay as L2"),
+		"Adam/AdamW difference");
+	T_CHECK(has_warning(cfg, "/nonexistent/zinf-nvme does not exist on this machine"),
+		"missing path");
+	T_CHECK(cfg->v.aio.intra_op_parallelism == 2 &&
+			cfg->v.zero.stage3_gather_16bit_weights_on_model_save,
+		"aliases set the new keys");
+	T_CHECK(zinf_config_warning_count(cfg) == 9, "%d warnings", zinf_config_warning_count(cfg));
+
+	T_CHECK_RC(zinf_config_load_string(
+		cfg, "{\"zero_optimization\": {\"stage\": 2}, \"bf16\": {\"enabled\": true}}",
+		"clean.json"));
+	T_CHECK(zinf_config_warning_count(cfg) == 0, "clean config warns: %s",
+		zinf_config_warning(cfg, 0));
+	zinf_config_destroy(cfg);
+	return T_EXIT_PASS;
+}

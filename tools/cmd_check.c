@@ -1,0 +1,146 @@
+/*
+ * zinf check CONFIG: load and validate a DeepSpeed-style config, resolve what can be
+ * resolved here, and print every value with its source. Exit 0 valid, 2 invalid.
+ * A config is judged on its own: things about this machine (a missing nvme_path) are
+ * warnings, errors only when training starts.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "zinf/zinf.h"
+
+const char cmd_check_usage[] =
+	"usage: zinf check [options] CONFIG\n"
+	"Validate a DeepSpeed-style JSON config (plus its \"zinf\" block) and print every\n"
+	"value with its source: file, default, auto, resolved, derived or set.\n"
+	"Exit status: 0 valid, 2 invalid (one line on stderr names the key and the problem).\n"
+	"\n"
+	"options:\n"
+	"  --world-size N    ranks the batch sizes are checked for (default: $WORLD_SIZE,\n"
+	"                    $OMPI_COMM_WORLD_SIZE, else 1)\n"
+	"  --hidden-size N   model hidden size, to resolve \"auto\" bucket sizes\n"
+	"  --set KEY=VALUE   override one key (repeatable), e.g. --set zero_optimization.stage=3\n"
+	"  --json            print the resolved config as one JSON object\n"
+	"  -q, --quiet       print nothing but warnings and errors\n"
+	"  -h, --help        this text\n";
+
+/* Parse a positive integer option value; 0 on error (message printed). */
+static unsigned long long parse_positive(const char *opt, const char *text)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (errno || end == text || *end || v == 0 || text[0] == '-') {
+		fprintf(stderr, "zinf check: %s: '%s' is not a positive integer\n", opt, text);
+		return 0;
+	}
+	return v;
+}
+
+static int env_world_size(void)
+{
+	static const char *const vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+		if (v && *v)
+			return atoi(v) > 0 ? atoi(v) : 1;
+	}
+	return 1;
+}
+
+int cmd_check(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"world-size", required_argument, NULL, 'w'},
+		{"hidden-size", required_argument, NULL, 'H'},
+		{"set", required_argument, NULL, 's'},
+		{"json", no_argument, NULL, 'j'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct zinf_config_resolve_info info = {.world_size = env_world_size()};
+	struct zinf_config *cfg = NULL;
+	const char *sets[64];
+	int n_sets = 0, c, rc, status = ZINF_EXIT_USAGE;
+	bool json = false, quiet = false;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'w':
+			info.world_size = (int)parse_positive("--world-size", optarg);
+			if (info.world_size <= 0)
+				return ZINF_EXIT_USAGE;
+			break;
+		case 'H':
+			info.hidden_size = parse_positive("--hidden-size", optarg);
+			if (!info.hidden_size)
+				return ZINF_EXIT_USAGE;
+			break;
+		case 's':
+			if (!strchr(optarg, '=') || n_sets == 64) {
+				fprintf(stderr, "zinf check: --set: '%s' is not KEY=VALUE\n",
+					optarg);
+				return ZINF_EXIT_USAGE;
+			}
+			sets[n_sets++] = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case 'h':
+			fputs(cmd_check_usage, stdout);
+			return ZINF_EXIT_OK;
+		default:
+			fprintf(stderr, "zinf check: see 'zinf check --help'\n");
+			return ZINF_EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr,
+			"zinf check: %s (expected one CONFIG file; see 'zinf check --help')\n",
+			optind == argc ? "no config file given"
+				       : "more than one config file given");
+		return ZINF_EXIT_USAGE;
+	}
+	/* Warnings are printed below from the config itself, once each. */
+	if (!getenv("ZINF_LOG"))
+		zinf_log_set_level(ZINF_LOG_ERROR);
+	if (zinf_config_create(&cfg)) {
+		fprintf(stderr, "zinf check: out of memory\n");
+		return ZINF_EXIT_FAIL;
+	}
+	rc = zinf_config_load_file(cfg, argv[optind]);
+	for (int i = 0; !rc && i < n_sets; i++) {
+		char key[256];
+		const char *eq = strchr(sets[i], '=');
+		snprintf(key, sizeof(key), "%.*s", (int)(eq - sets[i]), sets[i]);
+		rc = zinf_config_set(cfg, key, eq + 1);
+	}
+	if (!rc)
+		rc = zinf_config_resolve(cfg, &info);
+	for (int i = 0; i < zinf_config_warning_count(cfg); i++)
+		fprintf(stderr, "warning: %s\n", zinf_config_warning(cfg, i));
+	if (rc) {
+		fprintf(stderr, "%s\n", zinf_config_last_error(cfg));
+		goto out;
+	}
+	if (!quiet && zinf_config_print(cfg, stdout, json)) {
+		status = ZINF_EXIT_FAIL;
+		goto out;
+	}
+	status = ZINF_EXIT_OK;
+out:
+	zinf_config_destroy(cfg);
+	return status;
+}
