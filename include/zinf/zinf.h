@@ -3,8 +3,10 @@
 #define ZINF_ZINF_H
 
 #include "zinf/config.h"
+#include "zinf/dtype.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
+#include "zinf/optim.h"
 #include "zinf/version.h"
 
 #endif /* ZINF_ZINF_H */

@@ -1,0 +1,453 @@
+/*
+ * CPU Adam / AdamW (include/zinf/optim.h): options, the per-step scalars, the scalar
+ * reference loop, run-time choice of the loop by cpuid, and the worker pool that splits
+ * one step across threads bound near the data (hwloc).
+ */
+#include <errno.h>
+#include <hwloc.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cast.h"
+#include "optim.h"
+#include "zinf/error.h"
+#include "zinf/log.h"
+
+/* Below this many elements a step runs on the calling thread alone: waking the pool
+ * costs more than it saves. */
+#define ADAM_MIN_PARALLEL_ELEMS (1u << 16)
+/* Thread slices start on multiples of this many elements, so no two threads write the
+ * same cache line of any buffer (64 bytes = 32 bf16 elements). */
+#define ADAM_SLICE_ALIGN_ELEMS 64u
+
+struct adam_worker {
+	struct zinf_adam *adam;
+	pthread_t thread;
+	unsigned index; /* slice index; the calling thread takes the last slice */
+};
+
+struct zinf_adam {
+	struct zinf_adam_opts opts;
+	const struct zinf_adam_kernel *kernel;
+
+	/* The job of the step in progress, read by workers after they see generation move. */
+	struct zinf_adam_args args;
+	uint64_t n_elems;
+	unsigned n_slices;
+
+	pthread_mutex_t lock;
+	pthread_cond_t start; /* generation moved or quit set */
+	pthread_cond_t done;  /* pending reached 0 */
+	uint64_t generation;
+	unsigned pending;
+	bool quit;
+
+	unsigned n_workers;
+	struct adam_worker *workers; /* (n_workers) */
+	char last_error[256];
+};
+
+/* ---- options and per-step scalars --------------------------------------------------- */
+
+void zinf_adam_opts_init(struct zinf_adam_opts *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->type = ZINF_ADAMW;
+	opts->beta1 = 0.9;
+	opts->beta2 = 0.999;
+	opts->eps = 1e-8;
+	opts->weight_decay = 0.01;
+	opts->bias_correction = true;
+	opts->threads = 1;
+	opts->numa_node = -1;
+	opts->isa = ZINF_ADAM_ISA_AUTO;
+}
+
+void zinf_adam_args_init(struct zinf_adam_args *a, const struct zinf_adam_opts *opts,
+			 const struct zinf_adam_shard *shard,
+			 const struct zinf_adam_step_info *info)
+{
+	double b1 = opts->beta1, b2 = opts->beta2, lr = info->lr;
+	double bc1 = 1.0, bc2 = 1.0;
+
+	if (opts->bias_correction) {
+		bc1 = 1.0 - pow(b1, (double)info->step);
+		bc2 = 1.0 - pow(b2, (double)info->step);
+	}
+	memset(a, 0, sizeof(*a));
+	a->p = shard->master;
+	a->m = shard->exp_avg;
+	a->v = shard->exp_avg_sq;
+	a->g = shard->grad;
+	a->out = shard->param_out;
+	a->g_dtype = shard->grad_dtype;
+	a->out_dtype = shard->param_out ? shard->param_dtype : ZINF_DTYPE_NONE;
+	a->decoupled = opts->type == ZINF_ADAMW;
+	a->l2 = opts->type == ZINF_ADAM && opts->weight_decay != 0.0;
+	a->grad_scale = info->grad_scale;
+	a->beta1 = (float)b1;
+	a->beta2 = (float)b2;
+	a->one_minus_beta1 = (float)(1.0 - b1);
+	a->one_minus_beta2 = (float)(1.0 - b2);
+	a->neg_step_size = (float)(-lr / bc1);
+	a->rsqrt_bc2 = (float)(1.0 / sqrt(bc2));
+	a->eps = (float)opts->eps;
+	a->weight_decay = (float)opts->weight_decay;
+	a->decay = a->decoupled ? (float)(1.0 - lr * opts->weight_decay) : 1.0f;
+}
+
+/* ---- the scalar reference loop ------------------------------------------------------ */
+
+static float load_grad(const struct zinf_adam_args *a, uint64_t i)
+{
+	switch (a->g_dtype) {
+	case ZINF_DTYPE_BF16:
+		return zinf_bf16_to_f32(((const uint16_t *)a->g)[i]);
+	case ZINF_DTYPE_F16:
+		return zinf_f16_to_f32(((const uint16_t *)a->g)[i]);
+	default:
+		return ((const float *)a->g)[i];
+	}
+}
+
+static void store_param(const struct zinf_adam_args *a, uint64_t i, float p)
+{
+	if (a->out_dtype == ZINF_DTYPE_BF16)
+		((uint16_t *)a->out)[i] = zinf_f32_to_bf16(p);
+	else if (a->out_dtype == ZINF_DTYPE_F16)
+		((uint16_t *)a->out)[i] = zinf_f32_to_f16(p);
+}
+
+/* Written with explicit fmaf() and no a*b+c expressions, so that no compiler flag
+ * (-ffp-contract, -march) can change a rounding. */
+void zinf_adam_update_scalar(const struct zinf_adam_args *a, uint64_t begin, uint64_t end)
+{
+	for (uint64_t i = begin; i < end; i++) {
+		float p = a->p[i], m = a->m[i], v = a->v[i];
+		float g = load_grad(a, i) * a->grad_scale;
+		float gs, d;
+
+		if (a->l2)
+			g = fmaf(a->weight_decay, p, g);
+		m = fmaf(a->beta1, m, a->one_minus_beta1 * g);
+		gs = a->one_minus_beta2 * g;
+		v = fmaf(a->beta2, v, gs * g);
+		d = fmaf(sqrtf(v), a->rsqrt_bc2, a->eps);
+		if (a->decoupled)
+			p = p * a->decay;
+		p = fmaf(a->neg_step_size, m / d, p);
+		a->p[i] = p;
+		a->m[i] = m;
+		a->v[i] = v;
+		store_param(a, i, p);
+	}
+}
+
+static bool scalar_supported(void)
+{
+	return true;
+}
+
+const struct zinf_adam_kernel zinf_adam_kernel_scalar = {
+	.name = "scalar",
+	.isa = ZINF_ADAM_ISA_SCALAR,
+	.supported = scalar_supported,
+	.update = zinf_adam_update_scalar,
+};
+
+const struct zinf_adam_kernel *zinf_adam_kernel_for(enum zinf_adam_isa isa)
+{
+	static const struct zinf_adam_kernel *const widest_first[] = {
+		&zinf_adam_kernel_avx512, &zinf_adam_kernel_avx2, &zinf_adam_kernel_scalar};
+
+	for (size_t i = 0; i < sizeof(widest_first) / sizeof(widest_first[0]); i++) {
+		const struct zinf_adam_kernel *k = widest_first[i];
+
+		if ((isa == ZINF_ADAM_ISA_AUTO || isa == k->isa) && k->supported())
+			return k;
+	}
+	return NULL;
+}
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+__attribute__((format(printf, 3, 4))) static int adam_fail(struct zinf_adam *adam, int rc,
+							   const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(adam->last_error, sizeof(adam->last_error), fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+const char *zinf_adam_last_error(const struct zinf_adam *adam)
+{
+	return adam ? adam->last_error : "";
+}
+
+const char *zinf_adam_isa_name(const struct zinf_adam *adam)
+{
+	return adam ? adam->kernel->name : "none";
+}
+
+/* ---- the worker pool ---------------------------------------------------------------- */
+
+static void adam_run_slice(struct zinf_adam *adam, unsigned slice)
+{
+	uint64_t per = adam->n_elems / adam->n_slices;
+	uint64_t begin, end;
+
+	per = (per + ADAM_SLICE_ALIGN_ELEMS - 1) / ADAM_SLICE_ALIGN_ELEMS * ADAM_SLICE_ALIGN_ELEMS;
+	begin = per * slice;
+	end = slice + 1 == adam->n_slices ? adam->n_elems : begin + per;
+	if (begin > adam->n_elems)
+		begin = adam->n_elems;
+	if (end > adam->n_elems)
+		end = adam->n_elems;
+	if (begin < end)
+		adam->kernel->update(&adam->args, begin, end);
+}
+
+static void *adam_worker_main(void *arg)
+{
+	struct adam_worker *w = arg;
+	struct zinf_adam *adam = w->adam;
+	uint64_t seen = 0;
+
+	pthread_mutex_lock(&adam->lock);
+	for (;;) {
+		while (!adam->quit && adam->generation == seen)
+			pthread_cond_wait(&adam->start, &adam->lock);
+		if (adam->quit)
+			break;
+		seen = adam->generation;
+		pthread_mutex_unlock(&adam->lock);
+		adam_run_slice(adam, w->index);
+		pthread_mutex_lock(&adam->lock);
+		if (--adam->pending == 0)
+			pthread_cond_signal(&adam->done);
+	}
+	pthread_mutex_unlock(&adam->lock);
+	return NULL;
+}
+
+/* Bind each worker to one core of NUMA node `node`, round robin. Binding is advice:
+ * a failure is logged, not fatal. */
+static void adam_bind_workers(struct zinf_adam *adam, int node)
+{
+	hwloc_topology_t topo;
+	hwloc_obj_t numa;
+	int n_cores;
+
+	if (hwloc_topology_init(&topo) < 0)
+		return;
+	if (hwloc_topology_load(topo) < 0)
+		goto out_topo;
+	numa = hwloc_get_obj_by_type(topo, HWLOC_OBJ_NUMANODE, (unsigned)node);
+	if (!numa) {
+		zinf_logf(ZINF_LOG_WARN, "adam: NUMA node %d not found; worker threads unbound",
+			  node);
+		goto out_topo;
+	}
+	n_cores = hwloc_get_nbobjs_inside_cpuset_by_type(topo, numa->cpuset, HWLOC_OBJ_CORE);
+	for (unsigned i = 0; n_cores > 0 && i < adam->n_workers; i++) {
+		hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(
+			topo, numa->cpuset, HWLOC_OBJ_CORE, i % (unsigned)n_cores);
+
+		if (core &&
+		    hwloc_set_thread_cpubind(topo, adam->workers[i].thread, core->cpuset, 0) < 0)
+			zinf_logf(ZINF_LOG_WARN,
+				  "adam: cannot bind worker %u to core %u of node %d", i,
+				  core->logical_index, node);
+	}
+out_topo:
+	hwloc_topology_destroy(topo);
+}
+
+static int adam_check_opts(const struct zinf_adam_opts *o)
+{
+	const char *what = NULL;
+	double value = 0;
+
+	if (o->type != ZINF_ADAMW && o->type != ZINF_ADAM)
+		what = "optimizer.type", value = o->type;
+	else if (!(o->beta1 >= 0.0 && o->beta1 < 1.0))
+		what = "optimizer.params.betas[0]", value = o->beta1;
+	else if (!(o->beta2 >= 0.0 && o->beta2 < 1.0))
+		what = "optimizer.params.betas[1]", value = o->beta2;
+	else if (!(o->eps > 0.0 && isfinite(o->eps)))
+		what = "optimizer.params.eps", value = o->eps;
+	else if (!(o->weight_decay >= 0.0 && isfinite(o->weight_decay)))
+		what = "optimizer.params.weight_decay", value = o->weight_decay;
+	else if (o->threads > 1024)
+		what = "adam threads", value = o->threads;
+	else if (o->isa < ZINF_ADAM_ISA_AUTO || o->isa > ZINF_ADAM_ISA_AVX512)
+		what = "adam isa", value = o->isa;
+	if (!what)
+		return 0;
+	zinf_logf(ZINF_LOG_ERROR,
+		  "adam: %s = %g is invalid (betas in [0, 1), eps > 0, "
+		  "weight_decay >= 0, threads <= 1024)",
+		  what, value);
+	return -EINVAL;
+}
+
+int zinf_adam_create(struct zinf_adam **out, const struct zinf_adam_opts *opts)
+{
+	static const char *const isa_names[] = {"auto", "scalar", "avx2", "avx512"};
+	struct zinf_adam *adam;
+	unsigned threads;
+	int rc;
+
+	*out = NULL;
+	rc = adam_check_opts(opts);
+	if (rc)
+		return rc;
+	adam = calloc(1, sizeof(*adam));
+	if (!adam)
+		return -ENOMEM;
+	adam->opts = *opts;
+	adam->kernel = zinf_adam_kernel_for(opts->isa);
+	if (!adam->kernel) {
+		zinf_logf(ZINF_LOG_ERROR, "adam: isa %s is not supported by this CPU",
+			  isa_names[opts->isa]);
+		rc = -ENOTSUP;
+		goto out_free;
+	}
+	threads = opts->threads ? opts->threads : 1;
+	adam->n_workers = threads - 1;
+	pthread_mutex_init(&adam->lock, NULL);
+	pthread_cond_init(&adam->start, NULL);
+	pthread_cond_init(&adam->done, NULL);
+	adam->workers = calloc(adam->n_workers + 1, sizeof(*adam->workers));
+	if (!adam->workers) {
+		rc = -ENOMEM;
+		goto out_sync;
+	}
+	for (unsigned i = 0; i < adam->n_workers; i++) {
+		adam->workers[i].adam = adam;
+		adam->workers[i].index = i;
+		rc = -pthread_create(&adam->workers[i].thread, NULL, adam_worker_main,
+				     &adam->workers[i]);
+		if (rc) {
+			zinf_logf(ZINF_LOG_ERROR, "adam: cannot start worker thread %u of %u: %s",
+				  i + 1, adam->n_workers, zinf_strerror(rc));
+			adam->n_workers = i;
+			zinf_adam_destroy(adam);
+			return rc;
+		}
+	}
+	if (opts->numa_node >= 0)
+		adam_bind_workers(adam, opts->numa_node);
+	*out = adam;
+	return 0;
+
+out_sync:
+	pthread_cond_destroy(&adam->done);
+	pthread_cond_destroy(&adam->start);
+	pthread_mutex_destroy(&adam->lock);
+out_free:
+	free(adam);
+	return rc;
+}
+
+void zinf_adam_destroy(struct zinf_adam *adam)
+{
+	if (!adam)
+		return;
+	pthread_mutex_lock(&adam->lock);
+	adam->quit = true;
+	pthread_cond_broadcast(&adam->start);
+	pthread_mutex_unlock(&adam->lock);
+	for (unsigned i = 0; i < adam->n_workers; i++)
+		pthread_join(adam->workers[i].thread, NULL);
+	free(adam->workers);
+	pthread_cond_destroy(&adam->done);
+	pthread_cond_destroy(&adam->start);
+	pthread_mutex_destroy(&adam->lock);
+	free(adam);
+}
+
+/* ---- the step ----------------------------------------------------------------------- */
+
+static bool dtype_is_grad(enum zinf_dtype t)
+{
+	return t == ZINF_DTYPE_F32 || t == ZINF_DTYPE_BF16 || t == ZINF_DTYPE_F16;
+}
+
+static int adam_check_step(struct zinf_adam *adam, const struct zinf_adam_shard *s,
+			   const struct zinf_adam_step_info *info)
+{
+	uint64_t n = s->n_elems;
+
+	if (info->step < 1)
+		return adam_fail(adam, -EINVAL, "adam step: step count is 0 (steps count from 1)");
+	if (!(info->lr >= 0.0 && isfinite(info->lr)))
+		return adam_fail(adam, -EINVAL, "adam step %llu: lr %g is not a finite value >= 0",
+				 (unsigned long long)info->step, info->lr);
+	if (!(info->grad_scale > 0.0f && isfinite(info->grad_scale)))
+		return adam_fail(adam, -EINVAL,
+				 "adam step %llu: grad_scale %g is not a finite value > 0",
+				 (unsigned long long)info->step, info->grad_scale);
+	if (!dtype_is_grad(s->grad_dtype))
+		return adam_fail(adam, -EINVAL,
+				 "adam step %llu: shard grad_dtype %d is not F32, BF16 or F16",
+				 (unsigned long long)info->step, (int)s->grad_dtype);
+	if (s->param_out && s->param_dtype != ZINF_DTYPE_BF16 && s->param_dtype != ZINF_DTYPE_F16)
+		return adam_fail(adam, -EINVAL,
+				 "adam step %llu: shard param_dtype %d is not BF16 or F16",
+				 (unsigned long long)info->step, (int)s->param_dtype);
+	if (!s->param_out && s->param_dtype != ZINF_DTYPE_NONE)
+		return adam_fail(adam, -EINVAL,
+				 "adam step %llu: shard param_out is NULL but param_dtype is %d",
+				 (unsigned long long)info->step, (int)s->param_dtype);
+	if (n && (!s->master || !s->exp_avg || !s->exp_avg_sq || !s->grad))
+		return adam_fail(adam, -EINVAL,
+				 "adam step %llu: shard of %llu elements has a NULL %s buffer",
+				 (unsigned long long)info->step, (unsigned long long)n,
+				 !s->master	  ? "master"
+				 : !s->exp_avg	  ? "exp_avg"
+				 : !s->exp_avg_sq ? "exp_avg_sq"
+						  : "grad");
+	return 0;
+}
+
+int zinf_adam_step(struct zinf_adam *adam, const struct zinf_adam_shard *shard,
+		   const struct zinf_adam_step_info *info)
+{
+	unsigned slices;
+	int rc;
+
+	rc = adam_check_step(adam, shard, info);
+	if (rc)
+		return rc;
+	adam->last_error[0] = '\0';
+	zinf_adam_args_init(&adam->args, &adam->opts, shard, info);
+	adam->n_elems = shard->n_elems;
+	slices = adam->n_workers + 1;
+	if (shard->n_elems < ADAM_MIN_PARALLEL_ELEMS * (uint64_t)slices)
+		slices = 1;
+	adam->n_slices = slices;
+	if (slices == 1) {
+		adam_run_slice(adam, 0);
+		return 0;
+	}
+	pthread_mutex_lock(&adam->lock);
+	adam->pending = adam->n_workers;
+	adam->generation++;
+	pthread_cond_broadcast(&adam->start);
+	pthread_mutex_unlock(&adam->lock);
+
+	adam_run_slice(adam, adam->n_workers);
+
+	pthread_mutex_lock(&adam->lock);
+	while (adam->pending)
+		pthread_cond_wait(&adam->done, &adam->lock);
+	pthread_mutex_unlock(&adam->lock);
+	return 0;
+}

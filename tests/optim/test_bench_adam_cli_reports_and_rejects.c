@@ -1,0 +1,74 @@
+/*
+ * `zinf bench adam --json` prints one JSON object with positive params_per_second,
+ * bytes_per_second, triad_bytes_per_second and their ratio, and bad options exit 2 with
+ * one line naming the option and the value. argv[1] is the zinf binary.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "test.h"
+
+static int run(const char *cmd, char *out, size_t len)
+{
+	FILE *f = popen(cmd, "r");
+	size_t got;
+	int status;
+
+	T_CHECK(f, "popen %s", cmd);
+	got = fread(out, 1, len - 1, f);
+	out[got] = '\0';
+	status = pclose(f);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static double field(const char *json, const char *name)
+{
+	char key[64];
+	const char *p;
+
+	snprintf(key, sizeof(key), "\"%s\": ", name);
+	p = strstr(json, key);
+	T_CHECK(p, "no field %s in %s", name, json);
+	return strtod(p + strlen(key), NULL);
+}
+
+static void expect_usage_error(const char *zinf, const char *args, const char *needle)
+{
+	char cmd[4096], out[4096];
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "%s bench adam %s 2>&1", zinf, args);
+	rc = run(cmd, out, sizeof(out));
+	T_CHECK(rc == 2, "'%s' exited %d", args, rc);
+	T_CHECK(strstr(out, needle) && strchr(out, '\n') == out + strlen(out) - 1,
+		"'%s' said '%s', want one line with '%s'", args, out, needle);
+}
+
+int main(int argc, char **argv)
+{
+	char cmd[4096], out[8192];
+	int rc;
+
+	T_CHECK(argc == 2, "usage: %s ZINF_BINARY", argv[0]);
+	snprintf(cmd, sizeof(cmd),
+		 "%s bench adam --elems 1000000 --threads 2 --grad-dtype fp32 --iters 2 --json",
+		 argv[1]);
+	rc = run(cmd, out, sizeof(out));
+	T_CHECK(rc == 0, "bench exited %d: %s", rc, out);
+	T_CHECK(out[0] == '{' && strstr(out, "}\n"), "not one JSON object: %s", out);
+	T_CHECK(field(out, "params_per_second") > 0, "params_per_second");
+	T_CHECK(field(out, "bytes_per_second") > 0, "bytes_per_second");
+	T_CHECK(field(out, "triad_bytes_per_second") > 0, "triad_bytes_per_second");
+	T_CHECK(field(out, "ratio_to_triad") > 0, "ratio_to_triad");
+	T_CHECK(field(out, "bytes_per_param") == 30, "fp32 grads + bf16 copy is 30 B/param");
+	T_CHECK(field(out, "elems") == 1000000, "elems");
+
+	expect_usage_error(argv[1], "--elems 0", "--elems 0");
+	expect_usage_error(argv[1], "--grad-dtype fp8", "--grad-dtype fp8");
+	expect_usage_error(argv[1], "--threads 0", "--threads 0");
+	expect_usage_error(argv[1], "--isa sse9", "--isa sse9");
+	expect_usage_error(argv[1], "--type SGD", "--type SGD");
+	expect_usage_error(argv[1], "extra", "unexpected argument 'extra'");
+	return T_EXIT_PASS;
+}
