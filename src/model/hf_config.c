@@ -1,0 +1,706 @@
+/*
+ * Hugging Face config.json for llama, mistral and qwen2 (see hf_config.h): load with
+ * per-architecture defaults, strict checks with one-line errors, save back through a
+ * temporary file, fsync and rename.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "hf_config.h"
+#include "zinf/error.h"
+#include "zinf/log.h"
+
+#define HF_MAX_DIM (1ull << 24)	  /* vocab, hidden, intermediate: far above any model */
+#define HF_MAX_COUNT (1ull << 16) /* layers and heads */
+#define HF_MAX_POSITIONS (1ull << 40)
+#define HF_MAX_FILE_BYTES (16u << 20)
+
+__attribute__((format(printf, 4, 5))) static int hf_fail(struct zinf_hf_config *cfg, int code,
+							 const char *name, const char *fmt, ...)
+{
+	char msg[ZINF_HF_ERR_BYTES - 320];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(cfg->last_error, sizeof(cfg->last_error), "%.300s: %s", name, msg);
+	zinf_logf(ZINF_LOG_DEBUG, "%s", cfg->last_error);
+	return code;
+}
+
+const char *zinf_hf_model_type_name(enum zinf_hf_model_type type)
+{
+	switch (type) {
+	case ZINF_HF_LLAMA:
+		return "llama";
+	case ZINF_HF_MISTRAL:
+		return "mistral";
+	case ZINF_HF_QWEN2:
+		return "qwen2";
+	}
+	return "?";
+}
+
+const char *zinf_hf_torch_dtype_name(enum zinf_st_dtype dtype)
+{
+	switch (dtype) {
+	case ZINF_ST_BF16:
+		return "bfloat16";
+	case ZINF_ST_F16:
+		return "float16";
+	case ZINF_ST_F32:
+		return "float32";
+	}
+	return "?";
+}
+
+static const char *hf_architecture(enum zinf_hf_model_type type)
+{
+	switch (type) {
+	case ZINF_HF_LLAMA:
+		return "LlamaForCausalLM";
+	case ZINF_HF_MISTRAL:
+		return "MistralForCausalLM";
+	case ZINF_HF_QWEN2:
+		return "Qwen2ForCausalLM";
+	}
+	return "?";
+}
+
+/* The defaults of transformers' LlamaConfig / MistralConfig / Qwen2Config. */
+static void set_type_defaults(struct zinf_hf_config *cfg, enum zinf_hf_model_type type)
+{
+	cfg->model_type = type;
+	cfg->rms_norm_eps = 1e-6;
+	cfg->rope_theta = 10000.0;
+	cfg->tie_word_embeddings = false;
+	cfg->attention_bias = type == ZINF_HF_QWEN2;
+	cfg->attention_out_bias = false;
+	cfg->sliding_window = 0;
+	switch (type) {
+	case ZINF_HF_LLAMA:
+		cfg->max_position_embeddings = 2048;
+		break;
+	case ZINF_HF_MISTRAL:
+		cfg->max_position_embeddings = 4096 * 32;
+		cfg->sliding_window = 4096;
+		break;
+	case ZINF_HF_QWEN2:
+		cfg->max_position_embeddings = 32768;
+		break;
+	}
+}
+
+void zinf_hf_config_init(struct zinf_hf_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	set_type_defaults(cfg, ZINF_HF_LLAMA);
+	cfg->torch_dtype = ZINF_ST_F32;
+}
+
+void zinf_hf_config_free(struct zinf_hf_config *cfg)
+{
+	if (!cfg)
+		return;
+	cJSON_Delete(cfg->json);
+	zinf_hf_config_init(cfg);
+}
+
+/* ---- typed field readers: absent or null keep the default ---------------------------- */
+
+static bool absent(const cJSON *item)
+{
+	return !item || cJSON_IsNull(item);
+}
+
+static int get_uint(struct zinf_hf_config *cfg, const char *name, const cJSON *root,
+		    const char *prefix, const char *key, uint64_t max, uint64_t *out)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+	double d;
+
+	if (absent(item))
+		return 0;
+	d = cJSON_IsNumber(item) ? item->valuedouble : -1.0;
+	if (!cJSON_IsNumber(item) || !(d >= 1.0) || d > (double)max || d != floor(d))
+		return hf_fail(cfg, ZINF_ECONFIG, name, "%s%s: %s is not an integer in [1, %llu]",
+			       prefix, key, cJSON_IsNumber(item) ? "value" : "non-number",
+			       (unsigned long long)max);
+	*out = (uint64_t)d;
+	return 0;
+}
+
+static int get_positive(struct zinf_hf_config *cfg, const char *name, const cJSON *root,
+			const char *prefix, const char *key, double *out)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (absent(item))
+		return 0;
+	if (!cJSON_IsNumber(item) || !(item->valuedouble > 0.0) || !isfinite(item->valuedouble))
+		return hf_fail(cfg, ZINF_ECONFIG, name, "%s%s: expected a positive number", prefix,
+			       key);
+	*out = item->valuedouble;
+	return 0;
+}
+
+static int get_bool(struct zinf_hf_config *cfg, const char *name, const cJSON *root,
+		    const char *key, bool *out)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (absent(item))
+		return 0;
+	if (!cJSON_IsBool(item))
+		return hf_fail(cfg, ZINF_ECONFIG, name, "%s: expected true or false", key);
+	*out = cJSON_IsTrue(item);
+	return 0;
+}
+
+static int parse_model_type(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
+{
+	static const enum zinf_hf_model_type types[] = {ZINF_HF_LLAMA, ZINF_HF_MISTRAL,
+							ZINF_HF_QWEN2};
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+
+	if (!cJSON_IsString(item))
+		return hf_fail(
+			cfg, ZINF_ECONFIG, name,
+			"model_type: missing or not a string (expected \"llama\", \"mistral\" or \"qwen2\")");
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+		if (strcmp(item->valuestring, zinf_hf_model_type_name(types[i])) == 0) {
+			set_type_defaults(cfg, types[i]);
+			return 0;
+		}
+	}
+	return hf_fail(
+		cfg, ZINF_ECONFIG, name,
+		"model_type: \"%.40s\" is not supported (expected \"llama\", \"mistral\" or \"qwen2\")",
+		item->valuestring);
+}
+
+static int parse_dtype(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
+{
+	static const enum zinf_st_dtype all[] = {ZINF_ST_BF16, ZINF_ST_F16, ZINF_ST_F32};
+	const char *key = "torch_dtype";
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	if (absent(item)) {
+		key = "dtype"; /* the newer spelling */
+		item = cJSON_GetObjectItemCaseSensitive(root, key);
+	}
+	if (absent(item))
+		return 0;
+	for (size_t i = 0; cJSON_IsString(item) && i < sizeof(all) / sizeof(all[0]); i++) {
+		if (strcmp(item->valuestring, zinf_hf_torch_dtype_name(all[i])) == 0) {
+			cfg->torch_dtype = all[i];
+			cfg->has_torch_dtype = true;
+			return 0;
+		}
+	}
+	return hf_fail(
+		cfg, ZINF_ECONFIG, name,
+		"%s: %s%.40s%s is not supported (expected \"bfloat16\", \"float16\" or \"float32\")",
+		key, cJSON_IsString(item) ? "\"" : "",
+		cJSON_IsString(item) ? item->valuestring : "a non-string",
+		cJSON_IsString(item) ? "\"" : "");
+}
+
+static int parse_rope_scaling(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
+{
+	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+	const cJSON *type;
+	int rc;
+
+	cfg->rope_llama3 = false;
+	if (absent(rs))
+		return 0;
+	if (!cJSON_IsObject(rs))
+		return hf_fail(
+			cfg, ZINF_ECONFIG, name,
+			"rope_scaling: expected null or an object with rope_type \"llama3\"");
+	type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+	if (absent(type))
+		type = cJSON_GetObjectItemCaseSensitive(rs, "type");
+	if (!cJSON_IsString(type))
+		return hf_fail(
+			cfg, ZINF_ECONFIG, name,
+			"rope_scaling.rope_type: missing or not a string (expected \"llama3\")");
+	if (strcmp(type->valuestring, "default") == 0)
+		return 0;
+	if (strcmp(type->valuestring, "llama3") != 0)
+		return hf_fail(
+			cfg, ZINF_ECONFIG, name,
+			"rope_scaling.rope_type: \"%.40s\" is not supported (expected \"llama3\" or rope_scaling null)",
+			type->valuestring);
+	cfg->rope_llama3 = true;
+	cfg->rope_factor = 0;
+	cfg->rope_low_freq_factor = 0;
+	cfg->rope_high_freq_factor = 0;
+	cfg->rope_original_max_position_embeddings = 0;
+	rc = get_positive(cfg, name, rs, "rope_scaling.", "factor", &cfg->rope_factor);
+	if (rc == 0)
+		rc = get_positive(cfg, name, rs, "rope_scaling.", "low_freq_factor",
+				  &cfg->rope_low_freq_factor);
+	if (rc == 0)
+		rc = get_positive(cfg, name, rs, "rope_scaling.", "high_freq_factor",
+				  &cfg->rope_high_freq_factor);
+	if (rc == 0)
+		rc = get_uint(cfg, name, rs, "rope_scaling.", "original_max_position_embeddings",
+			      HF_MAX_POSITIONS, &cfg->rope_original_max_position_embeddings);
+	return rc;
+}
+
+static int parse_sliding_window(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
+{
+	const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+	bool use = cfg->model_type == ZINF_HF_MISTRAL;
+	int rc;
+
+	if (cfg->model_type == ZINF_HF_LLAMA)
+		return 0;
+	if (cfg->model_type == ZINF_HF_QWEN2) {
+		rc = get_bool(cfg, name, root, "use_sliding_window", &use);
+		if (rc < 0)
+			return rc;
+	}
+	if (sw && cJSON_IsNull(sw))
+		cfg->sliding_window = 0;
+	else if (sw) {
+		rc = get_uint(cfg, name, root, "", "sliding_window", HF_MAX_POSITIONS,
+			      &cfg->sliding_window);
+		if (rc < 0)
+			return rc;
+	}
+	if (!use)
+		cfg->sliding_window = 0;
+	return 0;
+}
+
+/* Keys whose values zinf cannot honour: refused rather than silently ignored. */
+static int check_unsupported(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
+{
+	const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+	bool mlp_bias = false;
+	int rc;
+
+	if (!absent(act) && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
+		return hf_fail(cfg, ZINF_ECONFIG, name,
+			       "hidden_act: only \"silu\" is supported (SwiGLU MLP)");
+	rc = get_bool(cfg, name, root, "mlp_bias", &mlp_bias);
+	if (rc < 0)
+		return rc;
+	if (mlp_bias)
+		return hf_fail(cfg, ZINF_ECONFIG, name,
+			       "mlp_bias: true is not supported (expected false)");
+	return 0;
+}
+
+static int parse_fields(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+		uint64_t max;
+	} uints[] = {
+		{"vocab_size", offsetof(struct zinf_hf_config, vocab_size), HF_MAX_DIM},
+		{"hidden_size", offsetof(struct zinf_hf_config, hidden_size), HF_MAX_DIM},
+		{"intermediate_size", offsetof(struct zinf_hf_config, intermediate_size),
+		 HF_MAX_DIM},
+		{"num_hidden_layers", offsetof(struct zinf_hf_config, num_hidden_layers),
+		 HF_MAX_COUNT},
+		{"num_attention_heads", offsetof(struct zinf_hf_config, num_attention_heads),
+		 HF_MAX_COUNT},
+		{"num_key_value_heads", offsetof(struct zinf_hf_config, num_key_value_heads),
+		 HF_MAX_COUNT},
+		{"head_dim", offsetof(struct zinf_hf_config, head_dim), HF_MAX_DIM},
+		{"max_position_embeddings",
+		 offsetof(struct zinf_hf_config, max_position_embeddings), HF_MAX_POSITIONS},
+	};
+	const cJSON *a, *b;
+	bool bias;
+	int rc;
+
+	for (a = root->child; a; a = a->next) /* cJSON keeps both copies of a key */
+		for (b = a->next; b; b = b->next)
+			if (strcmp(a->string, b->string) == 0)
+				return hf_fail(cfg, ZINF_ECONFIG, name,
+					       "%s: appears twice (expected each key once)",
+					       a->string);
+	rc = parse_model_type(cfg, name, root);
+	for (size_t i = 0; rc == 0 && i < sizeof(uints) / sizeof(uints[0]); i++)
+		rc = get_uint(cfg, name, root, "", uints[i].key, uints[i].max,
+			      (uint64_t *)((char *)cfg + uints[i].off));
+	if (rc == 0)
+		rc = get_positive(cfg, name, root, "", "rms_norm_eps", &cfg->rms_norm_eps);
+	if (rc == 0)
+		rc = get_positive(cfg, name, root, "", "rope_theta", &cfg->rope_theta);
+	if (rc == 0)
+		rc = parse_rope_scaling(cfg, name, root);
+	if (rc == 0)
+		rc = get_bool(cfg, name, root, "tie_word_embeddings", &cfg->tie_word_embeddings);
+	if (rc == 0 && cfg->model_type == ZINF_HF_LLAMA) {
+		bias = false;
+		rc = get_bool(cfg, name, root, "attention_bias", &bias);
+		cfg->attention_bias = bias;
+		cfg->attention_out_bias = bias; /* LlamaAttention: every projection */
+	}
+	if (rc == 0)
+		rc = parse_sliding_window(cfg, name, root);
+	if (rc == 0)
+		rc = parse_dtype(cfg, name, root);
+	if (rc == 0)
+		rc = check_unsupported(cfg, name, root);
+	return rc;
+}
+
+int zinf_hf_config_validate(struct zinf_hf_config *cfg, const char *name)
+{
+	static const char *required[] = {"vocab_size", "hidden_size", "intermediate_size",
+					 "num_hidden_layers", "num_attention_heads"};
+	const uint64_t vals[] = {cfg->vocab_size, cfg->hidden_size, cfg->intermediate_size,
+				 cfg->num_hidden_layers, cfg->num_attention_heads};
+
+	if (!name)
+		name = "config.json";
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+		if (vals[i] == 0)
+			return hf_fail(cfg, ZINF_ECONFIG, name,
+				       "%s: missing (expected a positive integer)", required[i]);
+	if (cfg->num_key_value_heads == 0)
+		cfg->num_key_value_heads = cfg->num_attention_heads;
+	if (cfg->num_attention_heads % cfg->num_key_value_heads != 0)
+		return hf_fail(cfg, ZINF_ECONFIG, name,
+			       "num_key_value_heads: %llu does not divide num_attention_heads %llu",
+			       (unsigned long long)cfg->num_key_value_heads,
+			       (unsigned long long)cfg->num_attention_heads);
+	if (cfg->head_dim == 0) {
+		if (cfg->hidden_size % cfg->num_attention_heads != 0)
+			return hf_fail(
+				cfg, ZINF_ECONFIG, name,
+				"hidden_size: %llu is not a multiple of num_attention_heads %llu (expected, as head_dim is not given)",
+				(unsigned long long)cfg->hidden_size,
+				(unsigned long long)cfg->num_attention_heads);
+		cfg->head_dim = cfg->hidden_size / cfg->num_attention_heads;
+	}
+	if (cfg->head_dim % 2 != 0)
+		return hf_fail(
+			cfg, ZINF_ECONFIG, name,
+			"head_dim: %llu is odd (expected even: rotary embeddings rotate pairs)",
+			(unsigned long long)cfg->head_dim);
+	if (cfg->num_attention_heads * cfg->head_dim > HF_MAX_DIM)
+		return hf_fail(cfg, ZINF_ECONFIG, name,
+			       "head_dim: %llu x num_attention_heads %llu is larger than %llu",
+			       (unsigned long long)cfg->head_dim,
+			       (unsigned long long)cfg->num_attention_heads,
+			       (unsigned long long)HF_MAX_DIM);
+	if (cfg->max_position_embeddings == 0)
+		return hf_fail(cfg, ZINF_ECONFIG, name,
+			       "max_position_embeddings: missing (expected a positive integer)");
+	if (!(cfg->rms_norm_eps > 0) || !isfinite(cfg->rms_norm_eps))
+		return hf_fail(cfg, ZINF_ECONFIG, name, "rms_norm_eps: expected a positive number");
+	if (!(cfg->rope_theta > 0) || !isfinite(cfg->rope_theta))
+		return hf_fail(cfg, ZINF_ECONFIG, name, "rope_theta: expected a positive number");
+	if (cfg->rope_llama3) {
+		if (!(cfg->rope_factor > 0) || !(cfg->rope_low_freq_factor > 0) ||
+		    !(cfg->rope_high_freq_factor > 0) ||
+		    cfg->rope_original_max_position_embeddings == 0)
+			return hf_fail(
+				cfg, ZINF_ECONFIG, name,
+				"rope_scaling: llama3 needs factor, low_freq_factor, high_freq_factor and original_max_position_embeddings, all positive");
+		if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor))
+			return hf_fail(
+				cfg, ZINF_ECONFIG, name,
+				"rope_scaling.high_freq_factor: %g is not above low_freq_factor %g",
+				cfg->rope_high_freq_factor, cfg->rope_low_freq_factor);
+	}
+	if (zinf_st_dtype_size(cfg->torch_dtype) == 0)
+		return hf_fail(cfg, ZINF_ECONFIG, name, "torch_dtype: invalid value %d",
+			       (int)cfg->torch_dtype);
+	return 0;
+}
+
+int zinf_hf_config_load_string(struct zinf_hf_config *cfg, const char *json, const char *name)
+{
+	const char *end = NULL;
+	cJSON *root;
+	int rc;
+
+	if (!name)
+		name = "config.json";
+	zinf_hf_config_free(cfg);
+	if (!json)
+		return hf_fail(cfg, -EINVAL, name, "no JSON text");
+	root = cJSON_ParseWithOpts(json, &end, 1);
+	if (!root) {
+		const char *at = cJSON_GetErrorPtr();
+
+		return hf_fail(cfg, ZINF_EJSON, name, "malformed JSON near byte %lld",
+			       at ? (long long)(at - json) : -1LL);
+	}
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return hf_fail(cfg, ZINF_EJSON, name, "expected a JSON object");
+	}
+	rc = parse_fields(cfg, name, root);
+	if (rc == 0)
+		rc = zinf_hf_config_validate(cfg, name);
+	if (rc < 0) {
+		char msg[ZINF_HF_ERR_BYTES];
+
+		cJSON_Delete(root);
+		memcpy(msg, cfg->last_error, sizeof(msg));
+		zinf_hf_config_init(cfg);
+		memcpy(cfg->last_error, msg, sizeof(msg));
+		return rc;
+	}
+	cfg->json = root;
+	return 0;
+}
+
+int zinf_hf_config_load_file(struct zinf_hf_config *cfg, const char *path)
+{
+	struct stat st;
+	char *text;
+	ssize_t got = 0;
+	int fd, rc;
+
+	zinf_hf_config_free(cfg);
+	if (!path)
+		return hf_fail(cfg, -EINVAL, "config", "no path");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return hf_fail(cfg, -errno, path, "cannot open: %s", strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > HF_MAX_FILE_BYTES) {
+		close(fd);
+		return hf_fail(cfg, ZINF_ECONFIG, path, "not a regular file of at most %u bytes",
+			       HF_MAX_FILE_BYTES);
+	}
+	text = malloc((size_t)st.st_size + 1);
+	if (!text) {
+		close(fd);
+		return hf_fail(cfg, -ENOMEM, path, "no memory");
+	}
+	while (got < st.st_size) {
+		ssize_t n = read(fd, text + got, (size_t)(st.st_size - got));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += n;
+	}
+	close(fd);
+	if (got != st.st_size) {
+		free(text);
+		return hf_fail(cfg, -EIO, path, "short read: %lld of %lld bytes", (long long)got,
+			       (long long)st.st_size);
+	}
+	text[got] = '\0';
+	if (strlen(text) != (size_t)got) {
+		free(text);
+		return hf_fail(cfg, ZINF_EJSON, path, "NUL byte in the file (expected JSON text)");
+	}
+	rc = zinf_hf_config_load_string(cfg, text, path);
+	free(text);
+	return rc;
+}
+
+/* ---- save ------------------------------------------------------------------------------ */
+
+static bool set_item(cJSON *obj, const char *key, cJSON *item)
+{
+	if (!item)
+		return false;
+	if (cJSON_GetObjectItemCaseSensitive(obj, key))
+		return cJSON_ReplaceItemInObjectCaseSensitive(obj, key, item);
+	return cJSON_AddItemToObject(obj, key, item);
+}
+
+static bool set_num(cJSON *obj, const char *key, double v)
+{
+	return set_item(obj, key, cJSON_CreateNumber(v));
+}
+
+static cJSON *rope_scaling_json(const struct zinf_hf_config *cfg)
+{
+	cJSON *rs;
+
+	if (!cfg->rope_llama3)
+		return cJSON_CreateNull();
+	rs = cJSON_CreateObject();
+	if (!rs)
+		return NULL;
+	if (!cJSON_AddNumberToObject(rs, "factor", cfg->rope_factor) ||
+	    !cJSON_AddNumberToObject(rs, "high_freq_factor", cfg->rope_high_freq_factor) ||
+	    !cJSON_AddNumberToObject(rs, "low_freq_factor", cfg->rope_low_freq_factor) ||
+	    !cJSON_AddNumberToObject(rs, "original_max_position_embeddings",
+				     (double)cfg->rope_original_max_position_embeddings) ||
+	    !cJSON_AddStringToObject(rs, "rope_type", "llama3")) {
+		cJSON_Delete(rs);
+		return NULL;
+	}
+	return rs;
+}
+
+static cJSON *config_json(const struct zinf_hf_config *cfg, enum zinf_st_dtype dtype)
+{
+	cJSON *o = cfg->json ? cJSON_Duplicate(cfg->json, 1) : cJSON_CreateObject();
+	bool ok;
+
+	if (!o)
+		return NULL;
+	ok = set_item(o, "model_type",
+		      cJSON_CreateString(zinf_hf_model_type_name(cfg->model_type)));
+	if (ok && !cJSON_GetObjectItemCaseSensitive(o, "architectures")) {
+		const char *arch = hf_architecture(cfg->model_type);
+
+		ok = set_item(o, "architectures", cJSON_CreateStringArray(&arch, 1));
+	}
+	ok = ok && set_num(o, "vocab_size", (double)cfg->vocab_size);
+	ok = ok && set_num(o, "hidden_size", (double)cfg->hidden_size);
+	ok = ok && set_num(o, "intermediate_size", (double)cfg->intermediate_size);
+	ok = ok && set_num(o, "num_hidden_layers", (double)cfg->num_hidden_layers);
+	ok = ok && set_num(o, "num_attention_heads", (double)cfg->num_attention_heads);
+	ok = ok && set_num(o, "num_key_value_heads", (double)cfg->num_key_value_heads);
+	ok = ok && set_num(o, "head_dim", (double)cfg->head_dim);
+	ok = ok && set_num(o, "max_position_embeddings", (double)cfg->max_position_embeddings);
+	ok = ok && set_num(o, "rms_norm_eps", cfg->rms_norm_eps);
+	ok = ok && set_num(o, "rope_theta", cfg->rope_theta);
+	ok = ok && set_item(o, "rope_scaling", rope_scaling_json(cfg));
+	ok = ok && set_item(o, "tie_word_embeddings", cJSON_CreateBool(cfg->tie_word_embeddings));
+	ok = ok && set_item(o, "hidden_act", cJSON_CreateString("silu"));
+	if (cfg->model_type == ZINF_HF_LLAMA)
+		ok = ok && set_item(o, "attention_bias", cJSON_CreateBool(cfg->attention_bias));
+	/* qwen2 keeps its window size while use_sliding_window is false */
+	if (cfg->model_type == ZINF_HF_MISTRAL ||
+	    (cfg->model_type == ZINF_HF_QWEN2 &&
+	     (cfg->sliding_window || !cJSON_GetObjectItemCaseSensitive(o, "sliding_window"))))
+		ok = ok &&
+		     set_item(o, "sliding_window",
+			      cfg->sliding_window ? cJSON_CreateNumber((double)cfg->sliding_window)
+						  : cJSON_CreateNull());
+	if (cfg->model_type == ZINF_HF_QWEN2)
+		ok = ok &&
+		     set_item(o, "use_sliding_window", cJSON_CreateBool(cfg->sliding_window != 0));
+	if (ok && cJSON_GetObjectItemCaseSensitive(o, "dtype"))
+		ok = set_item(o, "dtype", cJSON_CreateString(zinf_hf_torch_dtype_name(dtype)));
+	ok = ok && set_item(o, "torch_dtype", cJSON_CreateString(zinf_hf_torch_dtype_name(dtype)));
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int write_atomic(const char *path, const char *text, size_t len)
+{
+	char *tmp = NULL, *dir, *slash;
+	int fd, rc = 0, dfd;
+	size_t done = 0;
+
+	if (asprintf(&tmp, "%s.tmp", path) < 0)
+		return -ENOMEM;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = -errno;
+		free(tmp);
+		return rc;
+	}
+	while (rc == 0 && done < len) {
+		ssize_t n = write(fd, text + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			rc = n < 0 ? -errno : -EIO;
+		else
+			done += (size_t)n;
+	}
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0)
+		unlink(tmp);
+	free(tmp);
+	if (rc < 0)
+		return rc;
+	dir = strdup(path);
+	if (!dir)
+		return 0; /* the file is in place; only the directory sync is skipped */
+	slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	free(dir);
+	return 0;
+}
+
+int zinf_hf_config_save(struct zinf_hf_config *cfg, const char *path, enum zinf_st_dtype dtype)
+{
+	cJSON *o;
+	char *text;
+	int rc;
+
+	if (!path)
+		return hf_fail(cfg, -EINVAL, "config", "save: no path");
+	rc = zinf_hf_config_validate(cfg, path);
+	if (rc < 0)
+		return rc;
+	if (zinf_st_dtype_size(dtype) == 0)
+		return hf_fail(cfg, -EINVAL, path, "torch_dtype: invalid dtype %d", (int)dtype);
+	o = config_json(cfg, dtype);
+	text = o ? cJSON_Print(o) : NULL;
+	cJSON_Delete(o);
+	if (!text)
+		return hf_fail(cfg, -ENOMEM, path, "no memory to build the JSON");
+	{
+		size_t n = strlen(text);
+		char *t2 = realloc(text, n + 2);
+
+		if (!t2) {
+			free(text);
+			return hf_fail(cfg, -ENOMEM, path, "no memory");
+		}
+		text = t2;
+		text[n] = '\n';
+		text[n + 1] = '\0';
+	}
+	rc = write_atomic(path, text, strlen(text));
+	free(text);
+	if (rc < 0)
+		return hf_fail(cfg, rc, path, "write failed: %s", zinf_strerror(rc));
+	return 0;
+}
+
+uint64_t zinf_hf_config_param_count(const struct zinf_hf_config *cfg)
+{
+	uint64_t C = cfg->hidden_size, q = cfg->num_attention_heads * cfg->head_dim;
+	uint64_t kv = cfg->num_key_value_heads * cfg->head_dim;
+	uint64_t layer = C * q + 2 * C * kv + q * C + 3 * C * cfg->intermediate_size + 2 * C;
+
+	if (cfg->attention_bias)
+		layer += q + 2 * kv;
+	if (cfg->attention_out_bias)
+		layer += C;
+	return cfg->vocab_size * C * (cfg->tie_word_embeddings ? 1 : 2) +
+	       cfg->num_hidden_layers * layer + C;
+}

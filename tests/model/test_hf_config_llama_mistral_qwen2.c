@@ -1,0 +1,298 @@
+/*
+ * config.json of llama (Llama 3 rope scaling, GQA, tied), mistral (sliding_window null,
+ * defaults for head_dim) and qwen2 (q/k/v biases, sliding window off) load with the
+ * documented fields and defaults; each malformed field fails with one line naming the
+ * file and the field; saving writes a config that loads back equal, keeps keys zinf
+ * does not interpret and carries the save dtype.
+ * Usage: test_hf_config_llama_mistral_qwen2 DATA_DIR
+ */
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hf_config.h"
+#include "llama_names.h"
+#include "test.h"
+#include "zinf/error.h"
+
+static const char *data_dir;
+
+static void load(struct zinf_hf_config *cfg, const char *name)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/%s", data_dir, name);
+	zinf_hf_config_init(cfg);
+	T_CHECK(zinf_hf_config_load_file(cfg, path) == 0, "%s: %s", path, cfg->last_error);
+}
+
+/* Load text; expect code and a message with "cfg.json: " + needle. */
+static void expect_fail(const char *json, int code, const char *needle)
+{
+	struct zinf_hf_config cfg;
+	char want[512];
+	int rc;
+
+	zinf_hf_config_init(&cfg);
+	rc = zinf_hf_config_load_string(&cfg, json, "cfg.json");
+	T_CHECK(rc == code, "returned %d (%s), expected %d for %s", rc, cfg.last_error, code, json);
+	snprintf(want, sizeof(want), "cfg.json: %s", needle);
+	T_CHECK(strstr(cfg.last_error, want), "message: %s\n  want: %s", cfg.last_error, want);
+	T_CHECK(!strchr(cfg.last_error, '\n'), "message is not one line");
+	T_CHECK(cfg.json == NULL && cfg.hidden_size == 0, "state left after a failed load");
+	zinf_hf_config_free(&cfg);
+}
+
+#define BASE                                                                                       \
+	"\"model_type\":\"llama\",\"vocab_size\":100,\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2"
+
+static void check_errors(void)
+{
+	expect_fail("{" BASE ",\"num_attention_heads\":32,\"num_key_value_heads\":12}",
+		    ZINF_ECONFIG, "num_key_value_heads: 12 does not divide num_attention_heads 32");
+	expect_fail("{\"model_type\":\"gpt2\"}", ZINF_ECONFIG,
+		    "model_type: \"gpt2\" is not supported");
+	expect_fail("{\"vocab_size\":3}", ZINF_ECONFIG, "model_type: missing");
+	expect_fail("{\"model_type\":\"llama\",\"vocab_size\":100,\"intermediate_size\":128,"
+		    "\"num_hidden_layers\":2,\"num_attention_heads\":4}",
+		    ZINF_ECONFIG, "hidden_size: missing (expected a positive integer)");
+	expect_fail("{" BASE ",\"num_attention_heads\":\"4\"}", ZINF_ECONFIG,
+		    "num_attention_heads: non-number is not an integer");
+	expect_fail("{" BASE ",\"num_attention_heads\":4.5}", ZINF_ECONFIG,
+		    "num_attention_heads: value is not an integer");
+	expect_fail("{" BASE ",\"num_attention_heads\":0}", ZINF_ECONFIG,
+		    "num_attention_heads: value is not an integer in [1,");
+	expect_fail("{" BASE ",\"num_attention_heads\":3}", ZINF_ECONFIG,
+		    "hidden_size: 64 is not a multiple of num_attention_heads 3");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"head_dim\":15}", ZINF_ECONFIG,
+		    "head_dim: 15 is odd");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rms_norm_eps\":-1}", ZINF_ECONFIG,
+		    "rms_norm_eps: expected a positive number");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_theta\":\"x\"}", ZINF_ECONFIG,
+		    "rope_theta: expected a positive number");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"yarn\","
+		    "\"factor\":4}}",
+		    ZINF_ECONFIG, "rope_scaling.rope_type: \"yarn\" is not supported");
+	expect_fail("{" BASE
+		    ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"llama3\","
+		    "\"factor\":8,\"low_freq_factor\":1,\"high_freq_factor\":4}}",
+		    ZINF_ECONFIG, "rope_scaling: llama3 needs");
+	expect_fail("{" BASE
+		    ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"llama3\","
+		    "\"factor\":-8,\"low_freq_factor\":1,\"high_freq_factor\":4,"
+		    "\"original_max_position_embeddings\":8192}}",
+		    ZINF_ECONFIG, "rope_scaling.factor: expected a positive number");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"type\":\"llama3\","
+		    "\"factor\":8,\"low_freq_factor\":4,\"high_freq_factor\":1,"
+		    "\"original_max_position_embeddings\":8192}}",
+		    ZINF_ECONFIG,
+		    "rope_scaling.high_freq_factor: 1 is not above low_freq_factor 4");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"tie_word_embeddings\":1}", ZINF_ECONFIG,
+		    "tie_word_embeddings: expected true or false");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"torch_dtype\":\"int8\"}", ZINF_ECONFIG,
+		    "torch_dtype: \"int8\" is not supported");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"hidden_act\":\"gelu\"}", ZINF_ECONFIG,
+		    "hidden_act: only \"silu\"");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"mlp_bias\":true}", ZINF_ECONFIG,
+		    "mlp_bias: true is not supported");
+	expect_fail("{\"model_type\":\"llama\",\"vocab_size\":1e30}", ZINF_ECONFIG,
+		    "vocab_size: value is not an integer in [1, 16777216]");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"vocab_size\":1000}", ZINF_ECONFIG,
+		    "vocab_size: appears twice");
+	expect_fail("{" BASE ",", ZINF_EJSON, "malformed JSON near byte");
+	expect_fail("[1,2]", ZINF_EJSON, "expected a JSON object");
+	expect_fail("{" BASE ",\"num_attention_heads\":4} trailing", ZINF_EJSON, "malformed JSON");
+}
+
+static void check_samples(void)
+{
+	struct zinf_hf_config c;
+
+	load(&c, "config_llama.json");
+	T_CHECK(c.model_type == ZINF_HF_LLAMA && c.vocab_size == 128256 && c.hidden_size == 2048 &&
+			c.intermediate_size == 8192 && c.num_hidden_layers == 16 &&
+			c.num_attention_heads == 32 && c.num_key_value_heads == 8 &&
+			c.head_dim == 64 && c.max_position_embeddings == 131072,
+		"llama dims");
+	T_CHECK(c.rms_norm_eps == 1e-5 && c.rope_theta == 500000.0, "llama eps/theta");
+	T_CHECK(c.rope_llama3 && c.rope_factor == 32.0 && c.rope_low_freq_factor == 1.0 &&
+			c.rope_high_freq_factor == 4.0 &&
+			c.rope_original_max_position_embeddings == 8192,
+		"llama3 rope scaling");
+	T_CHECK(c.tie_word_embeddings && !c.attention_bias && !c.attention_out_bias, "llama flags");
+	T_CHECK(c.has_torch_dtype && c.torch_dtype == ZINF_ST_BF16 && c.sliding_window == 0,
+		"dtype");
+	T_CHECK(zinf_hf_config_param_count(&c) == 1235814400ull,
+		"Llama-3.2-1B has 1235814400 params, got %llu",
+		(unsigned long long)zinf_hf_config_param_count(&c));
+	T_CHECK(zinf_llama_names_count(&c) == 1 + 16 * 9 + 1, "tied llama has no lm_head");
+	zinf_hf_config_free(&c);
+
+	load(&c, "config_mistral.json");
+	T_CHECK(c.model_type == ZINF_HF_MISTRAL && c.head_dim == 128 &&
+			c.num_key_value_heads == 8 && c.max_position_embeddings == 32768 &&
+			c.rope_theta == 1e6,
+		"mistral dims");
+	T_CHECK(!c.rope_llama3 && !c.tie_word_embeddings && !c.attention_bias &&
+			c.sliding_window == 0,
+		"mistral flags (sliding_window null = none)");
+	T_CHECK(zinf_hf_config_param_count(&c) == 7248023552ull,
+		"Mistral-7B-v0.3 has 7248023552, got %llu",
+		(unsigned long long)zinf_hf_config_param_count(&c));
+	T_CHECK(zinf_llama_names_count(&c) == 1 + 32 * 9 + 2, "mistral names");
+	zinf_hf_config_free(&c);
+
+	load(&c, "config_qwen2.json");
+	T_CHECK(c.model_type == ZINF_HF_QWEN2 && c.head_dim == 64 && c.num_key_value_heads == 2 &&
+			c.rms_norm_eps == 1e-6 && c.torch_dtype == ZINF_ST_F16,
+		"qwen2 dims");
+	T_CHECK(c.attention_bias && !c.attention_out_bias && c.tie_word_embeddings &&
+			c.sliding_window == 0,
+		"qwen2: q/k/v biases, o without, use_sliding_window false");
+	T_CHECK(zinf_hf_config_param_count(&c) == 494032768ull,
+		"Qwen2-0.5B has 494032768, got %llu",
+		(unsigned long long)zinf_hf_config_param_count(&c));
+	T_CHECK(zinf_llama_names_count(&c) == 1 + 24 * 12 + 1, "qwen2 names");
+	{
+		struct zinf_llama_tensor_name t;
+
+		T_CHECK_RC(zinf_llama_names_get(&c, 2, &t));
+		T_CHECK_STR(t.name, "model.layers.0.self_attn.q_proj.bias");
+		T_CHECK(t.ndim == 1 && t.shape[0] == 896 && t.module == 1, "q bias shape");
+		T_CHECK_RC(zinf_llama_names_get(&c, 4, &t));
+		T_CHECK_STR(t.name, "model.layers.0.self_attn.k_proj.bias");
+		T_CHECK(t.shape[0] == 128, "k bias is nkv * head_dim");
+		T_CHECK_RC(zinf_llama_names_get(&c, 1 + 12 + 2, &t));
+		T_CHECK_STR(t.name, "model.layers.1.self_attn.k_proj.weight");
+		T_CHECK(t.shape[0] == 128 && t.shape[1] == 896 && t.module == 2, "k shape");
+		T_CHECK_RC(zinf_llama_names_get(&c, 1 + 24 * 12, &t));
+		T_CHECK_STR(t.name, "model.norm.weight");
+		T_CHECK(t.module == 25, "final norm in the head module");
+		T_CHECK(zinf_llama_names_get(&c, 1 + 24 * 12 + 1, &t) == -EINVAL, "past the end");
+	}
+	zinf_hf_config_free(&c);
+
+	/* Defaults: no kv heads, head_dim, eps, theta, rope_scaling, dtype; llama bias. */
+	zinf_hf_config_init(&c);
+	T_CHECK_RC(
+		zinf_hf_config_load_string(&c,
+					   "{" BASE ",\"num_attention_heads\":4,"
+					   "\"attention_bias\":true,\"num_key_value_heads\":null,"
+					   "\"rope_scaling\":null}",
+					   "d.json"));
+	T_CHECK(c.num_key_value_heads == 4 && c.head_dim == 16 && c.rms_norm_eps == 1e-6 &&
+			c.rope_theta == 10000.0 && !c.rope_llama3 && !c.has_torch_dtype &&
+			c.max_position_embeddings == 2048,
+		"llama defaults");
+	T_CHECK(c.attention_bias && c.attention_out_bias, "llama attention_bias covers o_proj");
+	{
+		struct zinf_llama_tensor_name t;
+
+		T_CHECK(zinf_llama_names_count(&c) == 1 + 2 * 13 + 2, "llama with every bias");
+		T_CHECK_RC(zinf_llama_names_get(&c, 8, &t));
+		T_CHECK_STR(t.name, "model.layers.0.self_attn.o_proj.bias");
+		T_CHECK_RC(zinf_llama_names_get(&c, 1 + 2 * 13 + 1, &t));
+		T_CHECK_STR(t.name, "lm_head.weight");
+		T_CHECK(t.shape[0] == 100 && t.shape[1] == 64 && t.module == 3, "lm_head");
+	}
+	zinf_hf_config_free(&c);
+}
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(p);
+}
+
+static void check_save(void)
+{
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	struct zinf_hf_config a, b;
+	char *dir = NULL, *path = NULL, text[8192];
+	FILE *f;
+	size_t n;
+
+	T_CHECK(asprintf(&dir, "%s/zinf_hfcfg_XXXXXX", base) > 0 && mkdtemp(dir), "mkdtemp");
+	T_CHECK(asprintf(&path, "%s/config.json", dir) > 0, "asprintf");
+	for (int k = 0; k < 3; k++) {
+		static const char *names[] = {"config_llama.json", "config_mistral.json",
+					      "config_qwen2.json"};
+
+		load(&a, names[k]);
+		T_CHECK(zinf_hf_config_save(&a, path, ZINF_ST_F32) == 0, "save: %s", a.last_error);
+		zinf_hf_config_init(&b);
+		T_CHECK(zinf_hf_config_load_file(&b, path) == 0, "reload: %s", b.last_error);
+		T_CHECK(a.model_type == b.model_type && a.vocab_size == b.vocab_size &&
+				a.hidden_size == b.hidden_size &&
+				a.intermediate_size == b.intermediate_size &&
+				a.num_hidden_layers == b.num_hidden_layers &&
+				a.num_attention_heads == b.num_attention_heads &&
+				a.num_key_value_heads == b.num_key_value_heads &&
+				a.head_dim == b.head_dim &&
+				a.max_position_embeddings == b.max_position_embeddings &&
+				a.rms_norm_eps == b.rms_norm_eps && a.rope_theta == b.rope_theta &&
+				a.rope_llama3 == b.rope_llama3 && a.rope_factor == b.rope_factor &&
+				a.rope_low_freq_factor == b.rope_low_freq_factor &&
+				a.rope_high_freq_factor == b.rope_high_freq_factor &&
+				a.rope_original_max_position_embeddings ==
+					b.rope_original_max_position_embeddings &&
+				a.tie_word_embeddings == b.tie_word_embeddings &&
+				a.attention_bias == b.attention_bias &&
+				a.attention_out_bias == b.attention_out_bias &&
+				a.sliding_window == b.sliding_window,
+			"%s: reloaded config differs", names[k]);
+		T_CHECK(b.torch_dtype == ZINF_ST_F32, "save dtype not written");
+		f = fopen(path, "r");
+		n = fread(text, 1, sizeof(text) - 1, f);
+		fclose(f);
+		text[n] = '\0';
+		T_CHECK(strstr(text, "\"bos_token_id\""), "unknown keys dropped: %s", text);
+		T_CHECK(strstr(text, "\"torch_dtype\":\t\"float32\""), "torch_dtype: %s", text);
+		zinf_hf_config_free(&a);
+		zinf_hf_config_free(&b);
+	}
+	/* A config built in code (no loaded JSON) saves with architectures and loads. */
+	zinf_hf_config_init(&a);
+	a.vocab_size = 256;
+	a.hidden_size = 32;
+	a.intermediate_size = 64;
+	a.num_hidden_layers = 2;
+	a.num_attention_heads = 4;
+	a.num_key_value_heads = 2;
+	T_CHECK(zinf_hf_config_save(&a, path, ZINF_ST_BF16) == 0, "save built: %s", a.last_error);
+	zinf_hf_config_init(&b);
+	T_CHECK(zinf_hf_config_load_file(&b, path) == 0, "reload built: %s", b.last_error);
+	T_CHECK(b.num_key_value_heads == 2 && b.head_dim == 8 && b.torch_dtype == ZINF_ST_BF16,
+		"built config");
+	f = fopen(path, "r");
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	T_CHECK(strstr(text, "LlamaForCausalLM"), "no architectures: %s", text);
+	zinf_hf_config_free(&b);
+	/* An invalid config is not written. */
+	a.num_key_value_heads = 3;
+	T_CHECK(zinf_hf_config_save(&a, path, ZINF_ST_BF16) == ZINF_ECONFIG,
+		"invalid config saved");
+	zinf_hf_config_free(&a);
+	/* A missing file names itself. */
+	T_CHECK(zinf_hf_config_load_file(&a, "/nonexistent/config.json") == -ENOENT,
+		"missing file");
+	T_CHECK(strstr(a.last_error, "/nonexistent/config.json: cannot open"), "msg: %s",
+		a.last_error);
+	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	free(dir);
+	free(path);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		T_SKIP("usage: %s DATA_DIR", argv[0]);
+	data_dir = argv[1];
+	check_errors();
+	check_samples();
+	check_save();
+	return T_EXIT_PASS;
+}
