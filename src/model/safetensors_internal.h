@@ -1,0 +1,30 @@
+/*
+ * safetensors internals shared by the reader (safetensors_read.c), the writer
+ * (safetensors_write.c) and the dtype conversions and file helpers
+ * (safetensors_common.c). See safetensors.h and docs/formats.md.
+ */
+#ifndef ZINF_MODEL_SAFETENSORS_INTERNAL_H
+#define ZINF_MODEL_SAFETENSORS_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "safetensors.h"
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "safetensors data is little-endian; this code reads it in place");
+
+#define ST_STAGE_BYTES (1u << 20) /* conversion staging buffer, per handle */
+#define ST_ERR_BYTES 1024
+#define ST_MAX_DIM (1ull << 48)		   /* any larger dimension is corrupt */
+#define ST_MAX_JSON_INT 9007199254740992.0 /* 2^53: integers exact in a double */
+
+bool st_dtype_valid(enum zinf_st_dtype dtype);
+bool st_mul_u64(uint64_t a, uint64_t b, uint64_t *out);
+int st_pread_full(int fd, void *buf, uint64_t len, uint64_t off);
+int st_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off);
+char *st_path_join(const char *dir, const char *name);
+char *st_path_dir(const char *path);
+int st_fsync_dir(const char *dir);
+
+#endif /* ZINF_MODEL_SAFETENSORS_INTERNAL_H */
