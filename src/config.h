@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lr_schedule.h" /* enum zinf_lr_schedule_type, zinf_warmup_type */
 #include "zinf/config.h"
 
 /* ---- enum values (index into the schema entry's list of names) ---------------------- */
@@ -18,13 +19,6 @@ enum zinf_device_kind { ZINF_DEVICE_AUTO, ZINF_DEVICE_CUDA, ZINF_DEVICE_HOST };
 enum zinf_io_engine_kind { ZINF_IO_AUTO, ZINF_IO_URING, ZINF_IO_LIBAIO, ZINF_IO_PSYNC };
 enum zinf_checksum_kind { ZINF_CHECKSUM_NONE, ZINF_CHECKSUM_CRC32C };
 enum zinf_optimizer_type { ZINF_OPT_ADAM, ZINF_OPT_ADAMW };
-enum zinf_scheduler_type {
-	ZINF_SCHED_NONE, /* constant learning rate */
-	ZINF_SCHED_WARMUP_LR,
-	ZINF_SCHED_WARMUP_DECAY_LR,
-	ZINF_SCHED_WARMUP_COSINE_LR,
-};
-enum zinf_warmup_type { ZINF_WARMUP_LOG, ZINF_WARMUP_LINEAR };
 
 struct zinf_strlist {
 	char **v; /* owned strings */
@@ -60,7 +54,7 @@ struct zinf_config_values {
 		bool adam_w_mode; /* type Adam only: decoupled decay (DeepSpeed's flag) */
 	} optimizer;
 	struct {
-		int type; /* enum zinf_scheduler_type */
+		int type; /* enum zinf_lr_schedule_type */
 		double warmup_min_lr;
 		double warmup_max_lr;
 		uint64_t warmup_num_steps;
@@ -155,7 +149,7 @@ enum zinf_key_flags {
 	ZKF_ALIGN4K = 1u << 5,	   /* must be a multiple of 4096 */
 };
 
-/* Scheduler types a scheduler.params key belongs to (bit = 1 << enum zinf_scheduler_type). */
+/* Scheduler types a scheduler.params key belongs to (bit = 1 << enum zinf_lr_schedule_type). */
 #define ZINF_SCHED_BIT(t) (1u << (t))
 
 struct zinf_key {

@@ -168,7 +168,7 @@ static int check_scheduler(struct zinf_config *cfg)
 		char takes[256] = "";
 		if (!k->sched_mask || !cfg->present[i])
 			continue;
-		if (type == ZINF_SCHED_NONE)
+		if (type == ZINF_LR_CONSTANT)
 			return zinf_config_fail(
 				cfg, ZINF_ECONFIG,
 				"%s: scheduler parameters without scheduler.type (expected a type: WarmupLR, WarmupDecayLR or WarmupCosineLR)",
@@ -186,7 +186,7 @@ static int check_scheduler(struct zinf_config *cfg)
 					"%s: not a parameter of %s (expected one of %s)", k->path,
 					tname, takes);
 	}
-	if ((type == ZINF_SCHED_WARMUP_DECAY_LR || type == ZINF_SCHED_WARMUP_COSINE_LR) &&
+	if ((type == ZINF_LR_WARMUP_DECAY || type == ZINF_LR_WARMUP_COSINE) &&
 	    !cfg->present[i_total] && cfg->source[i_total] != ZINF_SRC_SET)
 		return zinf_config_fail(
 			cfg, ZINF_ECONFIG,
@@ -375,7 +375,8 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 	if (info && info->host_total_bytes) {
 		if (v->zinf.device != ZINF_DEVICE_CUDA && !info->device_free_bytes)
 			resolve_u64(cfg, "zinf.device_memory_limit", info->host_total_bytes / 4);
-		resolve_u64(cfg, "zinf.pinned_memory_limit", info->host_total_bytes / 4);
+				uint64_t quarter = info->host_total_bytes / 4;
+		resolve_u64(cfg, "zinf.pinned_memory_limit", quarter < (16ull << 30) ? quarter : 16ull << 30);
 	}
 	rc = zinf_config_validate(cfg, world);
 	if (rc)

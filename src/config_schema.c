@@ -13,12 +13,11 @@
 #define OFF(f) offsetof(struct zinf_config_values, f)
 #define INF DBL_MAX
 #define ALL_SCHED                                                                                  \
-	(ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_LR) | ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_DECAY_LR) |       \
-	 ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_COSINE_LR))
-#define LR_DECAY (ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_LR) | ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_DECAY_LR))
-#define DECAY_COS                                                                                  \
-	(ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_DECAY_LR) | ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_COSINE_LR))
-#define COS ZINF_SCHED_BIT(ZINF_SCHED_WARMUP_COSINE_LR)
+	(ZINF_SCHED_BIT(ZINF_LR_WARMUP) | ZINF_SCHED_BIT(ZINF_LR_WARMUP_DECAY) |                   \
+	 ZINF_SCHED_BIT(ZINF_LR_WARMUP_COSINE))
+#define LR_DECAY (ZINF_SCHED_BIT(ZINF_LR_WARMUP) | ZINF_SCHED_BIT(ZINF_LR_WARMUP_DECAY))
+#define DECAY_COS (ZINF_SCHED_BIT(ZINF_LR_WARMUP_DECAY) | ZINF_SCHED_BIT(ZINF_LR_WARMUP_COSINE))
+#define COS ZINF_SCHED_BIT(ZINF_LR_WARMUP_COSINE)
 
 #define SECTION(p, d)                                                                              \
 	{                                                                                          \
@@ -124,7 +123,7 @@ const struct zinf_key zinf_keys[] = {
 	IGNORED("optimizer.params.torch_adam"),
 	/* ---- scheduler ----------------------------------------------------------------- */
 	SECTION("scheduler", "learning-rate schedule; when absent, the rate is constant"),
-	ENUM("scheduler.type", scheduler.type, ZINF_SCHED_NONE,
+	ENUM("scheduler.type", scheduler.type, ZINF_LR_CONSTANT,
 	     "none|WarmupLR|WarmupDecayLR|WarmupCosineLR", 0,
 	     "schedule, with DeepSpeed's names and formulas; none = constant (zinf only)"),
 	SECTION("scheduler.params",
@@ -350,7 +349,7 @@ const struct zinf_key zinf_keys[] = {
 	 .min = 1048576,
 	 .max = INF,
 	 .flags = ZKF_AUTO,
-	 .doc = "size of the one pinned host pool (auto: a quarter of host RAM)"},
+	 .doc = "size of the one pinned host pool (auto: a quarter of host RAM, at most 16 GiB)"},
 	{.path = "zinf.nvme_paths",
 	 .type = ZK_STRLIST,
 	 .offset = OFF(zinf.nvme_paths),
