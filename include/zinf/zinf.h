@@ -5,6 +5,7 @@
 #include "zinf/config.h"
 #include "zinf/dtype.h"
 #include "zinf/error.h"
+#include "zinf/io.h"
 #include "zinf/log.h"
 #include "zinf/optim.h"
 #include "zinf/version.h"

@@ -1,0 +1,198 @@
+/*
+ * Internals of the I/O layer shared by io.c, space.c, the backends and white-box tests:
+ * the handle, its lanes and slots, files and extents, the backend ops table and the
+ * test-only fault hook.
+ */
+#ifndef ZINF_IO_INTERNAL_H
+#define ZINF_IO_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "zinf/io.h"
+
+#define IO_MAX_FILES 1024	      /* files per handle (managed + external) */
+#define IO_EXTENT_CHUNK 1024	      /* extents per table chunk; chunks never move */
+#define IO_EXTENT_CHUNKS 4096	      /* so up to 4M extents */
+#define IO_FIXED_BUF_MAX (1ull << 30) /* io_uring limits one fixed buffer to 1 GiB */
+
+/* ---- space: files and extents --------------------------------------------------- */
+
+struct io_range {
+	uint64_t off, len;
+};
+
+struct io_file {
+	int fd;
+	char *name;	       /* full path, for messages */
+	uint64_t size;	       /* bytes preallocated */
+	int path;	       /* index into io->paths, or io->n_paths for an external file */
+	bool direct;	       /* opened with O_DIRECT */
+	struct io_range *free; /* sorted, coalesced free ranges (managed files) */
+	int n_free, cap_free;
+};
+
+struct io_path {
+	char *dir;     /* the nvme path as given */
+	char *run_dir; /* dir/run_dir_name */
+	int lock_fd;   /* flock'd while the run lives; -1 when not created */
+	bool direct;   /* O_DIRECT accepted here */
+	int n_files;   /* data files created so far (names data.0, data.1, ...) */
+};
+
+struct io_part {
+	uint32_t file;
+	uint64_t off; /* byte offset in the file */
+	uint64_t len; /* bytes allocated */
+};
+
+struct io_extent {
+	bool used;
+	uint64_t len; /* bytes usable (rounded up to the alignment) */
+	int n_parts;  /* paths the extent is striped over */
+	struct io_part part[ZINF_IO_MAX_PATHS];
+	uint32_t crc; /* CRC32C of the whole extent when crc_valid */
+	bool crc_valid;
+	int inflight; /* requests in flight on it (atomic) */
+};
+
+/* ---- lanes: one ring and one worker thread each ---------------------------------- */
+
+struct io_slot {
+	struct zinf_io_req *req;
+	uint32_t file;
+	uint64_t file_off;  /* current offset in the file (advances on short I/O) */
+	char *buf;	    /* current buffer position */
+	uint64_t len;	    /* bytes left to transfer */
+	uint64_t piece_len; /* bytes of the request this piece covers */
+	uint64_t piece_off; /* offset of the piece inside the extent */
+	char *user_buf;	    /* the caller's buffer when bounced */
+	char *bounce;	    /* this slot's aligned bounce buffer, or NULL */
+	bool bounced;
+	int buf_index;	      /* io_uring fixed buffer index, or -1 */
+	int res;	      /* completion result set by the backend */
+	bool first_try;	      /* for the short-count fault */
+	struct io_slot *next; /* free list / psync queues */
+};
+
+struct io_lane {
+	struct zinf_io *io;
+	int idx;
+	pthread_t thread;
+	bool thread_started;
+	void *be; /* backend state */
+	struct io_slot *slots;
+	struct io_slot *free_slots;
+	int inflight;
+	uint64_t busy_since_ns;
+	uint64_t busy_ns; /* atomic */
+	bool reap_failed; /* logged once */
+	int want_work;	  /* atomic: blocked in reap with free slots; submit wakes it */
+};
+
+struct io_backend_ops {
+	const char *name;
+	/* Set up lane->be for queue_depth pieces. Fills err on failure. */
+	int (*lane_init)(struct io_lane *lane, char *err, uint64_t err_len);
+	void (*lane_fini)(struct io_lane *lane);
+	/* A file was opened at index idx (registered files). Optional. */
+	int (*file_added)(struct io_lane *lane, uint32_t idx, int fd);
+	/* Fixed buffers (chunks of at most IO_FIXED_BUF_MAX). Optional. */
+	int (*buffer_register)(struct io_lane *lane, void *base, uint64_t len);
+	void (*buffer_unregister)(struct io_lane *lane);
+	/* Queue one slot's I/O; submit flushes the queued ones to the kernel. */
+	int (*queue)(struct io_lane *lane, struct io_slot *slot);
+	int (*submit)(struct io_lane *lane);
+	/* Fill done[] with completed slots (slot->res set); wait for at least one when
+	 * wait. Returns the count or a negative error of the wait itself. */
+	int (*reap)(struct io_lane *lane, struct io_slot **done, int max, bool wait);
+	/* Make a reap that is waiting return (new work queued). Any thread. */
+	void (*wake)(struct io_lane *lane);
+};
+
+extern const struct io_backend_ops io_uring_ops;
+extern const struct io_backend_ops io_libaio_ops;
+extern const struct io_backend_ops io_psync_ops;
+
+/* ---- the handle ------------------------------------------------------------------ */
+
+struct zinf_io {
+	struct zinf_io_opts opts; /* nvme_paths point into paths[].dir */
+	const struct io_backend_ops *ops;
+	uint64_t align;
+
+	struct io_path paths[ZINF_IO_MAX_PATHS];
+	int n_paths;
+	int next_path; /* rotates the first path of new extents */
+
+	pthread_mutex_t space_lock; /* files, extents, allocator */
+	struct io_file files[IO_MAX_FILES];
+	uint32_t n_files;
+	struct io_extent *extents[IO_EXTENT_CHUNKS];
+	uint32_t n_extents; /* ids handed out so far (ids are reused after free) */
+	uint32_t free_hint; /* every id below it is in use */
+
+	/* request queue, shared by lanes */
+	pthread_mutex_t q_lock;
+	pthread_cond_t q_cond;
+	struct zinf_io_req *q_head, *q_tail;
+	bool stopping;
+
+	/* completed requests and in-flight count */
+	pthread_mutex_t done_lock;
+	pthread_cond_t done_cond;  /* a request was queued for poll/wait, or a sync one ended */
+	pthread_cond_t drain_cond; /* inflight_reqs reached 0 */
+	struct zinf_io_req *done_head, *done_tail;
+	uint64_t inflight_reqs;
+
+	struct io_lane *lanes;
+	int n_lanes;
+
+	void *reg_base; /* registered fixed-buffer region */
+	uint64_t reg_len;
+
+	pthread_mutex_t err_lock;
+	char last_error[512];
+	bool warned_direct;
+
+	/* counters (atomic adds) */
+	struct zinf_io_stats stats;
+};
+
+/* Record a formatted message as io's last error and log it at debug level. */
+void io_set_error(struct zinf_io *io, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t io_now_ns(void);
+struct io_extent *io_extent_get(struct zinf_io *io, uint32_t id);
+
+/* space.c */
+int io_space_init(struct zinf_io *io);
+void io_space_fini(struct zinf_io *io, bool remove);
+/* Map extent offset off to (file, file offset); *max_len is the contiguous run there. */
+void io_extent_map(const struct zinf_io *io, const struct io_extent *ext, uint64_t off,
+		   uint32_t *file, uint64_t *file_off, uint64_t *max_len);
+
+/* ---- test-only fault hook (process-wide) ---------------------------------------- */
+
+enum io_fault_kind {
+	IO_FAULT_NONE = 0,
+	IO_FAULT_ERRNO,	    /* the next count pieces fail with -err, without doing I/O */
+	IO_FAULT_SHORT,	    /* the next count pieces transfer at most short_bytes on */
+			    /* their first try (0: end of file) */
+	IO_FAULT_NO_DIRECT, /* the next count O_DIRECT opens fail with EINVAL (tmpfs) */
+	IO_FAULT_ENGINE,    /* the next count backend setups fail with -err (seccomp) */
+};
+
+/* Arm the hook for pieces of op_mask (1 << ZINF_IO_READ | 1 << ZINF_IO_WRITE). */
+void zinf_io_fault_set(enum io_fault_kind kind, int count, int err, uint64_t short_bytes,
+		       unsigned op_mask);
+void zinf_io_fault_clear(void);
+/* Used by the layer: consume one armed fault of kind for op; returns true if it fires
+ * and fills err / short_bytes. */
+bool io_fault_take(enum io_fault_kind kind, int op, int *err, uint64_t *short_bytes);
+
+/* White-box: where extent byte off lives (for tests that corrupt a file). */
+int zinf_io_extent_locate(struct zinf_io *io, uint32_t id, uint64_t off, const char **path,
+			  uint64_t *file_off);
+
+#endif /* ZINF_IO_INTERNAL_H */

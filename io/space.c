@@ -1,0 +1,657 @@
+/*
+ * Space manager: per-run directories on each NVMe path, large preallocated data files,
+ * an extent allocator inside them, and the striping map from extent offsets to files.
+ *
+ * Invariants: every managed file's free list is sorted and coalesced; every extent part
+ * lies inside one file, starts and ends on the handle's alignment; part i of an extent
+ * holds stripe units i, i + n_parts, i + 2 n_parts, ... back to back.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io_internal.h"
+#include "zinf/error.h"
+#include "zinf/log.h"
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+/* ---- run directories ------------------------------------------------------------- */
+
+static int path_join(char **out, const char *a, const char *b)
+{
+	if (asprintf(out, "%s/%s", a, b) < 0) {
+		*out = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Remove the data files and lock file of a run directory (stale or ours). */
+static void run_dir_clear(const char *run_dir, int n_files_hint)
+{
+	char name[PATH_MAX];
+
+	for (int i = 0; i < n_files_hint || i < IO_MAX_FILES; i++) {
+		snprintf(name, sizeof(name), "%s/data.%d", run_dir, i);
+		if (unlink(name) != 0 && errno == ENOENT && i >= n_files_hint)
+			break;
+	}
+	snprintf(name, sizeof(name), "%s/direct.probe", run_dir);
+	unlink(name);
+	snprintf(name, sizeof(name), "%s/lock", run_dir);
+	unlink(name);
+}
+
+/* Open fd (O_RDWR | extra) on name, trying O_DIRECT first when want_direct; a
+ * filesystem that refuses it (EINVAL) gets a buffered fd and *direct = false. */
+static int open_maybe_direct(const char *name, int extra, mode_t mode, bool want_direct,
+			     bool *direct)
+{
+	int fd, err = 0;
+
+	*direct = false;
+	if (want_direct) {
+		if (io_fault_take(IO_FAULT_NO_DIRECT, 0, &err, NULL)) {
+			fd = -1;
+			errno = EINVAL;
+			/* still create the file so a buffered open finds it */
+			if (extra & O_CREAT) {
+				int tmp = open(name, O_RDWR | extra, mode);
+
+				if (tmp < 0)
+					return -errno;
+				close(tmp);
+				extra &= ~(O_CREAT | O_EXCL);
+			}
+		} else {
+			fd = open(name, O_RDWR | O_DIRECT | O_CLOEXEC | extra, mode);
+		}
+		if (fd >= 0) {
+			*direct = true;
+			return fd;
+		}
+		if (errno != EINVAL)
+			return -errno;
+	}
+	fd = open(name, O_RDWR | O_CLOEXEC | extra, mode);
+	return fd >= 0 ? fd : -errno;
+}
+
+/* The direct-I/O alignment a file needs: at least 4096. */
+static uint64_t file_alignment(int fd)
+{
+	struct statx stx;
+	uint64_t align = 4096;
+
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 &&
+	    (stx.stx_mask & STATX_DIOALIGN)) {
+		if (stx.stx_dio_mem_align > align)
+			align = stx.stx_dio_mem_align;
+		if (stx.stx_dio_offset_align > align)
+			align = stx.stx_dio_offset_align;
+	}
+	return align;
+}
+
+static int run_dir_take(struct zinf_io *io, struct io_path *p)
+{
+	char *lock_name = NULL;
+	int rc, fd;
+
+	rc = path_join(&lock_name, p->run_dir, "lock");
+	if (rc)
+		return rc;
+	if (mkdir(p->run_dir, 0700) != 0) {
+		if (errno != EEXIST) {
+			rc = -errno;
+			io_set_error(io, "nvme path %s: cannot create run directory %s: %s", p->dir,
+				     p->run_dir, strerror(-rc));
+			goto out_free;
+		}
+		fd = open(lock_name, O_RDWR | O_CLOEXEC);
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+			close(fd);
+			rc = -EBUSY;
+			io_set_error(
+				io,
+				"run directory %s is in use by another live process (choose another run_dir_name)",
+				p->run_dir);
+			goto out_free;
+		}
+		if (fd >= 0)
+			close(fd);
+		if (!io->opts.remove_stale) {
+			rc = -EEXIST;
+			io_set_error(
+				io,
+				"run directory %s is left from a crashed run (remove it, or set remove_stale)",
+				p->run_dir);
+			goto out_free;
+		}
+		zinf_logf(ZINF_LOG_WARN, "zinf io: removing stale run directory %s", p->run_dir);
+		run_dir_clear(p->run_dir, 0);
+	}
+	fd = open(lock_name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		rc = fd < 0 ? -errno : -EBUSY;
+		if (fd >= 0)
+			close(fd);
+		io_set_error(io, "run directory %s: cannot lock %s: %s", p->run_dir, lock_name,
+			     strerror(-rc));
+		rmdir(p->run_dir);
+		goto out_free;
+	}
+	dprintf(fd, "%ld\n", (long)getpid());
+	p->lock_fd = fd;
+	rc = 0;
+out_free:
+	free(lock_name);
+	return rc;
+}
+
+/* Probe O_DIRECT and the alignment on a path with a scratch file. */
+static int path_probe(struct zinf_io *io, struct io_path *p)
+{
+	char *name = NULL;
+	bool direct = false;
+	int fd, rc;
+
+	rc = path_join(&name, p->run_dir, "direct.probe");
+	if (rc)
+		return rc;
+	fd = open_maybe_direct(name, O_CREAT | O_TRUNC, 0600, io->opts.direct, &direct);
+	if (fd < 0) {
+		io_set_error(io, "nvme path %s: cannot create %s: %s", p->dir, name, strerror(-fd));
+		free(name);
+		return fd;
+	}
+	p->direct = direct;
+	if (io->opts.direct && !direct) {
+		zinf_logf(ZINF_LOG_WARN,
+			  "zinf io: %s refuses O_DIRECT (tmpfs?); using buffered I/O there",
+			  p->dir);
+		io->warned_direct = true;
+	}
+	if (direct) {
+		uint64_t a = file_alignment(fd);
+
+		if (a > io->align)
+			io->align = a;
+	}
+	close(fd);
+	unlink(name);
+	free(name);
+	return 0;
+}
+
+int io_space_init(struct zinf_io *io)
+{
+	int rc;
+
+	for (int i = 0; i < io->n_paths; i++) {
+		struct io_path *p = &io->paths[i];
+		struct stat st;
+
+		if (stat(p->dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+			rc = errno ? -errno : -ENOTDIR;
+			if (rc == 0 || S_ISREG(st.st_mode))
+				rc = -ENOTDIR;
+			io_set_error(io, "nvme_paths[%d] %s: not a usable directory: %s", i, p->dir,
+				     strerror(-rc));
+			return rc;
+		}
+		rc = path_join(&p->run_dir, p->dir, io->opts.run_dir_name);
+		if (rc)
+			return rc;
+		rc = run_dir_take(io, p);
+		if (rc)
+			return rc;
+		rc = path_probe(io, p);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+void io_space_fini(struct zinf_io *io, bool remove)
+{
+	for (uint32_t i = 0; i < io->n_files; i++) {
+		struct io_file *f = &io->files[i];
+
+		if (f->fd >= 0)
+			close(f->fd);
+		if (remove && f->path < io->n_paths)
+			unlink(f->name);
+		free(f->name);
+		free(f->free);
+	}
+	io->n_files = 0;
+	for (int i = 0; i < io->n_paths; i++) {
+		struct io_path *p = &io->paths[i];
+
+		if (p->lock_fd >= 0) {
+			if (remove) {
+				run_dir_clear(p->run_dir, p->n_files);
+				rmdir(p->run_dir);
+			}
+			close(p->lock_fd);
+			p->lock_fd = -1;
+		}
+		free(p->run_dir);
+		p->run_dir = NULL;
+	}
+	for (int c = 0; c < IO_EXTENT_CHUNKS; c++) {
+		free(io->extents[c]);
+		io->extents[c] = NULL;
+	}
+}
+
+/* ---- files ----------------------------------------------------------------------- */
+
+/* Append an open fd to the file table and tell the lanes. Caller holds space_lock. */
+static int file_add(struct zinf_io *io, int fd, char *name, uint64_t size, int path, bool direct,
+		    uint32_t *idx)
+{
+	struct io_file *f;
+
+	if (io->n_files >= IO_MAX_FILES) {
+		io_set_error(io, "%s: too many files open in one handle (%d)", name, IO_MAX_FILES);
+		return -EMFILE;
+	}
+	f = &io->files[io->n_files];
+	memset(f, 0, sizeof(*f));
+	f->fd = fd;
+	f->name = name;
+	f->size = size;
+	f->path = path;
+	f->direct = direct;
+	*idx = io->n_files;
+	for (int l = 0; l < io->n_lanes; l++) {
+		if (io->ops->file_added)
+			io->ops->file_added(&io->lanes[l], *idx, fd);
+	}
+	__atomic_store_n(&io->n_files, io->n_files + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static int free_insert(struct io_file *f, int at, uint64_t off, uint64_t len)
+{
+	if (f->n_free == f->cap_free) {
+		int cap = f->cap_free ? 2 * f->cap_free : 16;
+		struct io_range *n = realloc(f->free, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		f->free = n;
+		f->cap_free = cap;
+	}
+	memmove(&f->free[at + 1], &f->free[at], (f->n_free - at) * sizeof(*f->free));
+	f->free[at] = (struct io_range){off, len};
+	f->n_free++;
+	return 0;
+}
+
+/* Create data.N on path p of at least need bytes, preallocated. Holds space_lock. */
+static int file_create(struct zinf_io *io, int p, uint64_t need, uint32_t *idx)
+{
+	struct io_path *path = &io->paths[p];
+	uint64_t size = need > io->opts.file_size ? need : io->opts.file_size;
+	char *name = NULL;
+	bool direct;
+	int fd, rc;
+
+	if (asprintf(&name, "%s/data.%d", path->run_dir, path->n_files) < 0)
+		return -ENOMEM;
+	fd = open_maybe_direct(name, O_CREAT | O_EXCL, 0600, io->opts.direct && path->direct,
+			       &direct);
+	if (fd < 0) {
+		rc = fd;
+		io_set_error(io, "nvme path %s: cannot create %s: %s", path->dir, name,
+			     strerror(-rc));
+		goto out_free;
+	}
+	path->n_files++;
+	rc = fallocate(fd, 0, 0, (off_t)size);
+	if (rc != 0) {
+		rc = -errno;
+		io_set_error(io, "nvme path %s: cannot preallocate %llu bytes for %s: %s",
+			     path->dir, (unsigned long long)size, name, strerror(-rc));
+		goto out_close;
+	}
+	rc = file_add(io, fd, name, size, p, direct, idx);
+	if (rc)
+		goto out_close;
+	rc = free_insert(&io->files[*idx], 0, 0, size);
+	return rc;
+out_close:
+	close(fd);
+	unlink(name);
+out_free:
+	free(name);
+	return rc;
+}
+
+/* First fit in file f; returns 0 and the offset, or -ENOSPC. */
+static int file_take(struct io_file *f, uint64_t len, uint64_t *off)
+{
+	for (int i = 0; i < f->n_free; i++) {
+		if (f->free[i].len < len)
+			continue;
+		*off = f->free[i].off;
+		f->free[i].off += len;
+		f->free[i].len -= len;
+		if (f->free[i].len == 0) {
+			memmove(&f->free[i], &f->free[i + 1],
+				(f->n_free - i - 1) * sizeof(*f->free));
+			f->n_free--;
+		}
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+static int file_give(struct io_file *f, uint64_t off, uint64_t len)
+{
+	int i = 0;
+
+	while (i < f->n_free && f->free[i].off < off)
+		i++;
+	if (i > 0 && f->free[i - 1].off + f->free[i - 1].len == off) {
+		f->free[i - 1].len += len;
+		if (i < f->n_free && off + len == f->free[i].off) {
+			f->free[i - 1].len += f->free[i].len;
+			memmove(&f->free[i], &f->free[i + 1],
+				(f->n_free - i - 1) * sizeof(*f->free));
+			f->n_free--;
+		}
+		return 0;
+	}
+	if (i < f->n_free && off + len == f->free[i].off) {
+		f->free[i].off = off;
+		f->free[i].len += len;
+		return 0;
+	}
+	return free_insert(f, i, off, len);
+}
+
+/* Take len bytes on path p: in an existing file, else in a new one. Holds space_lock. */
+static int path_take(struct zinf_io *io, int p, uint64_t len, struct io_part *part)
+{
+	uint32_t idx;
+	int rc;
+
+	for (uint32_t i = 0; i < io->n_files; i++) {
+		if (io->files[i].path == p && file_take(&io->files[i], len, &part->off) == 0) {
+			part->file = i;
+			part->len = len;
+			return 0;
+		}
+	}
+	rc = file_create(io, p, len, &idx);
+	if (rc)
+		return rc;
+	rc = file_take(&io->files[idx], len, &part->off);
+	if (rc)
+		return rc;
+	part->file = idx;
+	part->len = len;
+	return 0;
+}
+
+/* ---- extents --------------------------------------------------------------------- */
+
+struct io_extent *io_extent_get(struct zinf_io *io, uint32_t id)
+{
+	struct io_extent *chunk;
+
+	if (id >= (uint32_t)IO_EXTENT_CHUNK * IO_EXTENT_CHUNKS)
+		return NULL;
+	chunk = __atomic_load_n(&io->extents[id / IO_EXTENT_CHUNK], __ATOMIC_ACQUIRE);
+	if (!chunk || !chunk[id % IO_EXTENT_CHUNK].used)
+		return NULL;
+	return &chunk[id % IO_EXTENT_CHUNK];
+}
+
+/* A free extent slot; holds space_lock. */
+static int extent_slot(struct zinf_io *io, uint32_t *id, struct io_extent **out)
+{
+	/* ids below free_hint are all in use, so sequential allocation stays O(1) */
+	for (uint32_t i = io->free_hint; i < io->n_extents; i++) {
+		struct io_extent *e = &io->extents[i / IO_EXTENT_CHUNK][i % IO_EXTENT_CHUNK];
+
+		if (!e->used) {
+			io->free_hint = i;
+			*id = i;
+			*out = e;
+			return 0;
+		}
+	}
+	io->free_hint = io->n_extents;
+	if (io->n_extents >= (uint32_t)IO_EXTENT_CHUNK * IO_EXTENT_CHUNKS)
+		return -ENOSPC;
+	uint32_t c = io->n_extents / IO_EXTENT_CHUNK;
+
+	if (!io->extents[c]) {
+		struct io_extent *chunk = calloc(IO_EXTENT_CHUNK, sizeof(*chunk));
+
+		if (!chunk)
+			return -ENOMEM;
+		__atomic_store_n(&io->extents[c], chunk, __ATOMIC_RELEASE);
+	}
+	*id = io->n_extents++;
+	*out = &io->extents[c][*id % IO_EXTENT_CHUNK];
+	return 0;
+}
+
+static void extent_release_parts(struct zinf_io *io, struct io_extent *e)
+{
+	for (int i = 0; i < e->n_parts; i++) {
+		struct io_file *f = &io->files[e->part[i].file];
+
+		if (f->path < io->n_paths)
+			file_give(f, e->part[i].off, e->part[i].len);
+	}
+	e->n_parts = 0;
+}
+
+int zinf_io_extent_alloc(struct zinf_io *io, uint64_t len, uint32_t *id)
+{
+	uint64_t S = io->opts.stripe_unit, units;
+	struct io_extent *e;
+	int rc, n_parts, first;
+
+	if (len == 0 || len > (1ull << 62)) {
+		io_set_error(io, "extent alloc: invalid length %llu (expected 1 B to 4 EiB)",
+			     (unsigned long long)len);
+		return -EINVAL;
+	}
+	if (io->n_paths == 0) {
+		io_set_error(io, "extent alloc of %llu bytes: no nvme_paths configured",
+			     (unsigned long long)len);
+		return -EINVAL;
+	}
+	len = round_up(len, io->align);
+	units = (len + S - 1) / S;
+	n_parts = units < (uint64_t)io->n_paths ? (int)units : io->n_paths;
+	pthread_mutex_lock(&io->space_lock);
+	rc = extent_slot(io, id, &e);
+	if (rc) {
+		io_set_error(io, "extent alloc of %llu bytes: %s", (unsigned long long)len,
+			     strerror(-rc));
+		goto out_unlock;
+	}
+	memset(e, 0, sizeof(*e));
+	e->len = len;
+	first = io->next_path;
+	io->next_path = (io->next_path + 1) % io->n_paths;
+	for (int i = 0; i < n_parts; i++) {
+		uint64_t mine = (units - i + n_parts - 1) / n_parts; /* units of part i */
+		uint64_t last_u = i + (mine - 1) * n_parts;
+		uint64_t last_len = len - last_u * S < S ? len - last_u * S : S;
+		uint64_t bytes = (mine - 1) * S + last_len;
+
+		if (n_parts == 1)
+			bytes = len;
+		rc = path_take(io, (first + i) % io->n_paths, round_up(bytes, io->align),
+			       &e->part[i]);
+		if (rc) {
+			extent_release_parts(io, e);
+			goto out_unlock;
+		}
+		e->n_parts = i + 1;
+	}
+	e->used = true;
+out_unlock:
+	pthread_mutex_unlock(&io->space_lock);
+	return rc;
+}
+
+int zinf_io_extent_free(struct zinf_io *io, uint32_t id)
+{
+	struct io_extent *e;
+	int rc = 0;
+
+	pthread_mutex_lock(&io->space_lock);
+	e = io_extent_get(io, id);
+	if (!e) {
+		io_set_error(io, "extent free: unknown extent %u", id);
+		rc = -EINVAL;
+	} else if (__atomic_load_n(&e->inflight, __ATOMIC_ACQUIRE) != 0) {
+		io_set_error(io, "extent free: extent %u has requests in flight", id);
+		rc = ZINF_ESTATE;
+	} else {
+		extent_release_parts(io, e);
+		e->used = false;
+		if (id < io->free_hint)
+			io->free_hint = id;
+	}
+	pthread_mutex_unlock(&io->space_lock);
+	return rc;
+}
+
+int zinf_io_extent_open_file(struct zinf_io *io, const char *path, uint64_t len, bool create,
+			     uint32_t *id)
+{
+	struct io_extent *e;
+	struct stat st;
+	uint32_t idx;
+	bool direct;
+	char *name;
+	int fd, rc;
+
+	if (!path || len == 0) {
+		io_set_error(
+			io,
+			"extent open file: %s with length %llu (expected a path and a length > 0)",
+			path ? path : "(null)", (unsigned long long)len);
+		return -EINVAL;
+	}
+	name = strdup(path);
+	if (!name)
+		return -ENOMEM;
+	fd = open_maybe_direct(path, create ? O_CREAT : 0, 0600, io->opts.direct, &direct);
+	if (fd < 0) {
+		rc = fd;
+		io_set_error(io, "extent open file %s: %s", path, strerror(-rc));
+		goto out_free;
+	}
+	if (io->opts.direct && !direct && !io->warned_direct) {
+		zinf_logf(ZINF_LOG_WARN,
+			  "zinf io: %s refuses O_DIRECT (tmpfs?); using buffered I/O there", path);
+		io->warned_direct = true;
+	}
+	if (direct) {
+		uint64_t a = file_alignment(fd);
+
+		if (a > io->align)
+			io->align = a;
+	}
+	if (fstat(fd, &st) != 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	if ((uint64_t)st.st_size < len) {
+		if (!create) {
+			rc = -EINVAL;
+			io_set_error(io, "extent open file %s: holds %lld bytes, %llu needed", path,
+				     (long long)st.st_size, (unsigned long long)len);
+			goto out_close;
+		}
+		if (fallocate(fd, 0, 0, (off_t)len) != 0) {
+			rc = -errno;
+			io_set_error(io, "extent open file %s: cannot preallocate %llu bytes: %s",
+				     path, (unsigned long long)len, strerror(-rc));
+			goto out_close;
+		}
+	}
+	pthread_mutex_lock(&io->space_lock);
+	rc = file_add(io, fd, name, len, io->n_paths, direct, &idx);
+	if (rc == 0)
+		rc = extent_slot(io, id, &e);
+	if (rc == 0) {
+		memset(e, 0, sizeof(*e));
+		e->len = len;
+		e->n_parts = 1;
+		e->part[0] = (struct io_part){.file = idx, .off = 0, .len = len};
+		e->used = true;
+	}
+	pthread_mutex_unlock(&io->space_lock);
+	if (rc)
+		io_set_error(io, "extent open file %s: %s", path, strerror(-rc));
+	return rc; /* on success name belongs to the file table */
+out_close:
+	close(fd);
+out_free:
+	free(name);
+	return rc;
+}
+
+uint64_t zinf_io_extent_len(struct zinf_io *io, uint32_t id)
+{
+	struct io_extent *e = io_extent_get(io, id);
+
+	return e ? e->len : 0;
+}
+
+void io_extent_map(const struct zinf_io *io, const struct io_extent *ext, uint64_t off,
+		   uint32_t *file, uint64_t *file_off, uint64_t *max_len)
+{
+	uint64_t S = io->opts.stripe_unit, u;
+	int p;
+
+	if (ext->n_parts == 1) {
+		*file = ext->part[0].file;
+		*file_off = ext->part[0].off + off;
+		*max_len = ext->len - off;
+		return;
+	}
+	u = off / S;
+	p = (int)(u % (uint64_t)ext->n_parts);
+	*file = ext->part[p].file;
+	*file_off = ext->part[p].off + (u / ext->n_parts) * S + off % S;
+	*max_len = S - off % S;
+}
+
+int zinf_io_extent_locate(struct zinf_io *io, uint32_t id, uint64_t off, const char **path,
+			  uint64_t *file_off)
+{
+	struct io_extent *e = io_extent_get(io, id);
+	uint64_t max_len;
+	uint32_t file;
+
+	if (!e || off >= e->len)
+		return -EINVAL;
+	io_extent_map(io, e, off, &file, file_off, &max_len);
+	*path = io->files[file].name;
+	return 0;
+}

@@ -1,0 +1,66 @@
+/*
+ * `zinf bench io` (the CLI binary, given as argv[1]): a small run prints one JSON object
+ * with bytes_per_second and iops and leaves no files; bad options exit 2 with a one-line
+ * message naming the option and the value.
+ */
+#include <sys/wait.h>
+
+#include "io_test_util.h"
+
+static char out[8192];
+
+/* Run the CLI with args through the shell; capture stdout+stderr; return exit code. */
+static int run(const char *zinf, const char *args)
+{
+	char cmd[1024];
+	FILE *p;
+	size_t n;
+	int st;
+
+	snprintf(cmd, sizeof(cmd), "'%s' bench io %s 2>&1", zinf, args);
+	p = popen(cmd, "r");
+	T_CHECK(p != NULL, "popen %s", cmd);
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = '\0';
+	st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void want_usage_error(const char *zinf, const char *args, const char *want)
+{
+	int rc = run(zinf, args);
+
+	T_CHECK(rc == 2, "'%s': exit %d, expected 2; output: %s", args, rc, out);
+	T_CHECK(strstr(out, want) != NULL, "'%s': output lacks '%s': %s", args, want, out);
+	T_CHECK(strchr(out, '\n') == out + strlen(out) - 1, "'%s': not one line: %s", args, out);
+}
+
+int main(int argc, char **argv)
+{
+	char *dir = t_mkdtemp("/var/tmp"), args[512];
+	int rc;
+
+	T_CHECK(argc == 2, "usage: %s PATH_TO_ZINF", argv[0]);
+	T_CHECK(dir, "scratch directory");
+	snprintf(args, sizeof(args),
+		 "--dir %s --size 8MiB --bs 1MiB --qd 4 --loops 3 --rw randread --json", dir);
+	rc = run(argv[1], args);
+	T_CHECK(rc == 0, "bench run: exit %d: %s", rc, out);
+	T_CHECK(out[0] == '{' && strstr(out, "\"bytes_per_second\": ") &&
+			strstr(out, "\"iops\": ") && strstr(out, "\"rw\": \"randread\""),
+		"JSON output: %s", out);
+	T_CHECK(rmdir(dir) == 0, "bench left files in %s", dir);
+	free(dir);
+
+	want_usage_error(argv[1], "--dir /tmp --bs 1000", "--bs 1000");
+	want_usage_error(argv[1], "--dir /tmp --bs banana", "--bs banana");
+	want_usage_error(argv[1], "--dir /tmp --qd 0", "--qd 0");
+	want_usage_error(argv[1], "--dir /tmp --rw sideways", "--rw sideways");
+	want_usage_error(argv[1], "--dir /tmp --engine spdk", "--engine spdk");
+	want_usage_error(argv[1], "--size 1GiB", "--file PATH or --dir PATH");
+	want_usage_error(argv[1], "--dir /tmp --frobnicate", "--frobnicate");
+	want_usage_error(argv[1], "--dir /tmp --size 1GiB --bs 3MiB", "multiple of --bs");
+	rc = run(argv[1], "--dir /nonexistent/zinf --size 8MiB");
+	T_CHECK(rc == 1 && strstr(out, "/nonexistent/zinf"), "missing dir: exit %d: %s", rc, out);
+	return 0;
+}

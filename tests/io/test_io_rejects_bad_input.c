@@ -1,0 +1,149 @@
+/*
+ * Bad input to every I/O interface is refused with a one-line message naming what and
+ * where: options, nvme paths, extent ids and ranges, unaligned O_DIRECT buffers (address
+ * and required alignment), in-flight resubmission, buffer registration; bounce mode
+ * accepts an unaligned buffer instead.
+ */
+#include "io_test_util.h"
+#include "zinf/error.h"
+
+static void want_create_error(struct zinf_io_opts *o, const char *want)
+{
+	struct zinf_io *io = (struct zinf_io *)1;
+	char err[512] = "";
+	int rc = zinf_io_create(o, &io, err, sizeof(err));
+
+	T_CHECK(rc < 0 && io == NULL, "create accepted bad opts (%s)", want);
+	T_CHECK(strstr(err, want) != NULL, "create error '%s' lacks '%s'", err, want);
+	T_CHECK(strchr(err, '\n') == NULL, "error is not one line: %s", err);
+}
+
+int main(void)
+{
+	char *dir = t_mkdtemp("/var/tmp");
+	struct zinf_io_opts o;
+	struct zinf_io *io;
+	struct zinf_io_req req, *rp = &req;
+	enum zinf_io_engine eng;
+	uint32_t ext;
+	char addr[64];
+	char *buf;
+	int rc;
+
+	T_CHECK(dir, "scratch directory");
+	zinf_log_set_level(ZINF_LOG_ERROR);
+	zinf_io_opts_init(&o);
+	o.block_size = 1000;
+	want_create_error(&o, "aio.block_size 1000");
+	zinf_io_opts_init(&o);
+	o.queue_depth = 0;
+	want_create_error(&o, "aio.queue_depth 0");
+	zinf_io_opts_init(&o);
+	o.intra_op_parallelism = 0;
+	want_create_error(&o, "aio.intra_op_parallelism 0");
+	zinf_io_opts_init(&o);
+	o.nvme_paths[0] = dir;
+	o.n_paths = 1;
+	o.run_dir_name = "a/b";
+	want_create_error(&o, "run directory name 'a/b'");
+	zinf_io_opts_init(&o);
+	o.nvme_paths[0] = "/nonexistent/zinf/path";
+	o.n_paths = 1;
+	want_create_error(&o, "nvme_paths[0] /nonexistent/zinf/path");
+	zinf_io_opts_init(&o);
+	o.n_paths = 1;
+	want_create_error(&o, "nvme_paths[0]: empty path");
+	T_CHECK(zinf_io_parse_engine("uring", &eng) == -EINVAL, "parse_engine accepted 'uring'");
+	T_CHECK(zinf_io_parse_engine("libaio", &eng) == 0 && eng == ZINF_IO_ENGINE_LIBAIO,
+		"parse_engine libaio");
+
+	zinf_io_opts_init(&o);
+	o.nvme_paths[0] = dir;
+	o.n_paths = 1;
+	o.file_size = 1 << 20;
+	T_CHECK_RC(zinf_io_create(&o, &io, NULL, 0));
+	T_CHECK(zinf_io_extent_alloc(io, 0, &ext) == -EINVAL, "zero-length extent");
+	T_CHECK(strstr(zinf_io_last_error(io), "invalid length 0"), "%s", zinf_io_last_error(io));
+	T_CHECK_RC(zinf_io_extent_alloc(io, 65536, &ext));
+	buf = t_buf(65536 + 4096, 1);
+
+	/* unaligned buffer: names the address and the alignment */
+	req = (struct zinf_io_req){.op = ZINF_IO_READ, .extent = ext, .len = 4096, .buf = buf + 8};
+	rc = zinf_io_submit(io, &rp, 1);
+	T_CHECK(rc == -EINVAL, "unaligned buffer accepted: %d", rc);
+	snprintf(addr, sizeof(addr), "%p", (void *)(buf + 8));
+	T_CHECK(strstr(req.error, addr) && strstr(req.error, "4096"), "%s", req.error);
+	T_CHECK(strstr(zinf_io_last_error(io), addr), "%s", zinf_io_last_error(io));
+	/* unaligned offset and length */
+	req.buf = buf;
+	req.offset = 512;
+	T_CHECK(zinf_io_submit(io, &rp, 1) == -EINVAL && strstr(req.error, "offset 512"), "%s",
+		req.error);
+	req.offset = 0;
+	req.len = 1000;
+	T_CHECK(zinf_io_submit(io, &rp, 1) == -EINVAL && strstr(req.error, "length 1000"), "%s",
+		req.error);
+	/* range past the end; unknown extent; NULL buffer; NULL request */
+	req.len = 8192;
+	req.offset = 65536 - 4096;
+	T_CHECK(zinf_io_submit(io, &rp, 1) == -EINVAL && strstr(req.error, "past its end"), "%s",
+		req.error);
+	req.offset = 0;
+	req.extent = 999;
+	T_CHECK(zinf_io_submit(io, &rp, 1) == -EINVAL && strstr(req.error, "unknown extent 999"),
+		"%s", req.error);
+	req.extent = ext;
+	req.buf = NULL;
+	T_CHECK(zinf_io_submit(io, &rp, 1) == -EINVAL && strstr(req.error, "buffer"), "%s",
+		req.error);
+	rp = NULL;
+	T_CHECK(zinf_io_submit(io, &rp, 1) == -EINVAL, "NULL request accepted");
+	rp = &req;
+	/* freeing an unknown extent; registering a NULL buffer */
+	T_CHECK(zinf_io_extent_free(io, 12345) == -EINVAL, "free of unknown extent");
+	T_CHECK(strstr(zinf_io_last_error(io), "unknown extent 12345"), "%s",
+		zinf_io_last_error(io));
+	T_CHECK(zinf_io_register_buffer(io, NULL, 10) == -EINVAL, "NULL buffer registered");
+	/* an external file shorter than asked */
+	T_CHECK(zinf_io_extent_open_file(io, "/nonexistent/zinf/file", 4096, false, &ext) ==
+			-ENOENT,
+		"open of a missing file");
+	T_CHECK(strstr(zinf_io_last_error(io), "/nonexistent/zinf/file"), "%s",
+		zinf_io_last_error(io));
+	/* a request resubmitted while in flight */
+	req = (struct zinf_io_req){.op = ZINF_IO_WRITE, .extent = ext, .len = 65536, .buf = buf};
+	{
+		struct zinf_io_req *two[2] = {&req, &req};
+
+		rc = zinf_io_submit(io, two, 2);
+		T_CHECK(rc == ZINF_ESTATE, "the same request twice in one batch: %d", rc);
+		T_CHECK(strstr(zinf_io_last_error(io), "request 1 of 2"), "%s",
+			zinf_io_last_error(io));
+	}
+	zinf_io_drain(io);
+	zinf_io_destroy(io);
+
+	/* bounce mode: unaligned buffers and a padded last block work */
+	o.bounce = true;
+	T_CHECK_RC(zinf_io_create(&o, &io, NULL, 0));
+	T_CHECK_RC(zinf_io_extent_alloc(io, 65536, &ext));
+	{
+		char *big = t_buf(4 * 65536, 3), *ref = t_buf(4 * 65536, 3);
+
+		T_CHECK_RC(zinf_io_rw(io, ZINF_IO_WRITE, ext, 0, big + 8, 65536));
+		memset(big + 65536 + 8, 0, 2 * 65536);
+		T_CHECK_RC(zinf_io_rw(io, ZINF_IO_READ, ext, 0, big + 70001, 65536));
+		T_CHECK(memcmp(big + 70001, ref + 8, 65536) == 0, "bounce round trip differs");
+		T_CHECK_RC(zinf_io_rw(io, ZINF_IO_READ, ext, 4096, big + 3, 5000));
+		T_CHECK(memcmp(big + 3, ref + 8 + 4096, 5000) == 0, "bounce partial read differs");
+		T_CHECK(zinf_io_rw(io, ZINF_IO_READ, ext, 100, big, 4096) == -EINVAL,
+			"bounce accepted an unaligned offset");
+		free(big);
+		free(ref);
+	}
+	zinf_io_destroy(io);
+	free(buf);
+	zinf_io_destroy(NULL);
+	t_rmrf(dir);
+	return 0;
+}
