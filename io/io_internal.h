@@ -195,4 +195,16 @@ bool io_fault_take(enum io_fault_kind kind, int op, int *err, uint64_t *short_by
 int zinf_io_extent_locate(struct zinf_io *io, uint32_t id, uint64_t off, const char **path,
 			  uint64_t *file_off);
 
+/* ---- shared by io.c and io_request.c ----------------------------------------- */
+
+/* Where a request is in its life; private to the layer (zinf_io_req.state_). */
+enum req_state {
+	REQ_IDLE = 0,
+	REQ_QUEUED, /* in flight */
+	REQ_DONE,
+};
+
+/* A lane's worker thread (io_request.c), started by zinf_io_create. */
+void *io_lane_main(void *arg);
+
 #endif /* ZINF_IO_INTERNAL_H */
