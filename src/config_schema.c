@@ -359,7 +359,7 @@ const struct zinf_key zinf_keys[] = {
 	ENUM("zinf.io_engine", zinf.io_engine, ZINF_IO_AUTO, "auto|io_uring|libaio|psync", 0,
 	     "NVMe backend; auto picks the fastest that works here"),
 	ENUM("zinf.checksum", zinf.checksum, ZINF_CHECKSUM_NONE, "none|crc32c", 0,
-	     "CRC32C per NVMe extent, verified on every read"),
+	     "CRC32C per NVMe extent: recorded when a whole extent is written, verified when it is read whole (the shard store always moves whole extents)"),
 	STRING("zinf.trace", zinf.trace,
 	       "write a Chrome trace-event timeline (Perfetto) to this file"),
 	/* ---- DeepSpeed keys zinf does not implement ------------------------------------ */

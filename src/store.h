@@ -1,0 +1,144 @@
+/*
+ * Shard store: where every byte of every parameter lives, and how it moves.
+ *
+ * Parameters are registered per module (the unit of fetch: an embedding, a decoder
+ * layer, ...). At finalize each module's parameters are packed, in registration order
+ * and 256-byte aligned, into one flat buffer that is cut into chunks of chunk_size bytes
+ * (a parameter larger than a chunk simply spans several). A chunk is also the shard of
+ * one rank (world size 1 for now: the comm layer splits chunks into per-rank shards).
+ * Each chunk has a home tier:
+ *
+ *     device: allocated on the device at finalize and never moved
+ *     host:   a host buffer; fetch copies host -> device
+ *     nvme:   an extent of the I/O engine; fetch reads nvme -> pinned -> device
+ *
+ * Fetching a module allocates its device buffer (evicting cached modules, least
+ * recently released first, when the device budget is short), then moves each chunk
+ * through its states on a mover thread:
+ *
+ *     HOME --(pinned buffer)--> READING --(io done)--> COPYING --(event)--> RESIDENT
+ *
+ * A module whose chunks are all resident is ready; compute waits for exactly that
+ * (zinf_store_wait), reads zinf_store_param_data(), and releases it. A released module
+ * stays cached on the device until its space is needed. Device copies of parameters
+ * are never dirty: the home tier holds the truth, so eviction is a free. A fetch that can
+ * never fit (a module larger than the device budget, a chunk larger than the pinned
+ * pool) is refused at finalize with the numbers; one that cannot fit now because every
+ * resident module is held is an error naming them, never a hang.
+ *
+ * Threading: all functions are thread-safe (one lock); the mover thread does the
+ * moving. zinf_store_param_data() pointers stay valid until the module's release.
+ */
+#ifndef ZINF_SRC_STORE_H
+#define ZINF_SRC_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "zinf/dtype.h"
+
+struct zinf_device;
+struct zinf_pinned;
+struct zinf_io;
+struct zinf_store;
+
+enum zinf_tier {
+	ZINF_TIER_DEVICE = 0,
+	ZINF_TIER_HOST = 1,
+	ZINF_TIER_NVME = 2,
+};
+
+/* Links data moves over, for the counters. */
+enum zinf_link {
+	ZINF_LINK_NVME_TO_PINNED = 0,
+	ZINF_LINK_PINNED_TO_DEVICE = 1, /* also host home -> device */
+	ZINF_LINK_DEVICE_TO_PINNED = 2,
+	ZINF_LINK_PINNED_TO_NVME = 3,
+	ZINF_LINKS = 4,
+};
+
+struct zinf_store_opts {
+	struct zinf_device *device; /* required */
+	struct zinf_pinned *pinned; /* required when param_home is nvme */
+	struct zinf_io *io;	    /* required when param_home is nvme */
+	enum zinf_tier param_home;  /* default DEVICE */
+	uint64_t chunk_size;	    /* bytes, a multiple of 4096; default 32 MiB */
+	int world_size;		    /* must be 1 for now */
+};
+
+struct zinf_store_link_stats {
+	uint64_t bytes;
+	uint64_t ns; /* busy time summed over transfers (overlapping ones add up) */
+	uint64_t count;
+};
+
+struct zinf_store_stats {
+	/* bytes resident now / peak / budget per tier (0 budget = unbounded) */
+	uint64_t device_now, device_peak, device_limit;
+	uint64_t pinned_now, pinned_peak, pinned_limit;
+	uint64_t host_now, host_peak;
+	uint64_t nvme_now, nvme_peak;
+	struct zinf_store_link_stats link[ZINF_LINKS];
+	uint64_t wait_ns; /* time zinf_store_wait spent waiting for data */
+	uint64_t waits;	  /* waits that had to block */
+	uint64_t fetches; /* zinf_store_fetch calls */
+	uint64_t hits;	  /* fetches served by a cached device copy */
+	uint64_t evictions;
+	uint64_t param_bytes; /* registered parameter bytes */
+	uint32_t modules, params, chunks;
+};
+
+void zinf_store_opts_init(struct zinf_store_opts *opts);
+/* Start the store (and its mover thread). Returns 0 or a negative code with a one-line
+ * reason in err. */
+int zinf_store_create(const struct zinf_store_opts *opts, struct zinf_store **out, char *err,
+		      size_t errlen);
+/* Stop the mover, free every device, host and pinned buffer and NVMe extent. NULL is a
+ * no-op. No module may be in use. */
+void zinf_store_destroy(struct zinf_store *store);
+/* The last error as one line ("" if none). */
+const char *zinf_store_last_error(struct zinf_store *store);
+
+/* ---- registration (before finalize) ---------------------------------------------------- */
+
+int zinf_store_module_add(struct zinf_store *store, const char *name, uint32_t *module);
+/* A parameter of ndim (1..4) dims with dtype F32, BF16 or F16. */
+int zinf_store_param_add(struct zinf_store *store, uint32_t module, const char *name,
+			 enum zinf_dtype dtype, int ndim, const uint64_t *shape, uint32_t *param);
+/* Lay out chunks and allocate every home. Refuses, with the numbers, a module larger
+ * than the device budget or a chunk larger than the pinned pool (ZINF_EBUDGET). */
+int zinf_store_finalize(struct zinf_store *store);
+
+/* ---- contents (after finalize; the module must not be in use) --------------------------- */
+
+/* Copy a parameter's bytes from src into its home tier (a cached device copy of its
+ * module is dropped first). Synchronous. */
+int zinf_store_param_write(struct zinf_store *store, uint32_t param, const void *src);
+/* Copy a parameter's bytes from its home tier into dst. Synchronous. */
+int zinf_store_param_read(struct zinf_store *store, uint32_t param, void *dst);
+
+/* ---- use (after finalize) -------------------------------------------------------------- */
+
+/* Ask for the module on the device (asynchronous; a use count is taken). */
+int zinf_store_fetch(struct zinf_store *store, uint32_t module);
+/* Block until a fetched module is on the device. Returns 0 or the error that stopped it
+ * (I/O error, or a budget that cannot fit it while others are held). */
+int zinf_store_wait(struct zinf_store *store, uint32_t module);
+/* Device address of a parameter of a ready module (NULL otherwise). */
+void *zinf_store_param_data(struct zinf_store *store, uint32_t param);
+/* Drop the use count taken by fetch; at zero the module stays cached until evicted. */
+int zinf_store_release(struct zinf_store *store, uint32_t module);
+
+/* ---- introspection --------------------------------------------------------------------- */
+
+void zinf_store_get_stats(struct zinf_store *store, struct zinf_store_stats *out);
+/* Write stats as one JSON object (no newline). Returns 0 or -EIO. */
+int zinf_store_stats_json(const struct zinf_store_stats *st, FILE *f);
+uint64_t zinf_store_param_bytes(struct zinf_store *store, uint32_t param);
+uint32_t zinf_store_param_module(struct zinf_store *store, uint32_t param);
+const char *zinf_tier_name(enum zinf_tier tier); /* "device", "host", "nvme" */
+const char *zinf_link_name(enum zinf_link link); /* "nvme_to_pinned", ... */
+
+#endif /* ZINF_SRC_STORE_H */

@@ -1,0 +1,464 @@
+/*
+ * Shard store, moving (see store.h): the mover thread advances each fetched chunk
+ * HOME -> QUEUED -> READING (nvme -> pinned) -> COPYING (-> device) -> RESIDENT, places
+ * waiting modules on the device (evicting the least recently released cached module when
+ * the budget is short), and fetch / wait / release are the caller's side of it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "device.h"
+#include "pinned.h"
+#include "store_internal.h"
+#include "zinf/config.h" /* zinf_format_bytes */
+#include "zinf/error.h"
+#include "zinf/io.h"
+#include "zinf/log.h"
+
+/* ---- the mover ---------------------------------------------------------------------- */
+
+/* Runs on an I/O worker thread. It only flags the chunk: taking the store lock here
+ * could deadlock against the mover, which holds it while it submits. The mover polls
+ * flagged chunks every MOVER_POLL_NS while reads are in flight. */
+static void io_done_cb(struct zinf_io_req *req)
+{
+	struct chunk *ch = req->user;
+
+	__atomic_store_n(&ch->io_done, 1, __ATOMIC_RELEASE);
+}
+
+static void kick(struct zinf_store *s)
+{
+	s->kicks++;
+	pthread_cond_signal(&s->kick);
+}
+
+static void activate(struct zinf_store *s, struct chunk *ch)
+{
+	ch->mod->active++;
+	ch->state = CHUNK_QUEUED;
+	ch->next_active = s->active;
+	s->active = ch;
+}
+
+static bool evict_one(struct zinf_store *s, const struct module *keep)
+{
+	struct module *victim = NULL;
+
+	if (s->o.param_home == ZINF_TIER_DEVICE)
+		return false; /* homes are not caches */
+	for (uint32_t m = 0; m < s->n_modules; m++) {
+		struct module *mod = &s->modules[m];
+		if (mod == keep || mod->state != MOD_READY || mod->refs || mod->sync_busy)
+			continue;
+		if (!victim || mod->last_use < victim->last_use)
+			victim = mod;
+	}
+	if (!victim)
+		return false;
+	zinf_device_free(s->o.device, victim->dev);
+	victim->dev = NULL;
+	victim->state = MOD_HOME;
+	victim->resident = 0;
+	for (uint32_t c = 0; c < victim->n_chunks; c++)
+		s->chunks[victim->first_chunk + c].state = CHUNK_HOME;
+	s->evictions++;
+	return true;
+}
+
+/* Give a waiting module its device buffer, evicting cached ones if needed. */
+static int place(struct zinf_store *s, struct module *mod)
+{
+	int rc;
+
+	for (;;) {
+		rc = zinf_device_alloc(s->o.device, mod->dev_bytes, &mod->dev);
+		if (rc != ZINF_EBUDGET || !evict_one(s, mod))
+			break;
+	}
+	if (rc)
+		return rc;
+	mod->state = MOD_LOADING;
+	mod->resident = 0;
+	for (uint32_t c = 0; c < mod->n_chunks; c++)
+		activate(s, &s->chunks[mod->first_chunk + c]);
+	return 0;
+}
+
+static void module_failed(struct zinf_store *s, struct module *mod, int code)
+{
+	if (mod->state == MOD_FAILED)
+		return;
+	mod->state = MOD_FAILED;
+	mod->error = code;
+	pthread_cond_broadcast(&s->ready);
+}
+
+static void enqueue(struct zinf_store *s, struct module *mod)
+{
+	mod->state = MOD_WAITING_SPACE;
+	mod->next_waiting = NULL;
+	if (s->waiting_tail)
+		s->waiting_tail->next_waiting = mod;
+	else
+		s->waiting_head = mod;
+	s->waiting_tail = mod;
+	kick(s);
+}
+
+/* A failed module gives its device buffer back once no chunk of it is in flight. It
+ * stays FAILED for the fetches that saw the failure, until they are released or a new
+ * fetch asks for another try. */
+static void settle_failed(struct zinf_store *s, struct module *mod)
+{
+	if (mod->state != MOD_FAILED || mod->active)
+		return;
+	zinf_device_free(s->o.device, mod->dev);
+	mod->dev = NULL;
+	mod->resident = 0;
+	for (uint32_t c = 0; c < mod->n_chunks; c++)
+		s->chunks[mod->first_chunk + c].state = CHUNK_HOME;
+	if (mod->retry) {
+		mod->retry = false;
+		enqueue(s, mod);
+	} else if (!mod->refs) {
+		mod->state = MOD_HOME;
+	}
+}
+
+static void start_copy(struct zinf_store *s, struct chunk *ch, const void *src)
+{
+	struct module *mod = ch->mod;
+	int rc = zinf_device_memcpy_async(s->h2d, (char *)mod->dev + ch->off, src, ch->len,
+					  ZINF_COPY_H2D);
+
+	if (!rc)
+		rc = zinf_event_record(ch->ev, s->h2d);
+	if (rc) {
+		store_fail(s, rc, "module %s: copy to device: %s", mod->name,
+			   zinf_device_last_error(s->o.device));
+		module_failed(s, mod, rc); /* the event then reads complete: the chunk settles */
+	}
+	ch->state = CHUNK_COPYING;
+}
+
+/* Advance one chunk; returns true when it left the active list. */
+static bool advance(struct zinf_store *s, struct chunk *ch)
+{
+	struct module *mod = ch->mod;
+	int rc;
+
+	switch (ch->state) {
+	case CHUNK_QUEUED:
+		if (mod->state == MOD_FAILED) {
+			ch->state = CHUNK_HOME;
+			return true;
+		}
+		if (s->o.param_home == ZINF_TIER_HOST) {
+			start_copy(s, ch, ch->host);
+			return false;
+		}
+		if (zinf_pinned_try_alloc(s->o.pinned, ch->io_len, &ch->staging))
+			return false; /* pinned pool full: back-pressure, retry later */
+		if (!ch->written) {
+			memset(ch->staging, 0, ch->len);
+			start_copy(s, ch, ch->staging);
+			return false;
+		}
+		memset(&ch->req, 0, sizeof(ch->req));
+		ch->req.op = ZINF_IO_READ;
+		ch->req.extent = ch->extent;
+		ch->req.len = ch->io_len;
+		ch->req.buf = ch->staging;
+		ch->req.done = io_done_cb;
+		ch->req.user = ch;
+		ch->io_done = 0;
+		ch->t_submit = store_now_ns();
+		{
+			struct zinf_io_req *r = &ch->req;
+			rc = zinf_io_submit(s->o.io, &r, 1);
+		}
+		if (rc) {
+			store_fail(s, rc, "module %s: nvme read: %s", mod->name,
+				   zinf_io_last_error(s->o.io));
+			zinf_pinned_free(s->o.pinned, ch->staging);
+			ch->staging = NULL;
+			module_failed(s, mod, rc);
+			ch->state = CHUNK_HOME;
+			return true;
+		}
+		ch->state = CHUNK_READING;
+		return false;
+	case CHUNK_READING:
+		if (!__atomic_load_n(&ch->io_done, __ATOMIC_ACQUIRE))
+			return false;
+		s->link[ZINF_LINK_NVME_TO_PINNED].ns += store_now_ns() - ch->t_submit;
+		if (ch->req.status) {
+			store_fail(s, ch->req.status, "module %s: %s", mod->name, ch->req.error);
+			module_failed(s, mod, ch->req.status);
+		} else {
+			s->link[ZINF_LINK_NVME_TO_PINNED].bytes += ch->io_len;
+			s->link[ZINF_LINK_NVME_TO_PINNED].count++;
+		}
+		if (mod->state == MOD_FAILED) {
+			zinf_pinned_free(s->o.pinned, ch->staging);
+			ch->staging = NULL;
+			ch->state = CHUNK_HOME;
+			return true;
+		}
+		start_copy(s, ch, ch->staging);
+		return false;
+	case CHUNK_COPYING:
+		if (zinf_event_query(ch->ev) == -EAGAIN)
+			return false;
+		if (ch->staging) {
+			zinf_pinned_free(s->o.pinned, ch->staging);
+			ch->staging = NULL;
+		}
+		if (mod->state == MOD_FAILED) {
+			ch->state = CHUNK_HOME;
+			return true;
+		}
+		ch->state = CHUNK_RESIDENT;
+		if (++mod->resident == mod->n_chunks) {
+			mod->state = MOD_READY;
+			pthread_cond_broadcast(&s->ready);
+		}
+		return true;
+	default:
+		return true;
+	}
+}
+
+/* Place waiting modules in fetch order; a module that does not fit holds the line. */
+static void place_waiting(struct zinf_store *s)
+{
+	while (s->waiting_head) {
+		struct module *mod = s->waiting_head;
+		if (mod->state == MOD_WAITING_SPACE && place(s, mod) != 0)
+			break;
+		s->waiting_head = mod->next_waiting;
+		if (!s->waiting_head)
+			s->waiting_tail = NULL;
+	}
+}
+
+/* One pass over the waiting modules and the active chunks. Returns whether anything is
+ * still in flight (and so needs polling). */
+static bool mover_pass(struct zinf_store *s)
+{
+	struct chunk **pp = &s->active;
+
+	place_waiting(s);
+	while (*pp) {
+		struct chunk *ch = *pp;
+		if (!advance(s, ch)) {
+			pp = &ch->next_active;
+			continue;
+		}
+		*pp = ch->next_active;
+		ch->mod->active--;
+		settle_failed(s, ch->mod); /* no-op unless it failed and this was its last chunk */
+	}
+	return s->active != NULL;
+}
+
+void *store_mover_main(void *arg)
+{
+	struct zinf_store *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	while (!s->stop) {
+		uint64_t seen = s->kicks;
+		bool busy = mover_pass(s);
+		struct timespec ts;
+		if (s->stop || s->kicks != seen)
+			continue;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		if (busy) {
+			ts.tv_nsec += (long)MOVER_POLL_NS;
+		} else {
+			ts.tv_sec += 1;
+		}
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->kick, &s->lock, &ts);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+/* ---- use ---------------------------------------------------------------------------- */
+
+static int check_module(struct zinf_store *s, uint32_t module)
+{
+	if (!s->finalized)
+		return store_fail(s, ZINF_ESTATE, "module %u used before finalize", module);
+	if (module >= s->n_modules)
+		return store_fail(s, -EINVAL, "module %u: no such module (%u registered)", module,
+				  s->n_modules);
+	return 0;
+}
+
+int zinf_store_fetch(struct zinf_store *s, uint32_t module)
+{
+	struct module *mod;
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	rc = check_module(s, module);
+	if (rc)
+		goto out;
+	mod = &s->modules[module];
+	if (mod->sync_busy) {
+		rc = store_fail(s, -EBUSY, "module %s: fetched during a synchronous read or write",
+				mod->name);
+		goto out;
+	}
+	s->fetches++;
+	mod->refs++;
+	if (mod->state == MOD_READY || mod->state == MOD_LOADING ||
+	    mod->state == MOD_WAITING_SPACE) {
+		s->hits += mod->state == MOD_READY;
+		goto out;
+	}
+	if (mod->state == MOD_FAILED) {
+		/* A new try, started once the failed one has settled. */
+		mod->retry = true;
+		settle_failed(s, mod);
+		goto out;
+	}
+	enqueue(s, mod);
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+/* Whether device space can still come without a release by the caller: a cached
+ * module to evict, or an unheld module still loading (or failing) that will become one. */
+static bool space_can_come(struct zinf_store *s, const struct module *mod)
+{
+	for (uint32_t m = 0; m < s->n_modules; m++) {
+		const struct module *o = &s->modules[m];
+		if (o == mod || o->refs || o->sync_busy)
+			continue;
+		if (o->state == MOD_READY || o->active)
+			return true;
+	}
+	return false;
+}
+
+static int fail_no_space(struct zinf_store *s, struct module *mod)
+{
+	char held[256] = "", need[32], freeb[32];
+	struct zinf_device_stats ds;
+	size_t o = 0;
+
+	for (uint32_t m = 0; m < s->n_modules && o + 40 < sizeof(held); m++)
+		if (s->modules[m].dev && s->modules[m].refs && &s->modules[m] != mod)
+			o += (size_t)snprintf(held + o, sizeof(held) - o, "%s%s", o ? ", " : "",
+					      s->modules[m].name);
+	zinf_device_get_stats(s->o.device, &ds);
+	return store_fail(
+		s, ZINF_EBUDGET,
+		"device budget: module %s needs %s, %s free, the rest held by modules in use (%s); release some before waiting",
+		mod->name, zinf_format_bytes(mod->dev_bytes, need, sizeof(need)),
+		zinf_format_bytes(ds.limit - ds.used, freeb, sizeof(freeb)), o ? held : "none");
+}
+
+int zinf_store_wait(struct zinf_store *s, uint32_t module)
+{
+	struct module *mod;
+	uint64_t t0 = 0;
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	rc = check_module(s, module);
+	if (rc)
+		goto out;
+	mod = &s->modules[module];
+	if (!mod->refs) {
+		rc = store_fail(s, ZINF_ESTATE, "module %s: waited for without a fetch", mod->name);
+		goto out;
+	}
+	while (mod->state != MOD_READY && !(mod->state == MOD_FAILED && !mod->retry)) {
+		struct timespec ts;
+		if (!t0)
+			t0 = store_now_ns();
+		if (mod->state == MOD_WAITING_SPACE && !space_can_come(s, mod)) {
+			/* Place what fits now; if this module still cannot, only the caller's own
+			 * releases could make room: say so rather than hang. */
+			place_waiting(s);
+			if (mod->state != MOD_WAITING_SPACE) {
+				kick(s);
+				continue;
+			}
+			rc = fail_no_space(s, mod);
+			goto out_time;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 1000000; /* re-check the no-space rule every millisecond */
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->ready, &s->lock, &ts);
+	}
+	if (mod->state == MOD_FAILED)
+		rc = mod->error;
+out_time:
+	if (t0) {
+		s->wait_ns += store_now_ns() - t0;
+		s->waits++;
+	}
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void *zinf_store_param_data(struct zinf_store *s, uint32_t param)
+{
+	void *p = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->finalized && param < s->n_params) {
+		struct param *pr = &s->params[param];
+		struct module *mod = &s->modules[pr->module];
+		if (mod->state == MOD_READY && mod->refs)
+			p = (char *)mod->dev + pr->off;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return p;
+}
+
+int zinf_store_release(struct zinf_store *s, uint32_t module)
+{
+	struct module *mod;
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	rc = check_module(s, module);
+	if (rc)
+		goto out;
+	mod = &s->modules[module];
+	if (!mod->refs) {
+		rc = store_fail(s, ZINF_ESTATE, "module %s: released more often than fetched",
+				mod->name);
+		goto out;
+	}
+	mod->refs--;
+	mod->last_use = ++s->tick;
+	if (mod->state == MOD_FAILED)
+		settle_failed(s, mod);
+	kick(s); /* a waiting module may fit now */
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}

@@ -1,0 +1,87 @@
+/* Config -> tier options (see tier_opts.h). */
+#include <string.h>
+
+#include "config.h"
+#include "tier_opts.h"
+#include "zinf/error.h"
+
+int zinf_config_nvme_paths(const struct zinf_config *cfg, const char **paths, int max)
+{
+	const struct zinf_config_values *v = &cfg->v;
+	const char *cand[2];
+	int n = 0, nc = 0;
+
+	if (v->zinf.nvme_paths.n) {
+		if (v->zinf.nvme_paths.n > max)
+			return ZINF_ECONFIG;
+		for (int i = 0; i < v->zinf.nvme_paths.n; i++)
+			paths[i] = v->zinf.nvme_paths.v[i];
+		return v->zinf.nvme_paths.n;
+	}
+	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME && v->zero.offload_param.nvme_path)
+		cand[nc++] = v->zero.offload_param.nvme_path;
+	if (v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME &&
+	    v->zero.offload_optimizer.nvme_path)
+		cand[nc++] = v->zero.offload_optimizer.nvme_path;
+	for (int i = 0; i < nc; i++) {
+		bool dup = false;
+		for (int j = 0; j < n; j++)
+			dup |= strcmp(paths[j], cand[i]) == 0;
+		if (!dup && n < max)
+			paths[n++] = cand[i];
+	}
+	return n;
+}
+
+int zinf_config_io_opts(const struct zinf_config *cfg, struct zinf_io_opts *out)
+{
+	const struct zinf_config_values *v = &cfg->v;
+	int n;
+
+	zinf_io_opts_init(out);
+	out->block_size = v->aio.block_size;
+	out->queue_depth = (uint32_t)v->aio.queue_depth;
+	out->intra_op_parallelism = (uint32_t)v->aio.intra_op_parallelism;
+	out->single_submit = v->aio.single_submit;
+	out->overlap_events = v->aio.overlap_events;
+	/* The config's enum names are in the I/O engine's order (auto, io_uring, libaio,
+	 * psync; none, crc32c); a test pins that. */
+	out->engine = (enum zinf_io_engine)v->zinf.io_engine;
+	out->checksum = (enum zinf_io_checksum)v->zinf.checksum;
+	out->stripe_unit = v->aio.block_size;
+	n = zinf_config_nvme_paths(cfg, out->nvme_paths, ZINF_IO_MAX_PATHS);
+	if (n < 0)
+		return n;
+	out->n_paths = n;
+	return 0;
+}
+
+void zinf_config_device_opts(const struct zinf_config *cfg, struct zinf_device_opts *out)
+{
+	int i = zinf_key_find("zinf.device_memory_limit");
+
+	zinf_device_opts_init(out);
+	out->backend = (enum zinf_device_backend)cfg->v.zinf.device;
+	out->memory_limit = cfg->is_auto[i] ? 0 : cfg->v.zinf.device_memory_limit;
+}
+
+void zinf_config_pinned_opts(const struct zinf_config *cfg, struct zinf_pinned_opts *out)
+{
+	int i = zinf_key_find("zinf.pinned_memory_limit");
+
+	zinf_pinned_opts_init(out);
+	out->size = cfg->is_auto[i] ? 0 : cfg->v.zinf.pinned_memory_limit;
+}
+
+void zinf_config_store_opts(const struct zinf_config *cfg, struct zinf_store_opts *out)
+{
+	static const enum zinf_tier home[] = {
+		[ZINF_OFFLOAD_NONE] = ZINF_TIER_DEVICE,
+		[ZINF_OFFLOAD_CPU] = ZINF_TIER_HOST,
+		[ZINF_OFFLOAD_NVME] = ZINF_TIER_NVME,
+	};
+
+	zinf_store_opts_init(out);
+	out->chunk_size = cfg->v.zinf.chunk_size;
+	out->param_home = home[cfg->v.zero.offload_param.device];
+}

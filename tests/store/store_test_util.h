@@ -1,0 +1,105 @@
+/*
+ * Shared set-up for the shard-store tests: a host-backend device with a budget, a
+ * pinned pool, an I/O engine on a scratch directory of the real disk, and
+ * deterministic parameter contents.
+ */
+#ifndef ZINF_TESTS_STORE_TEST_UTIL_H
+#define ZINF_TESTS_STORE_TEST_UTIL_H
+
+#include <ftw.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "device.h"
+#include "pinned.h"
+#include "store.h"
+#include "test.h"
+#include "zinf/crc32c.h"
+#include "zinf/error.h"
+#include "zinf/io.h"
+#include "zinf/log.h"
+
+struct t_tiers {
+	struct zinf_device *dev;
+	struct zinf_pinned *pinned;
+	struct zinf_io *io;
+	struct zinf_store *store;
+	char dir[256];
+};
+
+static inline int t_rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+/* Bring up the tiers; io and pinned only when home is nvme or pinned_bytes > 0. */
+static inline void t_tiers_up(struct t_tiers *t, enum zinf_tier home, uint64_t device_bytes,
+			      uint64_t pinned_bytes, uint64_t chunk_size)
+{
+	struct zinf_device_opts dopts;
+	struct zinf_store_opts sopts;
+	char err[512];
+
+	memset(t, 0, sizeof(*t));
+	zinf_device_opts_init(&dopts);
+	dopts.backend = ZINF_DEVICE_BACKEND_HOST;
+	dopts.memory_limit = device_bytes;
+	T_CHECK(zinf_device_create(&dopts, &t->dev, err, sizeof(err)) == 0, "device: %s", err);
+	if (pinned_bytes) {
+		struct zinf_pinned_opts popts;
+		zinf_pinned_opts_init(&popts);
+		popts.size = pinned_bytes;
+		popts.device = t->dev;
+		popts.lock = ZINF_PINNED_LOCK_BEST_EFFORT;
+		T_CHECK(zinf_pinned_create(&popts, &t->pinned, err, sizeof(err)) == 0, "pinned: %s",
+			err);
+	}
+	if (home == ZINF_TIER_NVME) {
+		struct zinf_io_opts iopts;
+		snprintf(t->dir, sizeof(t->dir), "/var/tmp/zinf-store-test-XXXXXX");
+		T_CHECK(mkdtemp(t->dir), "mkdtemp");
+		zinf_io_opts_init(&iopts);
+		iopts.nvme_paths[0] = t->dir;
+		iopts.n_paths = 1;
+		iopts.queue_depth = 16;
+		iopts.checksum = ZINF_IO_CHECKSUM_CRC32C;
+		iopts.file_size = 256ull << 20;
+		T_CHECK(zinf_io_create(&iopts, &t->io, err, sizeof(err)) == 0, "io: %s", err);
+	}
+	zinf_store_opts_init(&sopts);
+	sopts.device = t->dev;
+	sopts.pinned = t->pinned;
+	sopts.io = t->io;
+	sopts.param_home = home;
+	sopts.chunk_size = chunk_size;
+	T_CHECK(zinf_store_create(&sopts, &t->store, err, sizeof(err)) == 0, "store: %s", err);
+}
+
+static inline void t_tiers_down(struct t_tiers *t)
+{
+	zinf_store_destroy(t->store);
+	zinf_io_destroy(t->io);
+	zinf_pinned_destroy(t->pinned);
+	zinf_device_destroy(t->dev);
+	if (t->dir[0]) {
+		nftw(t->dir, t_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		T_CHECK(access(t->dir, F_OK) != 0, "scratch directory %s left behind", t->dir);
+	}
+}
+
+/* Fill len bytes from (seed): the contents version `seed` of a parameter. */
+static inline void t_fill(void *buf, uint64_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+	unsigned char *b = buf;
+
+	for (uint64_t i = 0; i < len; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(b + i, &x, len - i < 8 ? len - i : 8);
+	}
+}
+
+#endif /* ZINF_TESTS_STORE_TEST_UTIL_H */
