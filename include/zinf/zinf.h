@@ -4,6 +4,7 @@
 
 #include "zinf/config.h"
 #include "zinf/dtype.h"
+#include "zinf/engine.h"
 #include "zinf/error.h"
 #include "zinf/io.h"
 #include "zinf/log.h"

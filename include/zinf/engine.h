@@ -1,0 +1,142 @@
+/*
+ * zinf engine: the API a model trains through.
+ *
+ * A model registers its parameters per module (the unit of fetch: an embedding, a
+ * decoder layer, the final norm and head), finalizes, loads initial values, and then per
+ * micro-batch and module: fetch -> wait -> compute with zinf_param_data() -> release; in
+ * backward also zinf_module_grads() -> accumulate into zinf_param_grad() ->
+ * zinf_module_grads_ready(). After gradient_accumulation_steps micro-batches,
+ * zinf_step() runs the optimizer (clipping, loss scaling, schedule) and writes the new
+ * parameters to their home tier. Where parameters and optimizer state live (device, host
+ * or NVMe) is the config's business; the model's code is the same.
+ *
+ * Conventions:
+ *   - Parameter data is in the parameter's dtype (bf16, fp16 or fp32); gradients are
+ *     fp32 and are accumulated (+=) by the model. The engine averages over
+ *     gradient_accumulation_steps, so the model back-propagates each micro-batch's own
+ *     mean loss (multiplied by zinf_loss_scale() when fp16 is on).
+ *   - Weight decay applies to parameters of 2 or more dimensions unless registered with
+ *     ZINF_PARAM_NO_DECAY; 1-D parameters (norm weights, biases) never decay.
+ *   - Step k (1-based, counting steps not skipped for fp16 overflow) runs with the
+ *     schedule's rate at DeepSpeed's iteration k - 2 (the rate set at construction for
+ *     the first step), as DeepSpeed steps its scheduler after each optimizer step.
+ *
+ * Threading: one thread drives an engine; the engine's own threads move data and run
+ * the optimizer. Errors: 0 or a negative code; the one-line message is in
+ * zinf_last_error().
+ */
+#ifndef ZINF_ENGINE_H
+#define ZINF_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "zinf/config.h"
+#include "zinf/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct zinf_engine;
+
+enum zinf_param_flags {
+	ZINF_PARAM_NO_DECAY = 1u << 0, /* exclude from weight decay (embeddings may want it) */
+};
+
+/* Bring up the tiers the config asks for (device, pinned pool, NVMe I/O, store,
+ * optimizer). cfg must be loaded and resolved (no "auto" left) and must outlive the
+ * engine. On failure returns a negative code with a one-line reason in err. */
+int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, char *err,
+		       size_t errlen);
+/* Free everything; NULL is a no-op. */
+void zinf_engine_destroy(struct zinf_engine *e);
+/* The last error as one line ("" if none). */
+const char *zinf_last_error(const struct zinf_engine *e);
+
+/* ---- registration (before finalize) ---------------------------------------------------- */
+
+int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module);
+/* A parameter of the last module added: dtype F32, BF16 or F16, 1 to 4 dims. */
+int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enum zinf_dtype dtype,
+		   int ndim, const uint64_t *shape, unsigned flags, uint32_t *param);
+/* Lay out parameters and optimizer state on their tiers; refuses, before any step, what
+ * cannot fit the budgets (with the numbers). */
+int zinf_engine_finalize(struct zinf_engine *e);
+
+/* ---- contents ------------------------------------------------------------------------ */
+
+/* Set a parameter's value (fp32 master and its dtype copy) from src, n elements of
+ * src_dtype. The module must not be in use. */
+int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
+		    enum zinf_dtype src_dtype);
+/* Write a parameter's value (from the fp32 master) to dst as dst_dtype. */
+int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_dtype dst_dtype);
+uint64_t zinf_param_elems(const struct zinf_engine *e, uint32_t param);
+
+/* ---- per micro-batch ------------------------------------------------------------------ */
+
+int zinf_module_fetch(struct zinf_engine *e, uint32_t module);
+int zinf_module_wait(struct zinf_engine *e, uint32_t module);
+/* Device address of a parameter of a fetched, ready module; NULL otherwise. */
+void *zinf_param_data(struct zinf_engine *e, uint32_t param);
+int zinf_module_release(struct zinf_engine *e, uint32_t module);
+
+/* Zeroed fp32 device buffers for the gradients of the module's parameters. */
+int zinf_module_grads(struct zinf_engine *e, uint32_t module);
+/* Device address of a parameter's fp32 gradient buffer, between zinf_module_grads and
+ * zinf_module_grads_ready; NULL otherwise. */
+float *zinf_param_grad(struct zinf_engine *e, uint32_t param);
+/* The module's gradients for this micro-batch are final: add them to the gradient
+ * accumulators and free the device buffers. */
+int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module);
+
+/* The factor the model multiplies its loss by before backward (fp16 loss scaling; 1
+ * otherwise). */
+double zinf_loss_scale(const struct zinf_engine *e);
+
+/* ---- per optimizer step --------------------------------------------------------------- */
+
+struct zinf_step_result {
+	uint64_t step;	   /* optimizer steps taken so far (skipped ones not counted) */
+	double lr;	   /* the rate this step used */
+	double grad_norm;  /* global L2 norm of the averaged, unscaled gradients */
+	double loss_scale; /* the loss scale the step's gradients were computed with */
+	bool skipped;	   /* fp16 overflow: no update, the scale was lowered */
+	double seconds;	   /* wall time of the step */
+};
+
+/* Run the optimizer over every parameter with the accumulated gradients, write the new
+ * values to their home tiers and clear the accumulators. */
+int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
+
+/* ---- counters ------------------------------------------------------------------------- */
+
+struct zinf_link_stats {
+	uint64_t bytes;
+	double seconds; /* busy time summed over transfers */
+	uint64_t count;
+};
+
+struct zinf_stats {
+	uint64_t device_now, device_peak, device_limit; /* bytes */
+	uint64_t pinned_now, pinned_peak, pinned_limit;
+	uint64_t host_now, host_peak; /* parameters homed on the host, optimizer state */
+	uint64_t nvme_now, nvme_peak;
+	struct zinf_link_stats nvme_to_pinned, pinned_to_device, device_to_pinned, pinned_to_nvme;
+	double wait_seconds; /* compute waited for data */
+	uint64_t fetches, hits, evictions;
+	uint64_t steps, skipped_steps;
+	double optimizer_seconds;
+	uint64_t param_elems;
+};
+
+void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out);
+/* One JSON object (no newline). Returns 0 or -EIO. */
+int zinf_stats_json(const struct zinf_stats *st, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZINF_ENGINE_H */

@@ -1,0 +1,739 @@
+/*
+ * The engine (include/zinf/engine.h): the config's tiers brought up and tied together.
+ * Parameters live in the shard store; fp32 master weights, Adam moments and gradient
+ * accumulators live in host memory, one allocation carved per parameter (the optimizer
+ * runs on the CPU, as with DeepSpeed's offload_optimizer cpu). Gradients come from the
+ * device one module at a time through a pinned staging buffer.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cast.h"
+#include "clip.h"
+#include "config.h"
+#include "device.h"
+#include "loss_scale.h"
+#include "lr_schedule.h"
+#include "optim.h" /* zinf_f32_to_f16, zinf_f16_to_f32 */
+#include "pinned.h"
+#include "store.h"
+#include "tier_opts.h"
+#include "zinf/engine.h"
+#include "zinf/error.h"
+#include "zinf/io.h"
+#include "zinf/log.h"
+#include "zinf/optim.h"
+
+#define GRAD_ALIGN 256u
+
+struct eparam {
+	uint32_t store_id;
+	uint32_t module;
+	enum zinf_dtype dtype;
+	uint64_t elems;
+	bool decay;
+	float *master;	   /* (elems) fp32, host */
+	float *exp_avg;	   /* (elems) fp32, host */
+	float *exp_avg_sq; /* (elems) fp32, host */
+	float *grad_acc;   /* (elems) fp32, host: sum over the step's micro-batches */
+	uint64_t grad_off; /* bytes into the module's device gradient buffer */
+};
+
+struct emodule {
+	uint32_t store_id;
+	uint32_t first_param, n_params;
+	uint64_t grad_bytes; /* fp32 gradients of all its params, each GRAD_ALIGN aligned */
+	void *grads;	     /* device buffer between zinf_module_grads and _ready */
+};
+
+struct zinf_engine {
+	const struct zinf_config *cfg;
+	struct zinf_device *dev;
+	struct zinf_pinned *pinned;
+	struct zinf_io *io;
+	struct zinf_store *store;
+	struct zinf_stream *d2h;
+	struct zinf_adam *adam_decay, *adam_no_decay;
+	struct zinf_loss_scaler scaler;
+	bool fp16;
+	struct zinf_lr_schedule_opts sched;
+	uint64_t gas; /* gradient_accumulation_steps */
+	double max_norm;
+
+	struct eparam *params;
+	uint32_t n_params, cap_params;
+	struct emodule *modules;
+	uint32_t n_modules, cap_modules;
+	bool finalized;
+
+	float *state; /* one host allocation carved into every eparam's buffers */
+	uint64_t state_bytes;
+	void *staging; /* (staging_bytes) largest param in its dtype, host */
+	uint64_t staging_bytes;
+
+	uint64_t steps, skipped;
+	double optimizer_seconds;
+	char last_error[512];
+};
+
+static int efail(struct zinf_engine *e, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int efail(struct zinf_engine *e, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(e->last_error, sizeof(e->last_error), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+static double seconds_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *zinf_last_error(const struct zinf_engine *e)
+{
+	return e->last_error;
+}
+
+/* ---- bring-up ----------------------------------------------------------------------- */
+
+static int create_optimizer(struct zinf_engine *e, char *err, size_t errlen)
+{
+	const struct zinf_config_values *v = &e->cfg->v;
+	struct zinf_adam_opts o;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int rc;
+
+	zinf_adam_opts_init(&o);
+	/* Config: Adam|AdamW; Adam decouples its decay only with adam_w_mode. */
+	o.type = v->optimizer.type == ZINF_OPT_ADAMW || v->optimizer.adam_w_mode ? ZINF_ADAMW
+										 : ZINF_ADAM;
+	o.beta1 = v->optimizer.betas[0];
+	o.beta2 = v->optimizer.betas[1];
+	o.eps = v->optimizer.eps;
+	o.bias_correction = v->optimizer.bias_correction;
+	o.threads = cpus > 0 ? (unsigned)cpus : 1;
+	o.weight_decay = v->optimizer.weight_decay;
+	rc = zinf_adam_create(&e->adam_decay, &o);
+	if (!rc) {
+		o.weight_decay = 0;
+		rc = zinf_adam_create(&e->adam_no_decay, &o);
+	}
+	if (rc)
+		snprintf(err, errlen, "optimizer: cannot start (%s)", zinf_strerror(rc));
+	return rc;
+}
+
+static int create_schedules(struct zinf_engine *e, char *err, size_t errlen)
+{
+	const struct zinf_config_values *v = &e->cfg->v;
+	struct zinf_loss_scale_opts lso;
+	int rc;
+
+	zinf_lr_schedule_opts_init(&e->sched);
+	e->sched.type = (enum zinf_lr_schedule_type)v->scheduler.type;
+	e->sched.lr = v->optimizer.lr;
+	e->sched.warmup_min_lr = v->scheduler.warmup_min_lr;
+	e->sched.warmup_max_lr = v->scheduler.warmup_max_lr;
+	e->sched.warmup_num_steps = (int64_t)v->scheduler.warmup_num_steps;
+	e->sched.warmup_type = (enum zinf_warmup_type)v->scheduler.warmup_type;
+	e->sched.total_num_steps = (int64_t)v->scheduler.total_num_steps;
+	e->sched.warmup_min_ratio = v->scheduler.warmup_min_ratio;
+	e->sched.cos_min_ratio = v->scheduler.cos_min_ratio;
+	rc = zinf_lr_schedule_check(&e->sched, err, errlen);
+	if (rc)
+		return rc;
+	e->fp16 = v->fp16.enabled;
+	zinf_loss_scale_opts_init(&lso);
+	lso.loss_scale = v->fp16.loss_scale;
+	lso.initial_scale_power = v->fp16.initial_scale_power;
+	lso.loss_scale_window = (uint32_t)v->fp16.loss_scale_window;
+	lso.hysteresis = (uint32_t)v->fp16.hysteresis;
+	lso.consecutive_hysteresis = v->fp16.consecutive_hysteresis;
+	lso.min_loss_scale = v->fp16.min_loss_scale;
+	rc = zinf_loss_scaler_init(&e->scaler, &lso);
+	if (rc)
+		snprintf(err, errlen, "fp16: %s", e->scaler.last_error);
+	return rc;
+}
+
+static int create_tiers(struct zinf_engine *e, char *err, size_t errlen)
+{
+	struct zinf_device_opts dopts;
+	struct zinf_pinned_opts popts;
+	struct zinf_io_opts iopts;
+	struct zinf_store_opts sopts;
+	int rc;
+
+	zinf_config_device_opts(e->cfg, &dopts);
+	rc = zinf_device_create(&dopts, &e->dev, err, errlen);
+	if (rc)
+		return rc;
+	zinf_config_pinned_opts(e->cfg, &popts);
+	popts.device = e->dev;
+	rc = zinf_pinned_create(&popts, &e->pinned, err, errlen);
+	if (rc)
+		return rc;
+	rc = zinf_config_io_opts(e->cfg, &iopts);
+	if (rc) {
+		snprintf(err, errlen, "zinf.nvme_paths: more than %d paths", ZINF_IO_MAX_PATHS);
+		return rc;
+	}
+	if (iopts.n_paths) {
+		rc = zinf_io_create(&iopts, &e->io, err, errlen);
+		if (rc)
+			return rc;
+		/* The pool is where every NVMe transfer lands: io_uring fixed buffers. */
+		rc = zinf_io_register_buffer(e->io, zinf_pinned_base(e->pinned),
+					     zinf_pinned_size(e->pinned));
+		if (rc)
+			zinf_logf(ZINF_LOG_INFO,
+				  "pinned pool not registered with the I/O engine: %s",
+				  zinf_io_last_error(e->io));
+	}
+	zinf_config_store_opts(e->cfg, &sopts);
+	sopts.device = e->dev;
+	sopts.pinned = e->pinned;
+	sopts.io = e->io;
+	rc = zinf_store_create(&sopts, &e->store, err, errlen);
+	if (!rc)
+		rc = zinf_stream_create(e->dev, &e->d2h);
+	return rc;
+}
+
+int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, char *err,
+		       size_t errlen)
+{
+	const struct zinf_config_values *v = &cfg->v;
+	struct zinf_engine *e;
+	int rc;
+
+	*out = NULL;
+	for (int i = 0; i < zinf_n_keys; i++) {
+		if (cfg->is_auto[i]) {
+			snprintf(
+				err, errlen,
+				"%s: \"auto\" not resolved (resolve the config with zinf_config_resolve first)",
+				zinf_keys[i].path);
+			return ZINF_ECONFIG;
+		}
+	}
+	if (v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME) {
+		snprintf(
+			err, errlen,
+			"zero_optimization.offload_optimizer.device: nvme is not wired into the engine yet (expected none or cpu)");
+		return -ENOTSUP;
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->cfg = cfg;
+	e->gas = v->gradient_accumulation_steps ? v->gradient_accumulation_steps : 1;
+	e->max_norm = v->gradient_clipping;
+	rc = create_tiers(e, err, errlen);
+	if (!rc)
+		rc = create_optimizer(e, err, errlen);
+	if (!rc)
+		rc = create_schedules(e, err, errlen);
+	if (rc) {
+		zinf_engine_destroy(e);
+		return rc;
+	}
+	*out = e;
+	return 0;
+}
+
+void zinf_engine_destroy(struct zinf_engine *e)
+{
+	if (!e)
+		return;
+	for (uint32_t m = 0; m < e->n_modules; m++)
+		if (e->modules[m].grads)
+			zinf_device_free(e->dev, e->modules[m].grads);
+	zinf_adam_destroy(e->adam_decay);
+	zinf_adam_destroy(e->adam_no_decay);
+	zinf_store_destroy(e->store);
+	zinf_stream_destroy(e->d2h);
+	if (e->io && e->pinned)
+		zinf_io_unregister_buffer(e->io);
+	zinf_io_destroy(e->io);
+	zinf_pinned_destroy(e->pinned);
+	zinf_device_destroy(e->dev);
+	free(e->state);
+	free(e->staging);
+	free(e->params);
+	free(e->modules);
+	free(e);
+}
+
+/* ---- registration ------------------------------------------------------------------- */
+
+int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module)
+{
+	struct emodule *m;
+	int rc;
+
+	if (e->finalized)
+		return efail(e, ZINF_ESTATE, "module %s: added after finalize", name);
+	if (e->n_modules == e->cap_modules) {
+		uint32_t cap = e->cap_modules ? 2 * e->cap_modules : 16;
+		struct emodule *v = realloc(e->modules, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		e->modules = v;
+		e->cap_modules = cap;
+	}
+	m = &e->modules[e->n_modules];
+	memset(m, 0, sizeof(*m));
+	rc = zinf_store_module_add(e->store, name, &m->store_id);
+	if (rc)
+		return efail(e, rc, "%s", zinf_store_last_error(e->store));
+	m->first_param = e->n_params;
+	*module = e->n_modules++;
+	return 0;
+}
+
+int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enum zinf_dtype dtype,
+		   int ndim, const uint64_t *shape, unsigned flags, uint32_t *param)
+{
+	struct eparam *p;
+	struct emodule *m;
+	int rc;
+
+	if (e->finalized)
+		return efail(e, ZINF_ESTATE, "param %s: added after finalize", name);
+	if (module >= e->n_modules || module != e->n_modules - 1)
+		return efail(e, -EINVAL, "param %s: module %u is not the last module added", name,
+			     module);
+	if (e->n_params == e->cap_params) {
+		uint32_t cap = e->cap_params ? 2 * e->cap_params : 64;
+		struct eparam *v = realloc(e->params, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		e->params = v;
+		e->cap_params = cap;
+	}
+	m = &e->modules[module];
+	p = &e->params[e->n_params];
+	memset(p, 0, sizeof(*p));
+	rc = zinf_store_param_add(e->store, m->store_id, name, dtype, ndim, shape, &p->store_id);
+	if (rc)
+		return efail(e, rc, "%s", zinf_store_last_error(e->store));
+	p->module = module;
+	p->dtype = dtype;
+	p->elems = 1;
+	for (int d = 0; d < ndim; d++)
+		p->elems *= shape[d];
+	p->decay = ndim >= 2 && !(flags & ZINF_PARAM_NO_DECAY);
+	p->grad_off = m->grad_bytes;
+	m->grad_bytes += (p->elems * 4 + GRAD_ALIGN - 1) / GRAD_ALIGN * GRAD_ALIGN;
+	m->n_params++;
+	*param = e->n_params++;
+	return 0;
+}
+
+int zinf_engine_finalize(struct zinf_engine *e)
+{
+	uint64_t total = 0, off = 0, largest = 0;
+	int rc;
+
+	if (e->finalized)
+		return efail(e, ZINF_ESTATE, "finalize called twice");
+	rc = zinf_store_finalize(e->store);
+	if (rc)
+		return efail(e, rc, "%s", zinf_store_last_error(e->store));
+	for (uint32_t i = 0; i < e->n_params; i++) {
+		total += e->params[i].elems;
+		if (e->params[i].elems > largest)
+			largest = e->params[i].elems;
+	}
+	/* master, m, v and the gradient accumulator: 16 bytes per parameter, zeroed. */
+	e->state_bytes = total * 16;
+	e->state = calloc(total ? total * 4 : 1, sizeof(float));
+	e->staging_bytes = largest * 4;
+	e->staging = malloc(e->staging_bytes ? e->staging_bytes : 1);
+	if (!e->state || !e->staging)
+		return efail(e, -ENOMEM,
+			     "optimizer state: cannot allocate %" PRIu64 " bytes of host memory",
+			     e->state_bytes);
+	for (uint32_t i = 0; i < e->n_params; i++) {
+		struct eparam *p = &e->params[i];
+		p->master = e->state + off;
+		p->exp_avg = e->state + total + off;
+		p->exp_avg_sq = e->state + 2 * total + off;
+		p->grad_acc = e->state + 3 * total + off;
+		off += p->elems;
+	}
+	e->finalized = true;
+	return 0;
+}
+
+/* ---- contents ----------------------------------------------------------------------- */
+
+static int check_param(struct zinf_engine *e, uint32_t param)
+{
+	if (!e->finalized)
+		return efail(e, ZINF_ESTATE, "param %u: used before finalize", param);
+	if (param >= e->n_params)
+		return efail(e, -EINVAL, "param %u: no such parameter (%u registered)", param,
+			     e->n_params);
+	return 0;
+}
+
+/* Convert n elements between the dtypes zinf stores (f32, bf16, f16). */
+static int convert(void *dst, enum zinf_dtype dt, const void *src, enum zinf_dtype st, uint64_t n)
+{
+	const float *sf = src;
+	float *df = dst;
+
+	if (dt == st) {
+		memcpy(dst, src, n * (dt == ZINF_DTYPE_F32 ? 4 : 2));
+		return 0;
+	}
+	if (st != ZINF_DTYPE_F32 && dt != ZINF_DTYPE_F32)
+		return -EINVAL;
+	for (uint64_t i = 0; i < n; i++) {
+		if (st == ZINF_DTYPE_BF16)
+			df[i] = zinf_bf16_to_f32(((const uint16_t *)src)[i]);
+		else if (st == ZINF_DTYPE_F16)
+			df[i] = zinf_f16_to_f32(((const uint16_t *)src)[i]);
+		else if (dt == ZINF_DTYPE_BF16)
+			((uint16_t *)dst)[i] = zinf_f32_to_bf16(sf[i]);
+		else
+			((uint16_t *)dst)[i] = zinf_f32_to_f16(sf[i]);
+	}
+	return 0;
+}
+
+static bool valid_dtype(enum zinf_dtype t)
+{
+	return t == ZINF_DTYPE_F32 || t == ZINF_DTYPE_BF16 || t == ZINF_DTYPE_F16;
+}
+
+int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
+		    enum zinf_dtype src_dtype)
+{
+	struct eparam *p;
+	int rc = check_param(e, param);
+
+	if (rc)
+		return rc;
+	p = &e->params[param];
+	if (!valid_dtype(src_dtype))
+		return efail(e, -EINVAL, "param %u: source dtype %d (expected f32, bf16 or f16)",
+			     param, (int)src_dtype);
+	convert(p->master, ZINF_DTYPE_F32, src, src_dtype, p->elems);
+	convert(e->staging, p->dtype, p->master, ZINF_DTYPE_F32, p->elems);
+	rc = zinf_store_param_write(e->store, p->store_id, e->staging);
+	if (rc)
+		return efail(e, rc, "%s", zinf_store_last_error(e->store));
+	memset(p->exp_avg, 0, p->elems * 4);
+	memset(p->exp_avg_sq, 0, p->elems * 4);
+	return 0;
+}
+
+int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_dtype dst_dtype)
+{
+	int rc = check_param(e, param);
+
+	if (rc)
+		return rc;
+	if (!valid_dtype(dst_dtype))
+		return efail(e, -EINVAL, "param %u: target dtype %d (expected f32, bf16 or f16)",
+			     param, (int)dst_dtype);
+	return convert(dst, dst_dtype, e->params[param].master, ZINF_DTYPE_F32,
+		       e->params[param].elems);
+}
+
+uint64_t zinf_param_elems(const struct zinf_engine *e, uint32_t param)
+{
+	return param < e->n_params ? e->params[param].elems : 0;
+}
+
+/* ---- per micro-batch ---------------------------------------------------------------- */
+
+static int check_module(struct zinf_engine *e, uint32_t module)
+{
+	if (!e->finalized)
+		return efail(e, ZINF_ESTATE, "module %u: used before finalize", module);
+	if (module >= e->n_modules)
+		return efail(e, -EINVAL, "module %u: no such module (%u registered)", module,
+			     e->n_modules);
+	return 0;
+}
+
+#define STORE_CALL(e, call)                                                                        \
+	do {                                                                                       \
+		int rc_ = (call);                                                                  \
+		if (rc_)                                                                           \
+			return efail(e, rc_, "%s", zinf_store_last_error((e)->store));             \
+	} while (0)
+
+int zinf_module_fetch(struct zinf_engine *e, uint32_t module)
+{
+	int rc = check_module(e, module);
+
+	if (rc)
+		return rc;
+	STORE_CALL(e, zinf_store_fetch(e->store, e->modules[module].store_id));
+	return 0;
+}
+
+int zinf_module_wait(struct zinf_engine *e, uint32_t module)
+{
+	int rc = check_module(e, module);
+
+	if (rc)
+		return rc;
+	STORE_CALL(e, zinf_store_wait(e->store, e->modules[module].store_id));
+	return 0;
+}
+
+void *zinf_param_data(struct zinf_engine *e, uint32_t param)
+{
+	return param < e->n_params ? zinf_store_param_data(e->store, e->params[param].store_id)
+				   : NULL;
+}
+
+int zinf_module_release(struct zinf_engine *e, uint32_t module)
+{
+	int rc = check_module(e, module);
+
+	if (rc)
+		return rc;
+	STORE_CALL(e, zinf_store_release(e->store, e->modules[module].store_id));
+	return 0;
+}
+
+int zinf_module_grads(struct zinf_engine *e, uint32_t module)
+{
+	struct emodule *m;
+	int rc = check_module(e, module);
+
+	if (rc)
+		return rc;
+	m = &e->modules[module];
+	if (m->grads)
+		return efail(e, ZINF_ESTATE, "module %u: gradient buffers already out", module);
+	if (!m->grad_bytes)
+		return 0;
+	rc = zinf_device_alloc(e->dev, m->grad_bytes, &m->grads);
+	if (!rc)
+		rc = zinf_device_memset_async(e->d2h, m->grads, 0, m->grad_bytes);
+	if (!rc)
+		rc = zinf_stream_synchronize(e->d2h);
+	if (rc)
+		return efail(e, rc, "module %u gradients: %s", module,
+			     zinf_device_last_error(e->dev));
+	return 0;
+}
+
+float *zinf_param_grad(struct zinf_engine *e, uint32_t param)
+{
+	struct emodule *m;
+
+	if (param >= e->n_params)
+		return NULL;
+	m = &e->modules[e->params[param].module];
+	return m->grads ? (float *)((char *)m->grads + e->params[param].grad_off) : NULL;
+}
+
+int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
+{
+	struct emodule *m;
+	void *stage = NULL;
+	int rc = check_module(e, module);
+
+	if (rc)
+		return rc;
+	m = &e->modules[module];
+	if (!m->grads)
+		return m->grad_bytes
+			       ? efail(e, ZINF_ESTATE, "module %u: no gradient buffers out", module)
+			       : 0;
+	rc = zinf_pinned_alloc(e->pinned, m->grad_bytes, UINT64_MAX, &stage);
+	if (rc)
+		return efail(e, rc, "module %u gradients: pinned staging: %s", module,
+			     zinf_pinned_last_error(e->pinned));
+	rc = zinf_device_memcpy_async(e->d2h, stage, m->grads, m->grad_bytes, ZINF_COPY_D2H);
+	if (!rc)
+		rc = zinf_stream_synchronize(e->d2h);
+	if (rc) {
+		efail(e, rc, "module %u gradients: %s", module, zinf_device_last_error(e->dev));
+		goto out;
+	}
+	for (uint32_t i = 0; i < m->n_params; i++) {
+		struct eparam *p = &e->params[m->first_param + i];
+		const float *g = (const float *)((const char *)stage + p->grad_off);
+		for (uint64_t k = 0; k < p->elems; k++)
+			p->grad_acc[k] += g[k];
+	}
+	zinf_device_free(e->dev, m->grads);
+	m->grads = NULL;
+out:
+	zinf_pinned_free(e->pinned, stage);
+	return rc;
+}
+
+double zinf_loss_scale(const struct zinf_engine *e)
+{
+	return e->fp16 ? zinf_loss_scaler_scale(&e->scaler) : 1.0;
+}
+
+/* ---- the optimizer step ------------------------------------------------------------- */
+
+static void clear_grads(struct zinf_engine *e)
+{
+	for (uint32_t i = 0; i < e->n_params; i++)
+		memset(e->params[i].grad_acc, 0, e->params[i].elems * 4);
+}
+
+int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
+{
+	double t0 = seconds_now(), sumsq = 0, loss_scale = zinf_loss_scale(e);
+	struct zinf_grad_clip clip;
+	struct zinf_adam_step_info info;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!e->finalized)
+		return efail(e, ZINF_ESTATE, "step before finalize");
+	for (uint32_t m = 0; m < e->n_modules; m++)
+		if (e->modules[m].grads)
+			return efail(e, ZINF_ESTATE,
+				     "step with the gradients of module %u still out", m);
+	for (uint32_t i = 0; i < e->n_params; i++)
+		sumsq += zinf_grad_sumsq(e->params[i].grad_acc, ZINF_DTYPE_F32, e->params[i].elems);
+	/* The accumulators hold the sum over gas micro-batches: average them. */
+	zinf_grad_clip_compute(sumsq / (double)(e->gas * e->gas), loss_scale, e->max_norm, &clip);
+	out->grad_norm = clip.norm;
+	out->loss_scale = loss_scale;
+	if (e->fp16) {
+		rc = zinf_loss_scaler_update(&e->scaler, clip.overflow);
+		if (rc)
+			return efail(e, rc, "fp16: %s", e->scaler.last_error);
+	}
+	if (clip.overflow) {
+		e->skipped++;
+		out->skipped = true;
+		out->step = e->steps;
+		clear_grads(e);
+		zinf_logf(ZINF_LOG_INFO, "step skipped: gradient overflow at loss scale %g",
+			  loss_scale);
+		out->seconds = seconds_now() - t0;
+		return 0;
+	}
+	info.step = e->steps + 1;
+	info.lr = zinf_lr_at(&e->sched, (int64_t)e->steps - 1);
+	info.grad_scale = clip.grad_scale / (float)e->gas;
+	for (uint32_t i = 0; i < e->n_params; i++) {
+		struct eparam *p = &e->params[i];
+		struct zinf_adam_shard sh = {
+			.master = p->master,
+			.exp_avg = p->exp_avg,
+			.exp_avg_sq = p->exp_avg_sq,
+			.grad = p->grad_acc,
+			.grad_dtype = ZINF_DTYPE_F32,
+			.param_out = p->dtype == ZINF_DTYPE_F32 ? NULL : e->staging,
+			.param_dtype = p->dtype == ZINF_DTYPE_F32 ? ZINF_DTYPE_NONE : p->dtype,
+			.n_elems = p->elems,
+		};
+		struct zinf_adam *adam = p->decay ? e->adam_decay : e->adam_no_decay;
+		rc = zinf_adam_step(adam, &sh, &info);
+		if (rc)
+			return efail(e, rc, "param %u: %s", i, zinf_adam_last_error(adam));
+		rc = zinf_store_param_write(e->store, p->store_id,
+					    p->dtype == ZINF_DTYPE_F32 ? (void *)p->master
+								       : e->staging);
+		if (rc)
+			return efail(e, rc, "%s", zinf_store_last_error(e->store));
+	}
+	clear_grads(e);
+	e->steps++;
+	out->step = e->steps;
+	out->lr = info.lr;
+	out->seconds = seconds_now() - t0;
+	e->optimizer_seconds += out->seconds;
+	return 0;
+}
+
+/* ---- counters ----------------------------------------------------------------------- */
+
+static void link_from(struct zinf_link_stats *dst, const struct zinf_store_link_stats *src)
+{
+	dst->bytes = src->bytes;
+	dst->seconds = (double)src->ns * 1e-9;
+	dst->count = src->count;
+}
+
+void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
+{
+	struct zinf_store_stats st;
+
+	memset(out, 0, sizeof(*out));
+	zinf_store_get_stats(e->store, &st);
+	out->device_now = st.device_now;
+	out->device_peak = st.device_peak;
+	out->device_limit = st.device_limit;
+	out->pinned_now = st.pinned_now;
+	out->pinned_peak = st.pinned_peak;
+	out->pinned_limit = st.pinned_limit;
+	out->host_now = st.host_now + e->state_bytes;
+	out->host_peak = st.host_peak + e->state_bytes;
+	out->nvme_now = st.nvme_now;
+	out->nvme_peak = st.nvme_peak;
+	link_from(&out->nvme_to_pinned, &st.link[ZINF_LINK_NVME_TO_PINNED]);
+	link_from(&out->pinned_to_device, &st.link[ZINF_LINK_PINNED_TO_DEVICE]);
+	link_from(&out->device_to_pinned, &st.link[ZINF_LINK_DEVICE_TO_PINNED]);
+	link_from(&out->pinned_to_nvme, &st.link[ZINF_LINK_PINNED_TO_NVME]);
+	out->wait_seconds = (double)st.wait_ns * 1e-9;
+	out->fetches = st.fetches;
+	out->hits = st.hits;
+	out->evictions = st.evictions;
+	out->steps = e->steps;
+	out->skipped_steps = e->skipped;
+	out->optimizer_seconds = e->optimizer_seconds;
+	for (uint32_t i = 0; i < e->n_params; i++)
+		out->param_elems += e->params[i].elems;
+}
+
+static void json_link(FILE *f, const char *name, const struct zinf_link_stats *l, bool last)
+{
+	fprintf(f, "\"%s\": {\"bytes\": %" PRIu64 ", \"seconds\": %.6f, \"count\": %" PRIu64 "}%s",
+		name, l->bytes, l->seconds, l->count, last ? "" : ", ");
+}
+
+int zinf_stats_json(const struct zinf_stats *st, FILE *f)
+{
+	fprintf(f,
+		"{\"device\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64 ", \"limit\": %" PRIu64
+		"}, "
+		"\"pinned\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64 ", \"limit\": %" PRIu64
+		"}, "
+		"\"host\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64
+		"}, \"nvme\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64 "}, \"links\": {",
+		st->device_now, st->device_peak, st->device_limit, st->pinned_now, st->pinned_peak,
+		st->pinned_limit, st->host_now, st->host_peak, st->nvme_now, st->nvme_peak);
+	json_link(f, "nvme_to_pinned", &st->nvme_to_pinned, false);
+	json_link(f, "pinned_to_device", &st->pinned_to_device, false);
+	json_link(f, "device_to_pinned", &st->device_to_pinned, false);
+	json_link(f, "pinned_to_nvme", &st->pinned_to_nvme, true);
+	fprintf(f,
+		"}, \"wait_seconds\": %.6f, \"fetches\": %" PRIu64 ", \"hits\": %" PRIu64
+		", \"evictions\": %" PRIu64 ", \"steps\": %" PRIu64 ", \"skipped_steps\": %" PRIu64
+		", \"optimizer_seconds\": %.6f, \"param_elems\": %" PRIu64 "}",
+		st->wait_seconds, st->fetches, st->hits, st->evictions, st->steps,
+		st->skipped_steps, st->optimizer_seconds, st->param_elems);
+	return ferror(f) ? -EIO : 0;
+}
