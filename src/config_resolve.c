@@ -275,8 +275,10 @@ void zinf_config_warn_environment(struct zinf_config *cfg)
 			continue;
 		if (k->type == ZK_BOOL)
 			differs = *(const bool *)f != (k->def != 0);
-		else if (k->type == ZK_COUNT)
+				else if (k->type == ZK_COUNT)
 			differs = *(const uint64_t *)f != (uint64_t)k->def;
+		else if (k->type == ZK_FLOAT)
+			differs = *(const double *)f != k->def;
 		if (differs)
 			zinf_config_warn(cfg,
 					 "%s: not implemented by zinf yet; the value has no effect",

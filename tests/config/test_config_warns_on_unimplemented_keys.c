@@ -58,6 +58,21 @@ int main(void)
 		"aliases set the new keys");
 	T_CHECK(zinf_config_warning_count(cfg) == 9, "%d warnings", zinf_config_warning_count(cfg));
 
+	/* Offload refinements DeepSpeed has and zinf does not implement yet. */
+	T_CHECK_RC(zinf_config_load_string(
+		cfg,
+		"{\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"cpu\","
+		" \"ratio\": 0.5, \"fast_init\": true}, \"offload_param\": {\"device\": \"cpu\","
+		" \"max_in_cpu\": 5}}}",
+		"o.json"));
+	T_CHECK(has_warning(cfg, "zero_optimization.offload_optimizer.ratio: not implemented"),
+		"ratio");
+	T_CHECK(has_warning(cfg, "zero_optimization.offload_optimizer.fast_init: not implemented"),
+		"fast_init");
+	T_CHECK(has_warning(cfg, "zero_optimization.offload_param.max_in_cpu: not implemented"),
+		"max_in_cpu");
+	T_CHECK(zinf_config_warning_count(cfg) == 3, "%d warnings", zinf_config_warning_count(cfg));
+
 	T_CHECK_RC(zinf_config_load_string(
 		cfg, "{\"zero_optimization\": {\"stage\": 2}, \"bf16\": {\"enabled\": true}}",
 		"clean.json"));
