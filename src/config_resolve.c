@@ -275,7 +275,7 @@ void zinf_config_warn_environment(struct zinf_config *cfg)
 			continue;
 		if (k->type == ZK_BOOL)
 			differs = *(const bool *)f != (k->def != 0);
-				else if (k->type == ZK_COUNT)
+		else if (k->type == ZK_COUNT)
 			differs = *(const uint64_t *)f != (uint64_t)k->def;
 		else if (k->type == ZK_FLOAT)
 			differs = *(const double *)f != k->def;
@@ -377,8 +377,9 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 	if (info && info->host_total_bytes) {
 		if (v->zinf.device != ZINF_DEVICE_CUDA && !info->device_free_bytes)
 			resolve_u64(cfg, "zinf.device_memory_limit", info->host_total_bytes / 4);
-				uint64_t quarter = info->host_total_bytes / 4;
-		resolve_u64(cfg, "zinf.pinned_memory_limit", quarter < (16ull << 30) ? quarter : 16ull << 30);
+		uint64_t quarter = info->host_total_bytes / 4;
+		resolve_u64(cfg, "zinf.pinned_memory_limit",
+			    quarter < (16ull << 30) ? quarter : 16ull << 30);
 	}
 	rc = zinf_config_validate(cfg, world);
 	if (rc)

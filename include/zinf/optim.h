@@ -34,7 +34,6 @@ enum zinf_adam_type {
 	ZINF_ADAM = 1,	/* "Adam": L2 weight decay added to the grad (torch.optim.Adam) */
 };
 
-
 /* Instruction set of the update loop. AUTO picks the widest this CPU supports. */
 enum zinf_adam_isa {
 	ZINF_ADAM_ISA_AUTO = 0,
