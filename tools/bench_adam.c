@@ -6,6 +6,11 @@
  * master, m and v read and written (24), the grad read (2 or 4) and the param copy
  * written (0, 2). The two alternate, one run each per round; both report the best of
  * --iters timed runs, as STREAM does, and the median.
+ *
+ * With --nvme DIR: the pipelined NVMe step (state on a drive under DIR) against the
+ * drive's read and write bandwidth, measured in the same run through the same I/O handle
+ * (same engine and settings, same files) with requests of the step's sizes; the step's
+ * time is compared with read_bytes / read_bw + write_bytes / write_bw. Medians.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -20,6 +25,7 @@
 #include "cmd.h"
 #include "zinf/config.h"
 #include "zinf/error.h"
+#include "zinf/io.h"
 #include "zinf/optim.h"
 
 const char bench_adam_usage[] =
@@ -34,7 +40,12 @@ const char bench_adam_usage[] =
 	"  --isa I            auto | scalar | avx2 | avx512 (default auto)\n"
 	"  --iters K          timed repetitions of each (default 10)\n"
 	"  --numa-node K      bind step threads to cores of NUMA node K (default unbound)\n"
-	"  --json             print one JSON object instead of text\n";
+	"  --json             print one JSON object instead of text\n"
+	"  --nvme DIR         time the pipelined NVMe step with its state in DIR instead, against\n"
+	"                     the drive's read and write bandwidth measured in the same run\n"
+	"  --sub-group N      with --nvme: elements per sub-group (default 4194304)\n"
+	"  --io-engine E      with --nvme: auto | io_uring | libaio | psync (default auto)\n"
+	"  --no-pipeline-read, --no-pipeline-write   with --nvme: turn a pipeline off\n";
 
 #define ALIGN_BYTES (2u << 20) /* 2 MiB: lets the kernel back buffers with huge pages */
 
@@ -147,6 +158,11 @@ struct bench_args {
 	struct zinf_adam_opts opts;
 	enum zinf_dtype grad_dtype, param_dtype;
 	bool json;
+	/* --nvme */
+	const char *nvme_dir;
+	uint64_t sub_group;
+	enum zinf_io_engine io_engine;
+	bool pipeline_read, pipeline_write;
 };
 
 static int parse_args(int argc, char **argv, struct bench_args *b)
@@ -161,6 +177,11 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 		{"iters", required_argument, NULL, 'k'},
 		{"numa-node", required_argument, NULL, 'u'},
 		{"json", no_argument, NULL, 'j'},
+		{"nvme", required_argument, NULL, 'd'},
+		{"sub-group", required_argument, NULL, 's'},
+		{"io-engine", required_argument, NULL, 'e'},
+		{"no-pipeline-read", no_argument, NULL, 'R'},
+		{"no-pipeline-write", no_argument, NULL, 'W'},
 		{"help", no_argument, NULL, 'h'},
 		{0, 0, 0, 0},
 	};
@@ -177,6 +198,9 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 	b->param_name = "bf16";
 	b->grad_dtype = ZINF_DTYPE_BF16;
 	b->param_dtype = ZINF_DTYPE_BF16;
+	b->sub_group = 4u << 20;
+	b->pipeline_read = true;
+	b->pipeline_write = true;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -245,6 +269,36 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 			break;
 		case 'j':
 			b->json = true;
+			break;
+		case 'd':
+			if (!optarg[0]) {
+				fprintf(stderr,
+					"zinf bench adam: --nvme '': expected a directory\n");
+				return ZINF_EXIT_USAGE;
+			}
+			b->nvme_dir = optarg;
+			break;
+		case 's':
+			if (zinf_parse_bytes(optarg, &b->sub_group) || b->sub_group == 0) {
+				fprintf(stderr,
+					"zinf bench adam: --sub-group %s: not a positive count\n",
+					optarg);
+				return ZINF_EXIT_USAGE;
+			}
+			break;
+		case 'e':
+			if (zinf_io_parse_engine(optarg, &b->io_engine)) {
+				fprintf(stderr,
+					"zinf bench adam: --io-engine %s: expected auto, io_uring, libaio or psync\n",
+					optarg);
+				return ZINF_EXIT_USAGE;
+			}
+			break;
+		case 'R':
+			b->pipeline_read = false;
+			break;
+		case 'W':
+			b->pipeline_write = false;
 			break;
 		case 'h':
 			fputs(bench_adam_usage, stdout);
@@ -394,6 +448,271 @@ static int bench_rounds(const struct bench_args *b, struct zinf_adam *adam, stru
 	return 0;
 }
 
+/* ---- --nvme: the pipelined NVMe step against the drive ---------------------------- */
+
+/* The drive probe: one extent per sub-group in the same I/O handle (so in the same
+ * files), read and written with one request of the step's size per sub-group, with as
+ * many requests in flight as the step has buffers. */
+struct nvme_probe {
+	struct zinf_io *io;
+	uint64_t n;	   /* sub-groups */
+	uint32_t *extents; /* (n) */
+	uint64_t *bytes;   /* (n) request bytes of each sub-group */
+	unsigned depth;	   /* requests in flight */
+	char *bufs[3];	   /* (depth) buffers of the step's buffer size, aligned */
+	struct zinf_io_req reqs[3];
+};
+
+static void probe_free(struct nvme_probe *p)
+{
+	for (uint64_t i = 0; p->extents && i < p->n; i++) {
+		if (p->extents[i] != UINT32_MAX)
+			zinf_io_extent_free(p->io, p->extents[i]);
+	}
+	for (unsigned k = 0; k < 3; k++)
+		free(p->bufs[k]);
+	free(p->bytes);
+	free(p->extents);
+}
+
+static int probe_init(struct nvme_probe *p, struct zinf_io *io, struct zinf_adam_nvme *h)
+{
+	struct zinf_adam_nvme_info info;
+	uint64_t align = zinf_io_alignment(io) > 4096 ? zinf_io_alignment(io) : 4096;
+
+	zinf_adam_nvme_get_info(h, &info);
+	*p = (struct nvme_probe){.io = io, .n = info.n_sub_groups, .depth = info.n_buffers};
+	p->extents = malloc(p->n * sizeof(*p->extents));
+	p->bytes = malloc(p->n * sizeof(*p->bytes));
+	if (!p->extents || !p->bytes)
+		goto out_nomem;
+	for (uint64_t i = 0; i < p->n; i++)
+		p->extents[i] = UINT32_MAX;
+	for (unsigned k = 0; k < p->depth; k++) {
+		if (posix_memalign((void **)&p->bufs[k], align, info.buffer_bytes))
+			goto out_nomem;
+		memset(p->bufs[k], 0x5a, info.buffer_bytes);
+	}
+	for (uint64_t i = 0; i < p->n; i++) {
+		zinf_adam_nvme_sub_group(h, i, NULL, NULL, &p->bytes[i]);
+		if (zinf_io_extent_alloc(io, info.extent_bytes, &p->extents[i])) {
+			fprintf(stderr, "zinf bench adam: drive probe extent %llu: %s\n",
+				(unsigned long long)i, zinf_io_last_error(io));
+			p->extents[i] = UINT32_MAX;
+			return -1;
+		}
+	}
+	return 0;
+out_nomem:
+	fprintf(stderr, "zinf bench adam: out of memory for the drive probe\n");
+	return -1;
+}
+
+/* One pass over every probe extent in op; returns seconds, or < 0 after printing. */
+static double probe_pass(struct nvme_probe *p, enum zinf_io_op op)
+{
+	struct zinf_io_req *done[3];
+	uint64_t next = 0, finished = 0;
+	unsigned free_mask = (1u << p->depth) - 1;
+	double t0 = now_s();
+
+	while (finished < p->n) {
+		while (free_mask && next < p->n) {
+			unsigned k = (unsigned)__builtin_ctz(free_mask);
+			struct zinf_io_req *r = &p->reqs[k];
+
+			*r = (struct zinf_io_req){.op = op,
+						  .extent = p->extents[next],
+						  .len = p->bytes[next],
+						  .buf = p->bufs[k]};
+			if (zinf_io_submit(p->io, &r, 1)) {
+				fprintf(stderr, "zinf bench adam: drive probe: %s\n",
+					zinf_io_last_error(p->io));
+				zinf_io_drain(p->io);
+				return -1;
+			}
+			free_mask &= ~(1u << k);
+			next++;
+		}
+		int got = zinf_io_wait(p->io, done, 1, 3, -1);
+
+		for (int i = 0; i < got; i++) {
+			if (done[i]->status) {
+				fprintf(stderr, "zinf bench adam: drive probe: %s\n",
+					done[i]->error);
+				zinf_io_drain(p->io);
+				return -1;
+			}
+			free_mask |= 1u << (unsigned)(done[i] - p->reqs);
+			finished++;
+		}
+	}
+	return now_s() - t0;
+}
+
+struct nvme_times {
+	double *step, *update, *read, *write; /* (iters) each */
+};
+
+/* Alternate step, read pass and write pass, one each per round after a warm-up round.
+ * Like the step, which reads what the step before wrote, a read pass reads what the
+ * previous round wrote; the warm-up round's read pass (of never-written, preallocated
+ * blocks, which cost the drive nothing) is not counted. */
+static int nvme_rounds(const struct bench_args *b, struct zinf_adam_nvme *h, struct step *s,
+		       struct nvme_probe *p, struct nvme_times *t)
+{
+	struct zinf_adam_nvme_bufs bufs = {s->shard.grad, s->shard.param_out, b->grad_dtype,
+					   b->param_dtype, NULL};
+
+	for (unsigned k = 0; k <= b->iters; k++) {
+		struct zinf_adam_nvme_result r;
+		double tw, tr;
+
+		if (zinf_adam_nvme_step(h, &bufs, &s->info, &r)) {
+			fprintf(stderr, "zinf bench adam: NVMe step %llu: %s\n",
+				(unsigned long long)s->info.step, zinf_adam_nvme_last_error(h));
+			return -1;
+		}
+		s->info.step++;
+		tr = probe_pass(p, ZINF_IO_READ);
+		tw = tr < 0 ? -1 : probe_pass(p, ZINF_IO_WRITE);
+		if (tw < 0)
+			return -1;
+		if (k > 0) {
+			t->step[k - 1] = r.seconds;
+			t->update[k - 1] = r.update_seconds;
+			t->write[k - 1] = tw;
+			t->read[k - 1] = tr;
+		}
+	}
+	return 0;
+}
+
+static double median_of(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return v[n / 2];
+}
+
+static void nvme_report(const struct bench_args *b, struct zinf_adam *adam, struct zinf_io *io,
+			const struct zinf_adam_nvme_info *info, struct nvme_times *t)
+{
+	double step_best, step_s, update_s, rbw, wbw, bound;
+
+	step_s = median_of(t->step, b->iters);
+	step_best = t->step[0];
+	update_s = median_of(t->update, b->iters);
+	rbw = (double)info->step_read_bytes / median_of(t->read, b->iters);
+	wbw = (double)info->step_write_bytes / median_of(t->write, b->iters);
+	bound = (double)info->step_read_bytes / rbw + (double)info->step_write_bytes / wbw;
+	if (b->json) {
+		printf("{\"bench\": \"adam\", \"mode\": \"nvme\", \"type\": \"%s\", \"isa\": \"%s\", "
+		       "\"elems\": %llu, \"threads\": %u, \"grad_dtype\": \"%s\", "
+		       "\"param_dtype\": \"%s\", \"iters\": %u, \"io_engine\": \"%s\", "
+		       "\"sub_group_size\": %llu, \"n_sub_groups\": %llu, \"pipeline_read\": %s, "
+		       "\"pipeline_write\": %s, \"pinned_buffers\": %u, \"pinned_bytes\": %llu, "
+		       "\"nvme_read_bytes\": %llu, \"nvme_write_bytes\": %llu, "
+		       "\"nvme_step_seconds\": %.6f, \"nvme_step_seconds_best\": %.6f, "
+		       "\"nvme_update_seconds\": %.6f, \"nvme_read_bytes_per_second\": %.4e, "
+		       "\"nvme_write_bytes_per_second\": %.4e, \"nvme_bound_seconds\": %.6f, "
+		       "\"nvme_step_to_bound\": %.4f, \"params_per_second\": %.4e}\n",
+		       b->opts.type == ZINF_ADAMW ? "AdamW" : "Adam", zinf_adam_isa_name(adam),
+		       (unsigned long long)b->elems, b->threads, b->grad_name, b->param_name,
+		       b->iters, zinf_io_engine_name(io), (unsigned long long)info->sub_group_size,
+		       (unsigned long long)info->n_sub_groups, b->pipeline_read ? "true" : "false",
+		       b->pipeline_write ? "true" : "false", info->n_buffers,
+		       (unsigned long long)(info->n_buffers * info->buffer_bytes),
+		       (unsigned long long)info->step_read_bytes,
+		       (unsigned long long)info->step_write_bytes, step_s, step_best, update_s, rbw,
+		       wbw, bound, step_s / bound, (double)b->elems / step_s);
+		return;
+	}
+	printf("adam NVMe step (%s, %s, %u threads, grads %s, param copy %s): %llu elems in %llu "
+	       "sub-groups of %llu, %s, %u pinned buffers of %.1f MiB\n",
+	       b->opts.type == ZINF_ADAMW ? "AdamW" : "Adam", zinf_adam_isa_name(adam), b->threads,
+	       b->grad_name, b->param_name, (unsigned long long)b->elems,
+	       (unsigned long long)info->n_sub_groups, (unsigned long long)info->sub_group_size,
+	       zinf_io_engine_name(io), info->n_buffers, (double)info->buffer_bytes / 1048576.0);
+	printf("  step      %9.1f ms median (best %.1f ms, update %.1f ms): %.2f GB read + %.2f "
+	       "GB written\n",
+	       step_s * 1e3, step_best * 1e3, update_s * 1e3, (double)info->step_read_bytes * 1e-9,
+	       (double)info->step_write_bytes * 1e-9);
+	printf("  drive     read %.2f GB/s, write %.2f GB/s (medians, same files and requests)\n",
+	       rbw * 1e-9, wbw * 1e-9);
+	printf("  bound     %9.1f ms = read / read bandwidth + written / write bandwidth\n",
+	       bound * 1e3);
+	printf("  step / bound: %.3f (%.1f%% of what the drive allows)\n", step_s / bound,
+	       100.0 * bound / step_s);
+}
+
+static int bench_adam_nvme(struct bench_args *b)
+{
+	struct zinf_io_opts io_opts;
+	struct zinf_adam_nvme_opts no;
+	struct zinf_adam_nvme_info info;
+	struct zinf_io *io = NULL;
+	struct zinf_adam *adam = NULL;
+	struct zinf_adam_nvme *h = NULL;
+	struct nvme_probe probe = {0};
+	struct nvme_times t;
+	struct step s;
+	double *times;
+	char err[512];
+	int rc = ZINF_EXIT_FAIL;
+
+	zinf_io_opts_init(&io_opts);
+	io_opts.nvme_paths[0] = b->nvme_dir;
+	io_opts.n_paths = 1;
+	io_opts.engine = b->io_engine;
+	io_opts.run_dir_name = "zinf-bench-adam";
+	if (zinf_io_create(&io_opts, &io, err, sizeof(err))) {
+		fprintf(stderr, "zinf bench adam: --nvme %s: %s\n", b->nvme_dir, err);
+		return ZINF_EXIT_FAIL;
+	}
+	times = calloc(4 * (size_t)b->iters, sizeof(*times));
+	t = (struct nvme_times){times, times + b->iters, times + 2 * b->iters,
+				times + 3 * b->iters};
+	if (!times || step_init(&s, b))
+		goto out_io;
+	if (zinf_adam_create(&adam, &b->opts)) {
+		fprintf(stderr, "zinf bench adam: cannot create the optimizer\n");
+		goto out_step;
+	}
+	zinf_adam_nvme_opts_init(&no);
+	no.adam = adam;
+	no.io = io;
+	no.n_elems = b->elems;
+	no.sub_group_size = b->sub_group;
+	no.pipeline_read = b->pipeline_read;
+	no.pipeline_write = b->pipeline_write;
+	if (zinf_adam_nvme_create(&no, &h, err, sizeof(err))) {
+		fprintf(stderr, "zinf bench adam: %s\n", err);
+		goto out_adam;
+	}
+	if (zinf_adam_nvme_write_state(h, s.shard.master, s.shard.exp_avg, s.shard.exp_avg_sq)) {
+		fprintf(stderr, "zinf bench adam: writing the initial state: %s\n",
+			zinf_adam_nvme_last_error(h));
+		goto out_nvme;
+	}
+	zinf_adam_nvme_get_info(h, &info);
+	if (probe_init(&probe, io, h) || nvme_rounds(b, h, &s, &probe, &t))
+		goto out_probe;
+	nvme_report(b, adam, io, &info, &t);
+	rc = ZINF_EXIT_OK;
+out_probe:
+	probe_free(&probe);
+out_nvme:
+	zinf_adam_nvme_destroy(h);
+out_adam:
+	zinf_adam_destroy(adam);
+out_step:
+	step_free(&s);
+out_io:
+	free(times);
+	zinf_io_destroy(io); /* removes the run directory and its files */
+	return rc;
+}
+
 int bench_adam(int argc, char **argv)
 {
 	struct bench_args b = {0};
@@ -409,6 +728,8 @@ int bench_adam(int argc, char **argv)
 	rc = parse_args(argc, argv, &b);
 	if (rc)
 		return rc < 0 ? ZINF_EXIT_OK : rc;
+	if (b.nvme_dir)
+		return bench_adam_nvme(&b);
 	bytes_per_param = 24 + dtype_bytes(b.grad_dtype) + dtype_bytes(b.param_dtype);
 	rc = zinf_adam_create(&adam, &b.opts);
 	if (rc) {

@@ -102,6 +102,116 @@ struct zinf_adam_step_info {
 int zinf_adam_step(struct zinf_adam *adam, const struct zinf_adam_shard *shard,
 		   const struct zinf_adam_step_info *info);
 
+/* ---- Pipelined NVMe optimizer step (offload_optimizer.device: nvme) ---------------
+ *
+ * The fp32 master, m and v of a shard of n_elems live on NVMe in sub-groups of
+ * sub_group_size elements, one extent per sub-group holding master | m | v (each part
+ * aligned for O_DIRECT), so a sub-group is read and written with one request each way.
+ * A step reads sub-group i into a pinned staging buffer, runs zinf_adam_step on it and
+ * writes it back; the read of i+1 and the write of i-1 overlap the update of i
+ * (pipeline_read / pipeline_write). A sub-group's new state is written to a spare
+ * extent that replaces the old one only once the write has completed, so after any
+ * error every sub-group's state on NVMe is either the old or the new one, never a mix.
+ * See docs/optim.md.
+ *
+ * Threading: one call at a time per handle. The handle uses adam and io (not owned; they
+ * must outlive it); io may carry other traffic at the same time. */
+
+struct zinf_io;
+struct zinf_adam_nvme;
+
+struct zinf_adam_nvme_opts {
+	struct zinf_adam *adam;	 /* the update (its opts, threads, ISA); required */
+	struct zinf_io *io;	 /* where the state lives; required */
+	uint64_t n_elems;	 /* elements in the shard; required */
+	uint64_t sub_group_size; /* zero_optimization.sub_group_size; default 1e9 */
+	bool pipeline_read;	 /* offload_optimizer.pipeline_read; default true */
+	bool pipeline_write;	 /* offload_optimizer.pipeline_write; default true */
+	/* Size of the pinned pool zinf_adam_nvme_create makes for the staging buffers;
+	 * 0 (default): exactly zinf_adam_nvme_pinned_bytes(). */
+	uint64_t pinned_bytes;
+};
+
+/* Fill opts with the defaults above (adam, io, n_elems NULL/0). */
+void zinf_adam_nvme_opts_init(struct zinf_adam_nvme_opts *opts);
+
+/* Pinned bytes the pipeline needs for opts with I/O alignment align (0: 4096): one
+ * buffer per sub-group in flight (3 with both pipelines, 2 with one, 1 with none), each
+ * holding the master, m and v of a full sub-group. 0 for invalid opts. */
+uint64_t zinf_adam_nvme_pinned_bytes(const struct zinf_adam_nvme_opts *opts, uint64_t align);
+
+/* Check opts, allocate the extents (one per sub-group plus one spare per buffer), create
+ * a pinned pool of opts->pinned_bytes and take the staging buffers from it. A pool or a
+ * sub-group that does not fit is refused here, with the numbers. The state is undefined
+ * until zinf_adam_nvme_write_state(). Returns 0 or a negative code; on error *out is NULL
+ * and the one-line reason is copied to err (when not NULL). */
+int zinf_adam_nvme_create(const struct zinf_adam_nvme_opts *opts, struct zinf_adam_nvme **out,
+			  char *err, uint64_t err_len);
+/* Free the extents and buffers. NULL is a no-op. No call may be in progress. */
+void zinf_adam_nvme_destroy(struct zinf_adam_nvme *h);
+/* The last error on h as one line ("" if none). */
+const char *zinf_adam_nvme_last_error(const struct zinf_adam_nvme *h);
+
+/* Write the whole state from caller buffers of n_elems floats: master is required;
+ * exp_avg / exp_avg_sq NULL write zeros (a fresh optimizer). Used to initialise and to
+ * load a checkpoint; the spare extents are written with zeros too, so that no step
+ * writes into preallocated-but-unwritten blocks. On error the state counts as unwritten
+ * (steps are refused). */
+int zinf_adam_nvme_write_state(struct zinf_adam_nvme *h, const float *master, const float *exp_avg,
+			       const float *exp_avg_sq);
+/* Read the whole state into caller buffers of n_elems floats (NULL: skip that part). */
+int zinf_adam_nvme_read_state(struct zinf_adam_nvme *h, float *master, float *exp_avg,
+			      float *exp_avg_sq);
+
+/* The caller's side of one step: host buffers of n_elems elements. */
+struct zinf_adam_nvme_bufs {
+	const void *grad; /* (n_elems) grad_dtype: F32, BF16 or F16 */
+	void *param_out;  /* (n_elems) param_dtype: the new copy, or NULL */
+	enum zinf_dtype grad_dtype;
+	enum zinf_dtype param_dtype; /* BF16, F16, or NONE when param_out is NULL */
+	/* (n_sub_groups) 1 = step this sub-group, 0 = leave it; NULL = all. Redoing a
+	 * failed step for the sub-groups it did not update gives the same bits as a step
+	 * that never failed (the update is element-wise). */
+	const uint8_t *sub_groups;
+};
+
+/* What a step did. updated[i] is 1 when sub-group i's new state is on NVMe, 0 when its
+ * old state still is (the step failed before or while writing it); param_out of a
+ * sub-group with updated[i] == 0 is unspecified. */
+struct zinf_adam_nvme_result {
+	uint64_t n_sub_groups;
+	uint64_t n_updated;
+	const uint8_t *updated;	  /* (n_sub_groups), owned by h, valid until the next call */
+	int64_t failed_sub_group; /* first sub-group whose I/O or update failed, or -1 */
+	uint64_t read_bytes;	  /* state bytes read from NVMe by this step */
+	uint64_t write_bytes;	  /* state bytes written */
+	double seconds;		  /* wall time of the step */
+	double update_seconds;	  /* of which in zinf_adam_step */
+	double wait_seconds;	  /* of which waiting for I/O */
+};
+
+/* One optimizer step over the whole shard. Returns 0, or the first error (I/O status,
+ * or -EINVAL / ZINF_ESTATE for bad input or an unwritten state) with the sub-group and
+ * the extent named in zinf_adam_nvme_last_error(); res (may be NULL) is filled either
+ * way. After a failed step no I/O of it is in flight. */
+int zinf_adam_nvme_step(struct zinf_adam_nvme *h, const struct zinf_adam_nvme_bufs *bufs,
+			const struct zinf_adam_step_info *info, struct zinf_adam_nvme_result *res);
+
+/* Layout, for planners and benchmarks. */
+struct zinf_adam_nvme_info {
+	uint64_t n_elems, sub_group_size, n_sub_groups;
+	uint64_t extent_bytes; /* one extent: master | m | v of a full sub-group, aligned */
+	uint64_t n_extents;    /* n_sub_groups + n_buffers spares */
+	uint64_t buffer_bytes; /* one pinned staging buffer */
+	unsigned n_buffers;
+	uint64_t step_read_bytes, step_write_bytes; /* per step */
+};
+void zinf_adam_nvme_get_info(const struct zinf_adam_nvme *h, struct zinf_adam_nvme_info *out);
+/* Sub-group i: its first element, element count and the bytes of its one read (and one
+ * write) request. Returns 0, or -EINVAL for i out of range. */
+int zinf_adam_nvme_sub_group(const struct zinf_adam_nvme *h, uint64_t i, uint64_t *first_elem,
+			     uint64_t *n_elems, uint64_t *request_bytes);
+
 #ifdef __cplusplus
 }
 #endif

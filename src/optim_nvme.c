@@ -1,0 +1,442 @@
+/*
+ * The pipeline of the NVMe optimizer step (include/zinf/optim.h, "Pipelined NVMe
+ * optimizer step"; layout and create in optim_nvme_setup.c, the handle in optim_nvme.h).
+ *
+ * Staging: n_slots pinned buffers (3 with both pipelines, 2 with one, 1 with none, never
+ * more than there are sub-groups); the k-th sub-group a step covers uses slot
+ * k % n_slots. A slot does one I/O at a time: before a slot is read into, the write of
+ * the sub-group it held is waited for. That gives read(i+1) || update(i) || write(i-1).
+ *
+ * Atomicity: a write never goes to the extent holding a sub-group's state but to a spare
+ * extent; when the write has completed without error, the spare becomes the sub-group's
+ * extent and the old one becomes a spare. A write that fails leaves the old extent in
+ * place. There is one spare per slot: each slot has at most one write in flight or not
+ * yet retired, and a slot's write is retired before the slot is used again.
+ *
+ * Completion: requests carry a callback that only sets the slot's io_done flag under the
+ * handle's lock, so the I/O handle may carry other traffic; everything else (the extent
+ * swap, error messages) happens on the calling thread when it retires the slot.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "optim_nvme.h"
+#include "zinf/error.h"
+#include "zinf/io.h"
+#include "zinf/log.h"
+
+/* ---- small helpers ---------------------------------------------------------------- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t dtype_size(enum zinf_dtype t)
+{
+	return t == ZINF_DTYPE_F32 ? 4 : 2;
+}
+
+/* Record the call's first error (later ones only go to the debug log). */
+static int fail(struct zinf_adam_nvme *h, int rc, int64_t group, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int fail(struct zinf_adam_nvme *h, int rc, int64_t group, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	zinf_logf(ZINF_LOG_DEBUG, "zinf optim nvme: %s", msg);
+	if (h->err)
+		return h->err;
+	h->err = rc;
+	h->err_group = group;
+	snprintf(h->last_error, sizeof(h->last_error), "%s", msg);
+	return rc;
+}
+
+static void call_begin(struct zinf_adam_nvme *h)
+{
+	h->err = 0;
+	h->err_group = -1;
+	h->wait_s = 0;
+	h->read_bytes = 0;
+	h->write_bytes = 0;
+	h->last_error[0] = '\0';
+}
+
+/* ---- slots: one request each ------------------------------------------------------ */
+
+static void slot_io_done(struct zinf_io_req *req)
+{
+	struct nvme_slot *s = req->user;
+	struct zinf_adam_nvme *h = s->h;
+
+	pthread_mutex_lock(&h->lock);
+	s->io_done = true;
+	pthread_cond_broadcast(&h->cond);
+	pthread_mutex_unlock(&h->lock);
+}
+
+static const char *op_name(enum zinf_io_op op)
+{
+	return op == ZINF_IO_READ ? "read" : "write";
+}
+
+/* Start the slot's read of sub-group g, or its write from the slot (g = s->group) to
+ * a spare extent. */
+static int slot_submit(struct zinf_adam_nvme *h, struct nvme_slot *s, enum zinf_io_op op,
+		       uint64_t g)
+{
+	struct zinf_io_req *r = &s->req;
+	uint64_t first, n;
+	int rc;
+
+	nvme_group_range(h, g, &first, &n);
+	if (op == ZINF_IO_WRITE && h->n_spares == 0) /* cannot happen: one spare per slot */
+		return fail(h, ZINF_ESTATE, (int64_t)g,
+			    "sub-group %" PRIu64 ": no spare extent for its write", g);
+	s->group = g;
+	s->extent = op == ZINF_IO_READ ? h->group_extent[g] : h->spares[--h->n_spares];
+	memset(r, 0, sizeof(*r));
+	r->op = op;
+	r->extent = s->extent;
+	r->offset = 0;
+	r->len = 3 * nvme_part_bytes(n, h->align);
+	r->buf = s->buf;
+	r->done = slot_io_done;
+	r->user = s;
+	pthread_mutex_lock(&h->lock);
+	s->io_done = false;
+	pthread_mutex_unlock(&h->lock);
+	s->state = op == ZINF_IO_READ ? NVME_SLOT_READING : NVME_SLOT_WRITING;
+	rc = zinf_io_submit(h->io, &r, 1);
+	if (rc == 0)
+		return 0;
+	if (op == ZINF_IO_WRITE)
+		h->spares[h->n_spares++] = s->extent;
+	s->state = NVME_SLOT_IDLE;
+	return fail(h, rc, (int64_t)g,
+		    "sub-group %" PRIu64 " (elements %" PRIu64 "..%" PRIu64
+		    "): cannot submit the %s of extent %u (%" PRIu64 " bytes): %s",
+		    g, first, first + n - 1, op_name(op), s->extent, r->len, r->error);
+}
+
+/* Wait for the slot's I/O and retire it: a read leaves the slot LOADED; a write makes
+ * its extent the sub-group's state (success) or a spare again (failure). */
+static int slot_retire(struct zinf_adam_nvme *h, struct nvme_slot *s)
+{
+	uint64_t first, n, g = s->group;
+	double t0;
+	int status;
+
+	if (s->state != NVME_SLOT_READING && s->state != NVME_SLOT_WRITING)
+		return 0;
+	t0 = now_s();
+	pthread_mutex_lock(&h->lock);
+	while (!s->io_done)
+		pthread_cond_wait(&h->cond, &h->lock);
+	pthread_mutex_unlock(&h->lock);
+	h->wait_s += now_s() - t0;
+	status = s->req.status;
+	if (status == 0)
+		*(s->req.op == ZINF_IO_READ ? &h->read_bytes : &h->write_bytes) += s->req.len;
+	if (s->state == NVME_SLOT_WRITING) {
+		if (status == 0) {
+			h->spares[h->n_spares++] = h->group_extent[g];
+			h->group_extent[g] = s->extent;
+			h->updated[g] = 1;
+			h->n_updated++;
+		} else {
+			h->spares[h->n_spares++] = s->extent;
+		}
+		s->state = NVME_SLOT_IDLE;
+	} else {
+		s->state = status == 0 ? NVME_SLOT_LOADED : NVME_SLOT_IDLE;
+	}
+	if (status == 0)
+		return 0;
+	nvme_group_range(h, g, &first, &n);
+	return fail(h, status, (int64_t)g,
+		    "sub-group %" PRIu64 " (elements %" PRIu64 "..%" PRIu64
+		    "): %s of extent %u (%" PRIu64 " bytes) failed: %s",
+		    g, first, first + n - 1, op_name(s->req.op), s->extent, s->req.len,
+		    s->req.error[0] ? s->req.error : zinf_strerror(status));
+}
+
+/* Retire every slot: no I/O of this handle is in flight afterwards. Loaded slots whose
+ * data nobody will use are dropped. */
+void zinf_adam_nvme_drain(struct zinf_adam_nvme *h)
+{
+	for (unsigned i = 0; i < h->n_slots; i++) {
+		slot_retire(h, &h->slots[i]);
+		h->slots[i].state = NVME_SLOT_IDLE;
+	}
+}
+
+/* The three parts of sub-group g in slot s. */
+static void slot_parts(const struct zinf_adam_nvme *h, const struct nvme_slot *s, uint64_t n,
+		       float **master, float **m, float **v)
+{
+	uint64_t part = nvme_part_bytes(n, h->align);
+
+	*master = (float *)s->buf;
+	*m = (float *)(s->buf + part);
+	*v = (float *)(s->buf + 2 * part);
+}
+
+/* Make slot s free (its write retired) and read sub-group g into it. */
+static int stage_read(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g)
+{
+	int rc = slot_retire(h, s); /* the write of the sub-group n_slots before */
+
+	if (rc)
+		return rc;
+	return slot_submit(h, s, ZINF_IO_READ, g);
+}
+
+/* ---- the step ----------------------------------------------------------------------- */
+
+/* The first sub-group >= from that the step covers (n when none is left). */
+static uint64_t next_group(const uint8_t *mask, uint64_t n, uint64_t from)
+{
+	while (from < n && mask && !mask[from])
+		from++;
+	return from;
+}
+
+static int update_group(struct zinf_adam_nvme *h, struct nvme_slot *s,
+			const struct zinf_adam_nvme_bufs *bufs,
+			const struct zinf_adam_step_info *info)
+{
+	struct zinf_adam_shard shard;
+	uint64_t first, n, g = s->group;
+	int rc;
+
+	nvme_group_range(h, g, &first, &n);
+	slot_parts(h, s, n, &shard.master, &shard.exp_avg, &shard.exp_avg_sq);
+	shard.grad = (const char *)bufs->grad + first * dtype_size(bufs->grad_dtype);
+	shard.param_out = bufs->param_out
+				  ? (char *)bufs->param_out + first * dtype_size(bufs->param_dtype)
+				  : NULL;
+	shard.grad_dtype = bufs->grad_dtype;
+	shard.param_dtype = bufs->param_dtype;
+	shard.n_elems = n;
+	rc = zinf_adam_step(h->adam, &shard, info);
+	if (rc == 0)
+		return 0;
+	s->state = NVME_SLOT_IDLE;
+	return fail(h, rc, (int64_t)g,
+		    "sub-group %" PRIu64 " (elements %" PRIu64 "..%" PRIu64 "): update: %s", g,
+		    first, first + n - 1, zinf_adam_last_error(h->adam));
+}
+
+static int check_step_input(struct zinf_adam_nvme *h, const struct zinf_adam_nvme_bufs *b,
+			    const struct zinf_adam_step_info *info)
+{
+	if (!b || !info)
+		return fail(h, -EINVAL, -1, "optimizer step: bufs %p, info %p (both required)",
+			    (const void *)b, (const void *)info);
+	if (!b->grad)
+		return fail(h, -EINVAL, -1, "optimizer step: bufs.grad is NULL");
+	if (b->grad_dtype != ZINF_DTYPE_F32 && b->grad_dtype != ZINF_DTYPE_BF16 &&
+	    b->grad_dtype != ZINF_DTYPE_F16)
+		return fail(h, -EINVAL, -1,
+			    "optimizer step: bufs.grad_dtype %d (expected F32, BF16 or F16)",
+			    (int)b->grad_dtype);
+	if (b->param_out ? (b->param_dtype != ZINF_DTYPE_BF16 && b->param_dtype != ZINF_DTYPE_F16)
+			 : b->param_dtype != ZINF_DTYPE_NONE)
+		return fail(h, -EINVAL, -1,
+			    "optimizer step: bufs.param_dtype %d with param_out %p (expected BF16 "
+			    "or F16 with a buffer, NONE without)",
+			    (int)b->param_dtype, b->param_out);
+	if (!h->state_written)
+		return fail(h, ZINF_ESTATE, -1,
+			    "optimizer step: the state on NVMe was never written (call "
+			    "zinf_adam_nvme_write_state first, or again after it failed)");
+	return 0;
+}
+
+int zinf_adam_nvme_step(struct zinf_adam_nvme *h, const struct zinf_adam_nvme_bufs *bufs,
+			const struct zinf_adam_step_info *info, struct zinf_adam_nvme_result *res)
+{
+	double t0 = now_s(), t_update = 0;
+	uint64_t n, g;
+
+	if (res)
+		memset(res, 0, sizeof(*res));
+	if (!h)
+		return -EINVAL;
+	n = h->n_groups;
+	call_begin(h);
+	memset(h->updated, 0, n);
+	h->n_updated = 0;
+	if (check_step_input(h, bufs, info))
+		goto out;
+	/* the k-th sub-group stepped uses slot k % n_slots */
+	g = next_group(bufs->sub_groups, n, 0);
+	if (h->pipeline_read && g < n)
+		stage_read(h, &h->slots[0], g);
+	for (uint64_t k = 0; g < n && !h->err; k++) {
+		struct nvme_slot *s = &h->slots[k % h->n_slots];
+		uint64_t g_next = next_group(bufs->sub_groups, n, g + 1);
+		double tu;
+
+		if (!h->pipeline_read)
+			stage_read(h, s, g);
+		else if (g_next < n) /* waits for the write n_slots - 1 sub-groups back */
+			stage_read(h, &h->slots[(k + 1) % h->n_slots], g_next);
+		if (h->err || slot_retire(h, s))
+			break;
+		tu = now_s();
+		if (update_group(h, s, bufs, info))
+			break;
+		t_update += now_s() - tu;
+		if (slot_submit(h, s, ZINF_IO_WRITE, g))
+			break;
+		if (!h->pipeline_write)
+			slot_retire(h, s);
+		g = g_next;
+	}
+	zinf_adam_nvme_drain(h);
+out:
+	if (res) {
+		res->n_sub_groups = n;
+		res->n_updated = h->n_updated;
+		res->updated = h->updated;
+		res->failed_sub_group = h->err ? h->err_group : -1;
+		res->read_bytes = h->read_bytes;
+		res->write_bytes = h->write_bytes;
+		res->seconds = now_s() - t0;
+		res->update_seconds = t_update;
+		res->wait_seconds = h->wait_s;
+	}
+	return h->err;
+}
+
+/* ---- whole state in and out -------------------------------------------------------- */
+
+/* Fill slot s with sub-group g of the caller's state (NULL m / v: zeros); the padding of
+ * each part is zeroed so the bytes on NVMe never depend on what the buffer held. */
+static void slot_fill(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
+		      const float *master, const float *m, const float *v)
+{
+	const float *src[3] = {master, m, v};
+	uint64_t first, n, part;
+
+	nvme_group_range(h, g, &first, &n);
+	part = nvme_part_bytes(n, h->align);
+	for (int k = 0; k < 3; k++) {
+		char *dst = s->buf + (uint64_t)k * part;
+
+		if (src[k])
+			memcpy(dst, src[k] + first, n * sizeof(float));
+		else
+			memset(dst, 0, n * sizeof(float));
+		memset(dst + n * sizeof(float), 0, part - n * sizeof(float));
+	}
+	s->group = g;
+}
+
+/* Write zeros over every spare extent once, so that no step ever writes into blocks the
+ * file system still holds as preallocated-but-unwritten: converting them costs a journal
+ * update per write in the middle of the pipeline (the first steps ran several times
+ * slower), and it puts an extent-tree change beside the direct reads of other sub-groups
+ * in the same file, a path this design would rather not depend on. */
+static void spares_fill(struct zinf_adam_nvme *h)
+{
+	char *buf = h->slots[0].buf;
+
+	memset(buf, 0, h->extent_bytes);
+	for (unsigned i = 0; i < h->n_spares && !h->err; i++) {
+		int rc = zinf_io_rw(h->io, ZINF_IO_WRITE, h->spares[i], 0, buf, h->extent_bytes);
+
+		if (rc)
+			fail(h, rc, -1,
+			     "write state: zeroing spare extent %u (%" PRIu64 " bytes): %s",
+			     h->spares[i], h->extent_bytes, zinf_io_last_error(h->io));
+	}
+}
+
+int zinf_adam_nvme_write_state(struct zinf_adam_nvme *h, const float *master, const float *exp_avg,
+			       const float *exp_avg_sq)
+{
+	if (!h)
+		return -EINVAL;
+	call_begin(h);
+	if (!master)
+		return fail(h, -EINVAL, -1,
+			    "write state: master is NULL (required; exp_avg and exp_avg_sq may be "
+			    "NULL for zeros)");
+	h->state_written = false;
+	for (uint64_t g = 0; g < h->n_groups && !h->err; g++) {
+		struct nvme_slot *s = &h->slots[g % h->n_slots];
+
+		if (slot_retire(h, s))
+			break;
+		slot_fill(h, s, g, master, exp_avg, exp_avg_sq);
+		slot_submit(h, s, ZINF_IO_WRITE, g);
+	}
+	zinf_adam_nvme_drain(h);
+	if (!h->err)
+		spares_fill(h);
+	h->state_written = h->err == 0;
+	return h->err;
+}
+
+/* Copy the loaded sub-group of slot s out to the caller's buffers. */
+static void slot_copy_out(struct zinf_adam_nvme *h, struct nvme_slot *s, float *master, float *m,
+			  float *v)
+{
+	float *dst[3] = {master, m, v}, *src[3];
+	uint64_t first, n;
+
+	if (s->state != NVME_SLOT_LOADED)
+		return;
+	nvme_group_range(h, s->group, &first, &n);
+	slot_parts(h, s, n, &src[0], &src[1], &src[2]);
+	for (int k = 0; k < 3; k++) {
+		if (dst[k])
+			memcpy(dst[k] + first, src[k], n * sizeof(float));
+	}
+	s->state = NVME_SLOT_IDLE;
+}
+
+int zinf_adam_nvme_read_state(struct zinf_adam_nvme *h, float *master, float *exp_avg,
+			      float *exp_avg_sq)
+{
+	if (!h)
+		return -EINVAL;
+	call_begin(h);
+	if (!h->state_written)
+		return fail(h, ZINF_ESTATE, -1,
+			    "read state: the state on NVMe was never written (call "
+			    "zinf_adam_nvme_write_state first)");
+	for (uint64_t g = 0; g < h->n_groups && !h->err; g++) {
+		struct nvme_slot *s = &h->slots[g % h->n_slots];
+
+		if (slot_retire(h, s))
+			break;
+		slot_copy_out(h, s, master, exp_avg, exp_avg_sq);
+		slot_submit(h, s, ZINF_IO_READ, g);
+	}
+	for (unsigned i = 0; i < h->n_slots; i++) {
+		struct nvme_slot *s = &h->slots[i];
+
+		if (slot_retire(h, s) == 0 && !h->err)
+			slot_copy_out(h, s, master, exp_avg, exp_avg_sq);
+		s->state = NVME_SLOT_IDLE;
+	}
+	return h->err;
+}

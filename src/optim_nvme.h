@@ -1,0 +1,99 @@
+/*
+ * Internals of the pipelined NVMe optimizer step (include/zinf/optim.h, section
+ * "Pipelined NVMe optimizer step"), shared by optim_nvme.c (the pipeline: slots, step,
+ * state in and out) and optim_nvme_setup.c (layout, pinned budget, create, destroy):
+ * the handle, its staging slots, and the create variant that takes its staging buffers
+ * from a pinned pool the engine already owns (and has registered with the I/O engine).
+ */
+#ifndef ZINF_SRC_OPTIM_NVME_H
+#define ZINF_SRC_OPTIM_NVME_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "zinf/io.h"
+#include "zinf/optim.h"
+
+struct zinf_pinned;
+
+/* As zinf_adam_nvme_create, but the staging buffers come from pool (owned by the caller,
+ * which must outlive the handle; opts->pinned_bytes is ignored). A pool whose size cannot
+ * hold the buffers, or that has not enough free space now, is refused with the numbers.
+ * pool NULL: make a pool of its own, as zinf_adam_nvme_create does. */
+int zinf_adam_nvme_create_in_pool(const struct zinf_adam_nvme_opts *opts, struct zinf_pinned *pool,
+				  struct zinf_adam_nvme **out, char *err, uint64_t err_len);
+
+#define NVME_MAX_SLOTS 3
+#define NVME_MIN_ALIGN 4096ull
+#define NVME_MAX_ELEMS (1ull << 56) /* keeps every byte count below 2^64 */
+
+enum nvme_slot_state {
+	NVME_SLOT_IDLE = 0,
+	NVME_SLOT_READING, /* read in flight */
+	NVME_SLOT_LOADED,  /* holds the state of its sub-group, no I/O in flight */
+	NVME_SLOT_WRITING, /* write to the spare extent in flight (or not yet retired) */
+};
+
+struct nvme_slot {
+	struct zinf_adam_nvme *h;
+	char *buf;		/* (extent_bytes) pinned: master | m | v of one sub-group */
+	struct zinf_io_req req; /* the slot's one request */
+	enum nvme_slot_state state;
+	uint64_t group;	 /* sub-group staged here (unless IDLE) */
+	uint32_t extent; /* extent of the request in flight */
+	bool io_done;	 /* set by the completion callback, under h->lock */
+};
+
+struct zinf_adam_nvme {
+	struct zinf_adam *adam; /* not owned */
+	struct zinf_io *io;	/* not owned */
+	struct zinf_pinned *pool;
+	bool own_pool;
+	bool registered; /* own pool registered with io as fixed buffers */
+	uint64_t n_elems, sub_group_size, n_groups;
+	uint64_t align;	       /* I/O alignment of every part */
+	uint64_t extent_bytes; /* 3 parts of a full sub-group */
+	bool pipeline_read, pipeline_write;
+	unsigned n_slots;
+	struct nvme_slot slots[NVME_MAX_SLOTS];
+	uint32_t *group_extent; /* (n_groups) extent holding each sub-group's state */
+	uint32_t *spares;	/* (n_slots) extents holding no state */
+	unsigned n_spares;
+	uint64_t n_alloc; /* extents allocated at create */
+	uint8_t *updated; /* (n_groups) this step's new states */
+	uint64_t n_updated;
+	bool state_written; /* write_state succeeded: steps allowed */
+	/* the call in progress: its first error wins */
+	int err;
+	int64_t err_group;
+	double wait_s;
+	uint64_t read_bytes, write_bytes; /* completed without error */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char last_error[512];
+};
+
+/* Bytes of one part (master, m or v) of a sub-group of n_elems, padded to align. */
+static inline uint64_t nvme_round_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+static inline uint64_t nvme_part_bytes(uint64_t n_elems, uint64_t align)
+{
+	return nvme_round_up(n_elems * sizeof(float), align);
+}
+
+/* Sub-group g: its first element and element count. */
+static inline void nvme_group_range(const struct zinf_adam_nvme *h, uint64_t g, uint64_t *first,
+				    uint64_t *n)
+{
+	*first = g * h->sub_group_size;
+	*n = h->n_elems - *first < h->sub_group_size ? h->n_elems - *first : h->sub_group_size;
+}
+
+/* Wait for every request of h in flight and retire it (optim_nvme.c). */
+void zinf_adam_nvme_drain(struct zinf_adam_nvme *h);
+
+#endif /* ZINF_SRC_OPTIM_NVME_H */
