@@ -1,9 +1,10 @@
 /*
  * The engine (include/zinf/engine.h): the config's tiers brought up and tied together.
- * Parameters live in the shard store; fp32 master weights, Adam moments and gradient
- * accumulators live in host memory, one allocation carved per parameter (the optimizer
- * runs on the CPU, as with DeepSpeed's offload_optimizer cpu). Gradients come from the
- * device one module at a time through a pinned staging buffer.
+ * Parameters live in the shard store; gradient accumulators live in host memory and
+ * the optimizer runs on the CPU. Its fp32 master weights and Adam moments live in host
+ * memory (offload_optimizer none or cpu: one allocation carved per parameter) or on NVMe
+ * (offload_optimizer nvme: engine_nvme.c). Gradients come from the device one module at
+ * a time through a pinned staging buffer.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,75 +16,13 @@
 
 #include "cast.h"
 #include "clip.h"
-#include "config.h"
-#include "device.h"
-#include "loss_scale.h"
-#include "lr_schedule.h"
+#include "engine_internal.h"
 #include "optim.h" /* zinf_f32_to_f16, zinf_f16_to_f32 */
-#include "pinned.h"
-#include "store.h"
 #include "tier_opts.h"
-#include "zinf/engine.h"
 #include "zinf/error.h"
-#include "zinf/io.h"
 #include "zinf/log.h"
-#include "zinf/optim.h"
 
-#define GRAD_ALIGN 256u
-
-struct eparam {
-	uint32_t store_id;
-	uint32_t module;
-	enum zinf_dtype dtype;
-	uint64_t elems;
-	bool decay;
-	float *master;	   /* (elems) fp32, host */
-	float *exp_avg;	   /* (elems) fp32, host */
-	float *exp_avg_sq; /* (elems) fp32, host */
-	float *grad_acc;   /* (elems) fp32, host: sum over the step's micro-batches */
-	uint64_t grad_off; /* bytes into the module's device gradient buffer */
-};
-
-struct emodule {
-	uint32_t store_id;
-	uint32_t first_param, n_params;
-	uint64_t grad_bytes; /* fp32 gradients of all its params, each GRAD_ALIGN aligned */
-	void *grads;	     /* device buffer between zinf_module_grads and _ready */
-};
-
-struct zinf_engine {
-	const struct zinf_config *cfg;
-	struct zinf_device *dev;
-	struct zinf_pinned *pinned;
-	struct zinf_io *io;
-	struct zinf_store *store;
-	struct zinf_stream *d2h;
-	struct zinf_adam *adam_decay, *adam_no_decay;
-	struct zinf_loss_scaler scaler;
-	bool fp16;
-	struct zinf_lr_schedule_opts sched;
-	uint64_t gas; /* gradient_accumulation_steps */
-	double max_norm;
-
-	struct eparam *params;
-	uint32_t n_params, cap_params;
-	struct emodule *modules;
-	uint32_t n_modules, cap_modules;
-	bool finalized;
-
-	float *state; /* one host allocation carved into every eparam's buffers */
-	uint64_t state_bytes;
-	void *staging; /* (staging_bytes) largest param in its dtype, host */
-	uint64_t staging_bytes;
-
-	uint64_t steps, skipped;
-	double optimizer_seconds;
-	char last_error[512];
-};
-
-static int efail(struct zinf_engine *e, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int efail(struct zinf_engine *e, int code, const char *fmt, ...)
+int engine_fail(struct zinf_engine *e, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -229,16 +168,18 @@ int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, 
 			return ZINF_ECONFIG;
 		}
 	}
-	if (v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME) {
+	if (cfg->world_size > 1) {
 		snprintf(
 			err, errlen,
-			"zero_optimization.offload_optimizer.device: nvme is not wired into the engine yet (expected none or cpu)");
+			"world size %d: more than one rank needs the comm layer, not built yet (expected 1)",
+			cfg->world_size);
 		return -ENOTSUP;
 	}
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
 	e->cfg = cfg;
+	e->nvme_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME;
 	e->gas = v->gradient_accumulation_steps ? v->gradient_accumulation_steps : 1;
 	e->max_norm = v->gradient_clipping;
 	rc = create_tiers(e, err, errlen);
@@ -261,6 +202,7 @@ void zinf_engine_destroy(struct zinf_engine *e)
 	for (uint32_t m = 0; m < e->n_modules; m++)
 		if (e->modules[m].grads)
 			zinf_device_free(e->dev, e->modules[m].grads);
+	engine_nvme_destroy(e);
 	zinf_adam_destroy(e->adam_decay);
 	zinf_adam_destroy(e->adam_no_decay);
 	zinf_store_destroy(e->store);
@@ -285,7 +227,7 @@ int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module)
 	int rc;
 
 	if (e->finalized)
-		return efail(e, ZINF_ESTATE, "module %s: added after finalize", name);
+		return engine_fail(e, ZINF_ESTATE, "module %s: added after finalize", name);
 	if (e->n_modules == e->cap_modules) {
 		uint32_t cap = e->cap_modules ? 2 * e->cap_modules : 16;
 		struct emodule *v = realloc(e->modules, cap * sizeof(*v));
@@ -298,7 +240,7 @@ int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module)
 	memset(m, 0, sizeof(*m));
 	rc = zinf_store_module_add(e->store, name, &m->store_id);
 	if (rc)
-		return efail(e, rc, "%s", zinf_store_last_error(e->store));
+		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	m->first_param = e->n_params;
 	*module = e->n_modules++;
 	return 0;
@@ -312,10 +254,10 @@ int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enu
 	int rc;
 
 	if (e->finalized)
-		return efail(e, ZINF_ESTATE, "param %s: added after finalize", name);
+		return engine_fail(e, ZINF_ESTATE, "param %s: added after finalize", name);
 	if (module >= e->n_modules || module != e->n_modules - 1)
-		return efail(e, -EINVAL, "param %s: module %u is not the last module added", name,
-			     module);
+		return engine_fail(e, -EINVAL, "param %s: module %u is not the last module added",
+				   name, module);
 	if (e->n_params == e->cap_params) {
 		uint32_t cap = e->cap_params ? 2 * e->cap_params : 64;
 		struct eparam *v = realloc(e->params, cap * sizeof(*v));
@@ -329,7 +271,7 @@ int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enu
 	memset(p, 0, sizeof(*p));
 	rc = zinf_store_param_add(e->store, m->store_id, name, dtype, ndim, shape, &p->store_id);
 	if (rc)
-		return efail(e, rc, "%s", zinf_store_last_error(e->store));
+		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	p->module = module;
 	p->dtype = dtype;
 	p->elems = 1;
@@ -343,36 +285,75 @@ int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enu
 	return 0;
 }
 
+/* Pinned memory a step can wait for must fit the pool, or the wait would never end: a
+ * module's gradients come back through one buffer, and the store stages whole chunks. */
+static int check_pinned(struct zinf_engine *e)
+{
+	uint64_t pool = zinf_pinned_size(e->pinned), need = 0;
+	const char *what = NULL;
+	char a[32], b[32];
+
+	for (uint32_t m = 0; m < e->n_modules; m++) {
+		if (e->modules[m].grad_bytes > need) {
+			need = e->modules[m].grad_bytes;
+			what = "the gradients of one module";
+		}
+	}
+	if (need > pool)
+		return engine_fail(
+			e, ZINF_EBUDGET,
+			"pinned budget: %s need %s, more than the whole pool of %s (raise zinf.pinned_memory_limit)",
+			what, zinf_format_bytes(need, a, sizeof(a)),
+			zinf_format_bytes(pool, b, sizeof(b)));
+	return 0;
+}
+
 int zinf_engine_finalize(struct zinf_engine *e)
 {
 	uint64_t total = 0, off = 0, largest = 0;
 	int rc;
 
 	if (e->finalized)
-		return efail(e, ZINF_ESTATE, "finalize called twice");
+		return engine_fail(e, ZINF_ESTATE, "finalize called twice");
 	rc = zinf_store_finalize(e->store);
 	if (rc)
-		return efail(e, rc, "%s", zinf_store_last_error(e->store));
+		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	for (uint32_t i = 0; i < e->n_params; i++) {
 		total += e->params[i].elems;
 		if (e->params[i].elems > largest)
 			largest = e->params[i].elems;
 	}
+	e->staging_bytes = largest * 4;
+	e->staging = malloc(e->staging_bytes ? e->staging_bytes : 1);
+	if (!e->staging)
+		return engine_fail(e, -ENOMEM,
+				   "parameter staging: cannot allocate %" PRIu64 " bytes",
+				   e->staging_bytes);
+	rc = check_pinned(e);
+	if (rc)
+		return rc;
+	if (e->nvme_state) {
+		rc = engine_nvme_finalize(e);
+		if (rc)
+			return rc;
+		e->finalized = true;
+		return 0;
+	}
 	/* master, m, v and the gradient accumulator: 16 bytes per parameter, zeroed. */
 	e->state_bytes = total * 16;
 	e->state = calloc(total ? total * 4 : 1, sizeof(float));
-	e->staging_bytes = largest * 4;
-	e->staging = malloc(e->staging_bytes ? e->staging_bytes : 1);
-	if (!e->state || !e->staging)
-		return efail(e, -ENOMEM,
-			     "optimizer state: cannot allocate %" PRIu64 " bytes of host memory",
-			     e->state_bytes);
+	if (!e->state)
+		return engine_fail(e, -ENOMEM,
+				   "optimizer state: cannot allocate %" PRIu64
+				   " bytes of host memory",
+				   e->state_bytes);
 	for (uint32_t i = 0; i < e->n_params; i++) {
 		struct eparam *p = &e->params[i];
 		p->master = e->state + off;
 		p->exp_avg = e->state + total + off;
 		p->exp_avg_sq = e->state + 2 * total + off;
 		p->grad_acc = e->state + 3 * total + off;
+		p->group = -1;
 		off += p->elems;
 	}
 	e->finalized = true;
@@ -384,10 +365,10 @@ int zinf_engine_finalize(struct zinf_engine *e)
 static int check_param(struct zinf_engine *e, uint32_t param)
 {
 	if (!e->finalized)
-		return efail(e, ZINF_ESTATE, "param %u: used before finalize", param);
+		return engine_fail(e, ZINF_ESTATE, "param %u: used before finalize", param);
 	if (param >= e->n_params)
-		return efail(e, -EINVAL, "param %u: no such parameter (%u registered)", param,
-			     e->n_params);
+		return engine_fail(e, -EINVAL, "param %u: no such parameter (%u registered)", param,
+				   e->n_params);
 	return 0;
 }
 
@@ -431,15 +412,27 @@ int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 		return rc;
 	p = &e->params[param];
 	if (!valid_dtype(src_dtype))
-		return efail(e, -EINVAL, "param %u: source dtype %d (expected f32, bf16 or f16)",
-			     param, (int)src_dtype);
-	convert(p->master, ZINF_DTYPE_F32, src, src_dtype, p->elems);
-	convert(e->staging, p->dtype, p->master, ZINF_DTYPE_F32, p->elems);
+		return engine_fail(e, -EINVAL,
+				   "param %u: source dtype %d (expected f32, bf16 or f16)", param,
+				   (int)src_dtype);
+	if (e->nvme_state) {
+		/* The fp32 value goes to the group's pending master (written to NVMe before
+		 * the next step); staging then takes the parameter's own copy. */
+		convert(e->staging, ZINF_DTYPE_F32, src, src_dtype, p->elems);
+		rc = engine_nvme_load(e, p, e->staging);
+		if (rc)
+			return rc;
+		convert(e->staging, p->dtype, e->groups[p->group].master + p->group_off,
+			ZINF_DTYPE_F32, p->elems);
+	} else {
+		convert(p->master, ZINF_DTYPE_F32, src, src_dtype, p->elems);
+		convert(e->staging, p->dtype, p->master, ZINF_DTYPE_F32, p->elems);
+		memset(p->exp_avg, 0, p->elems * 4);
+		memset(p->exp_avg_sq, 0, p->elems * 4);
+	}
 	rc = zinf_store_param_write(e->store, p->store_id, e->staging);
 	if (rc)
-		return efail(e, rc, "%s", zinf_store_last_error(e->store));
-	memset(p->exp_avg, 0, p->elems * 4);
-	memset(p->exp_avg_sq, 0, p->elems * 4);
+		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	return 0;
 }
 
@@ -450,8 +443,15 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 	if (rc)
 		return rc;
 	if (!valid_dtype(dst_dtype))
-		return efail(e, -EINVAL, "param %u: target dtype %d (expected f32, bf16 or f16)",
-			     param, (int)dst_dtype);
+		return engine_fail(e, -EINVAL,
+				   "param %u: target dtype %d (expected f32, bf16 or f16)", param,
+				   (int)dst_dtype);
+	if (e->nvme_state) {
+		rc = engine_nvme_save(e, &e->params[param], e->staging);
+		if (rc)
+			return rc;
+		return convert(dst, dst_dtype, e->staging, ZINF_DTYPE_F32, e->params[param].elems);
+	}
 	return convert(dst, dst_dtype, e->params[param].master, ZINF_DTYPE_F32,
 		       e->params[param].elems);
 }
@@ -466,10 +466,10 @@ uint64_t zinf_param_elems(const struct zinf_engine *e, uint32_t param)
 static int check_module(struct zinf_engine *e, uint32_t module)
 {
 	if (!e->finalized)
-		return efail(e, ZINF_ESTATE, "module %u: used before finalize", module);
+		return engine_fail(e, ZINF_ESTATE, "module %u: used before finalize", module);
 	if (module >= e->n_modules)
-		return efail(e, -EINVAL, "module %u: no such module (%u registered)", module,
-			     e->n_modules);
+		return engine_fail(e, -EINVAL, "module %u: no such module (%u registered)", module,
+				   e->n_modules);
 	return 0;
 }
 
@@ -477,7 +477,7 @@ static int check_module(struct zinf_engine *e, uint32_t module)
 	do {                                                                                       \
 		int rc_ = (call);                                                                  \
 		if (rc_)                                                                           \
-			return efail(e, rc_, "%s", zinf_store_last_error((e)->store));             \
+			return engine_fail(e, rc_, "%s", zinf_store_last_error((e)->store));       \
 	} while (0)
 
 int zinf_module_fetch(struct zinf_engine *e, uint32_t module)
@@ -525,7 +525,8 @@ int zinf_module_grads(struct zinf_engine *e, uint32_t module)
 		return rc;
 	m = &e->modules[module];
 	if (m->grads)
-		return efail(e, ZINF_ESTATE, "module %u: gradient buffers already out", module);
+		return engine_fail(e, ZINF_ESTATE, "module %u: gradient buffers already out",
+				   module);
 	if (!m->grad_bytes)
 		return 0;
 	rc = zinf_device_alloc(e->dev, m->grad_bytes, &m->grads);
@@ -534,8 +535,8 @@ int zinf_module_grads(struct zinf_engine *e, uint32_t module)
 	if (!rc)
 		rc = zinf_stream_synchronize(e->d2h);
 	if (rc)
-		return efail(e, rc, "module %u gradients: %s", module,
-			     zinf_device_last_error(e->dev));
+		return engine_fail(e, rc, "module %u gradients: %s", module,
+				   zinf_device_last_error(e->dev));
 	return 0;
 }
 
@@ -559,18 +560,19 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 		return rc;
 	m = &e->modules[module];
 	if (!m->grads)
-		return m->grad_bytes
-			       ? efail(e, ZINF_ESTATE, "module %u: no gradient buffers out", module)
-			       : 0;
+		return m->grad_bytes ? engine_fail(e, ZINF_ESTATE,
+						   "module %u: no gradient buffers out", module)
+				     : 0;
 	rc = zinf_pinned_alloc(e->pinned, m->grad_bytes, UINT64_MAX, &stage);
 	if (rc)
-		return efail(e, rc, "module %u gradients: pinned staging: %s", module,
-			     zinf_pinned_last_error(e->pinned));
+		return engine_fail(e, rc, "module %u gradients: pinned staging: %s", module,
+				   zinf_pinned_last_error(e->pinned));
 	rc = zinf_device_memcpy_async(e->d2h, stage, m->grads, m->grad_bytes, ZINF_COPY_D2H);
 	if (!rc)
 		rc = zinf_stream_synchronize(e->d2h);
 	if (rc) {
-		efail(e, rc, "module %u gradients: %s", module, zinf_device_last_error(e->dev));
+		engine_fail(e, rc, "module %u gradients: %s", module,
+			    zinf_device_last_error(e->dev));
 		goto out;
 	}
 	for (uint32_t i = 0; i < m->n_params; i++) {
@@ -608,11 +610,11 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 
 	memset(out, 0, sizeof(*out));
 	if (!e->finalized)
-		return efail(e, ZINF_ESTATE, "step before finalize");
+		return engine_fail(e, ZINF_ESTATE, "step before finalize");
 	for (uint32_t m = 0; m < e->n_modules; m++)
 		if (e->modules[m].grads)
-			return efail(e, ZINF_ESTATE,
-				     "step with the gradients of module %u still out", m);
+			return engine_fail(e, ZINF_ESTATE,
+					   "step with the gradients of module %u still out", m);
 	for (uint32_t i = 0; i < e->n_params; i++)
 		sumsq += zinf_grad_sumsq(e->params[i].grad_acc, ZINF_DTYPE_F32, e->params[i].elems);
 	/* The accumulators hold the sum over gas micro-batches: average them. */
@@ -622,7 +624,7 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 	if (e->fp16) {
 		rc = zinf_loss_scaler_update(&e->scaler, clip.overflow);
 		if (rc)
-			return efail(e, rc, "fp16: %s", e->scaler.last_error);
+			return engine_fail(e, rc, "fp16: %s", e->scaler.last_error);
 	}
 	if (clip.overflow) {
 		e->skipped++;
@@ -637,7 +639,7 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 	info.step = e->steps + 1;
 	info.lr = zinf_lr_at(&e->sched, (int64_t)e->steps - 1);
 	info.grad_scale = clip.grad_scale / (float)e->gas;
-	for (uint32_t i = 0; i < e->n_params; i++) {
+	for (uint32_t i = 0; i < e->n_params && !e->nvme_state; i++) {
 		struct eparam *p = &e->params[i];
 		struct zinf_adam_shard sh = {
 			.master = p->master,
@@ -652,12 +654,17 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 		struct zinf_adam *adam = p->decay ? e->adam_decay : e->adam_no_decay;
 		rc = zinf_adam_step(adam, &sh, &info);
 		if (rc)
-			return efail(e, rc, "param %u: %s", i, zinf_adam_last_error(adam));
+			return engine_fail(e, rc, "param %u: %s", i, zinf_adam_last_error(adam));
 		rc = zinf_store_param_write(e->store, p->store_id,
 					    p->dtype == ZINF_DTYPE_F32 ? (void *)p->master
 								       : e->staging);
 		if (rc)
-			return efail(e, rc, "%s", zinf_store_last_error(e->store));
+			return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+	}
+	if (e->nvme_state) {
+		rc = engine_nvme_step(e, &info);
+		if (rc)
+			return rc;
 	}
 	clear_grads(e);
 	e->steps++;
@@ -691,12 +698,19 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
 	out->pinned_limit = st.pinned_limit;
 	out->host_now = st.host_now + e->state_bytes;
 	out->host_peak = st.host_peak + e->state_bytes;
-	out->nvme_now = st.nvme_now;
-	out->nvme_peak = st.nvme_peak;
+	out->nvme_now = st.nvme_now + e->nvme_state_bytes;
+	out->nvme_peak = st.nvme_peak + e->nvme_state_bytes;
 	link_from(&out->nvme_to_pinned, &st.link[ZINF_LINK_NVME_TO_PINNED]);
 	link_from(&out->pinned_to_device, &st.link[ZINF_LINK_PINNED_TO_DEVICE]);
 	link_from(&out->device_to_pinned, &st.link[ZINF_LINK_DEVICE_TO_PINNED]);
 	link_from(&out->pinned_to_nvme, &st.link[ZINF_LINK_PINNED_TO_NVME]);
+	/* The optimizer's own NVMe traffic (state read and written by each step). */
+	out->nvme_to_pinned.bytes += e->nvme_opt_read.bytes;
+	out->nvme_to_pinned.seconds += e->nvme_opt_read.seconds;
+	out->nvme_to_pinned.count += e->nvme_opt_read.count;
+	out->pinned_to_nvme.bytes += e->nvme_opt_write.bytes;
+	out->pinned_to_nvme.seconds += e->nvme_opt_write.seconds;
+	out->pinned_to_nvme.count += e->nvme_opt_write.count;
 	out->wait_seconds = (double)st.wait_ns * 1e-9;
 	out->fetches = st.fetches;
 	out->hits = st.hits;

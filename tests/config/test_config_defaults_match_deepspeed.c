@@ -77,7 +77,9 @@ int main(void)
 	want_bool(cfg, "zero_optimization.contiguous_gradients", true);
 	want_bool(cfg, "zero_optimization.overlap_comm", false);
 	want_bool(cfg, "zero_optimization.offload_param.pin_memory", false);
-	want_bool(cfg, "zero_optimization.offload_optimizer.pipeline_read", false);
+	/* zinf pipelines the NVMe optimizer step by default (DeepSpeed does not). */
+	want_bool(cfg, "zero_optimization.offload_optimizer.pipeline_read", true);
+	want_bool(cfg, "zero_optimization.offload_optimizer.pipeline_write", true);
 	want_bool(cfg, "zero_optimization.stage3_gather_16bit_weights_on_model_save", false);
 	want_bool(cfg, "bf16.enabled", false);
 	want_bool(cfg, "fp16.enabled", false);

@@ -1,5 +1,6 @@
 /* Training through the engine API gives the same parameters, bit for bit, whether they
- * live on the device, in host memory or on NVMe, and (in fp32) matches an independent
+ * live on the device, in host memory or on NVMe, and whether the optimizer state is in
+ * host memory or on NVMe (pipelined step); in fp32 it matches an independent
  * double-precision AdamW with global-norm clipping, gradient accumulation and weight
  * decay on 2-D parameters only. bf16 parameters train through the same paths. */
 #include <math.h>
@@ -50,7 +51,7 @@ static float weight_at(const void *w, enum zinf_dtype dtype, uint64_t i)
 }
 
 /* Train STEPS steps with params of dtype homed per `home`; return all params (fp32). */
-static float *train(const char *home, enum zinf_dtype dtype, const char *dir)
+static float *train(const char *home, const char *opt_home, enum zinf_dtype dtype, const char *dir)
 {
 	char json[1024], err[512];
 	struct zinf_config *cfg;
@@ -65,10 +66,11 @@ static float *train(const char *home, enum zinf_dtype dtype, const char *dir)
 		"{\"train_micro_batch_size_per_gpu\": 1, \"gradient_accumulation_steps\": %d, \"gradient_clipping\": %g,"
 		" \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": %g, \"weight_decay\": %g}},"
 		" \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
-		"  \"offload_optimizer\": {\"device\": \"cpu\"}},"
+		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
+		"  \"sub_group_size\": 5000},"
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"2MiB\", \"pinned_memory_limit\": \"4MiB\","
 		"  \"chunk_size\": \"64KiB\"}}",
-		GAS, CLIP, LR, WD, home, dir);
+		GAS, CLIP, LR, WD, home, dir, opt_home, dir);
 	T_CHECK_RC(zinf_config_create(&cfg));
 	T_CHECK(zinf_config_load_string(cfg, json, "engine.json") == 0, "%s",
 		zinf_config_last_error(cfg));
@@ -199,7 +201,7 @@ int main(void)
 {
 	char dir[] = "/var/tmp/zinf-engine-test-XXXXXX";
 	uint64_t total = 0, o = 0;
-	float *dev, *host, *nvme, *b_dev, *b_nvme;
+	float *dev, *host, *nvme, *b_dev, *b_nvme, *b_all_nvme;
 	double *ref, *ref_b, dev_first_norm;
 
 	zinf_log_set_level(ZINF_LOG_ERROR);
@@ -207,14 +209,18 @@ int main(void)
 	for (int m = 0; m < N_MOD; m++)
 		for (int k = 0; k < 2; k++)
 			total += elems(m, k);
-	dev = train("none", ZINF_DTYPE_F32, dir);
+	dev = train("none", "cpu", ZINF_DTYPE_F32, dir);
 	dev_first_norm = first_norm;
-	host = train("cpu", ZINF_DTYPE_F32, dir);
-	nvme = train("nvme", ZINF_DTYPE_F32, dir);
+	host = train("cpu", "cpu", ZINF_DTYPE_F32, dir);
+	nvme = train("nvme", "cpu", ZINF_DTYPE_F32, dir);
 	T_CHECK(memcmp(dev, host, total * 4) == 0, "device and host homes differ");
 	T_CHECK(memcmp(dev, nvme, total * 4) == 0, "device and nvme homes differ");
-	b_dev = train("none", ZINF_DTYPE_BF16, dir);
-	b_nvme = train("nvme", ZINF_DTYPE_BF16, dir);
+	b_dev = train("none", "cpu", ZINF_DTYPE_BF16, dir);
+	b_nvme = train("nvme", "cpu", ZINF_DTYPE_BF16, dir);
+	/* Parameters and optimizer state both on NVMe: the pipelined step, sub-groups of
+	 * 5000 elements that do not divide any group. */
+	b_all_nvme = train("nvme", "nvme", ZINF_DTYPE_BF16, dir);
+	T_CHECK(memcmp(b_dev, b_all_nvme, total * 4) == 0, "bf16: optimizer state on nvme differs");
 	T_CHECK(memcmp(b_dev, b_nvme, total * 4) == 0, "bf16: device and nvme homes differ");
 	ref = malloc(total * 8);
 	ref_b = malloc(total * 8);
@@ -242,6 +248,7 @@ int main(void)
 	free(nvme);
 	free(b_dev);
 	free(b_nvme);
+	free(b_all_nvme);
 	free(ref);
 	free(ref_b);
 	return T_EXIT_PASS;

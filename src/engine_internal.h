@@ -1,0 +1,109 @@
+/*
+ * Engine internals shared by engine.c (bring-up, registration, per micro-batch calls,
+ * the step with host-resident state, counters) and engine_nvme.c (optimizer state on
+ * NVMe through the pipelined step, offload_optimizer.device: nvme).
+ */
+#ifndef ZINF_SRC_ENGINE_INTERNAL_H
+#define ZINF_SRC_ENGINE_INTERNAL_H
+
+#include "config.h"
+#include "device.h"
+#include "loss_scale.h"
+#include "lr_schedule.h"
+#include "pinned.h"
+#include "store.h"
+#include "zinf/engine.h"
+#include "zinf/io.h"
+#include "zinf/optim.h"
+
+#define ENGINE_MAX_GROUPS 6 /* {decay, no decay} x {f32, bf16, f16} */
+
+/* Parameters whose optimizer state lives on NVMe as one flat shard. */
+struct egroup {
+	bool decay;
+	enum zinf_dtype dtype;
+	uint64_t elems;
+	struct zinf_adam_nvme *nvme;
+	float *grad;	   /* (elems) fp32, host: the members' gradient accumulators */
+	void *param_out;   /* (elems) dtype, host: the new parameter copies of a step */
+	float *master;	   /* (elems) fp32, host: loaded values not yet written, or the
+			      values read back for saving; NULL when neither */
+	float *exp_avg;	   /* (elems) fp32, host: moments kept across a reload of an */
+	float *exp_avg_sq; /* already-written state (NULL: a fresh optimizer) */
+	bool master_dirty; /* master holds loads to write before the next step */
+	bool written;	   /* the NVMe state has been written once */
+};
+
+#define GRAD_ALIGN 256u
+
+struct eparam {
+	uint32_t store_id;
+	uint32_t module;
+	enum zinf_dtype dtype;
+	uint64_t elems;
+	bool decay;
+	float *master;	    /* (elems) fp32, host; NULL when the state is on NVMe */
+	float *exp_avg;	    /* (elems) fp32, host; NULL when the state is on NVMe */
+	float *exp_avg_sq;  /* (elems) fp32, host; NULL when the state is on NVMe */
+	float *grad_acc;    /* (elems) fp32, host: sum over the step's micro-batches */
+	int group;	    /* NVMe state: its optimizer group; -1 otherwise */
+	uint64_t group_off; /* NVMe state: first element in the group */
+	uint64_t grad_off;  /* bytes into the module's device gradient buffer */
+};
+
+struct emodule {
+	uint32_t store_id;
+	uint32_t first_param, n_params;
+	uint64_t grad_bytes; /* fp32 gradients of all its params, each GRAD_ALIGN aligned */
+	void *grads;	     /* device buffer between zinf_module_grads and _ready */
+};
+
+struct zinf_engine {
+	const struct zinf_config *cfg;
+	struct zinf_device *dev;
+	struct zinf_pinned *pinned;
+	struct zinf_io *io;
+	struct zinf_store *store;
+	struct zinf_stream *d2h;
+	struct zinf_adam *adam_decay, *adam_no_decay;
+	struct zinf_loss_scaler scaler;
+	bool fp16;
+	struct zinf_lr_schedule_opts sched;
+	uint64_t gas; /* gradient_accumulation_steps */
+	double max_norm;
+
+	struct eparam *params;
+	uint32_t n_params, cap_params;
+	struct emodule *modules;
+	uint32_t n_modules, cap_modules;
+	bool finalized;
+
+	/* offload_optimizer nvme: parameters grouped by (decay, dtype), one pipelined
+	 * NVMe step each (engine_nvme.c); otherwise all state in host memory. */
+	bool nvme_state;
+	struct egroup groups[ENGINE_MAX_GROUPS];
+	int n_groups;
+	uint64_t nvme_state_bytes;
+	struct zinf_link_stats nvme_opt_read, nvme_opt_write;
+
+	float *state; /* one host allocation carved into every eparam's buffers */
+	uint64_t state_bytes;
+	void *staging; /* (staging_bytes) largest param in its dtype, host */
+	uint64_t staging_bytes;
+
+	uint64_t steps, skipped;
+	double optimizer_seconds;
+	char last_error[512];
+};
+
+int engine_fail(struct zinf_engine *e, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* engine_nvme.c: set up groups and handles at finalize; load, save, flush, step. */
+int engine_nvme_finalize(struct zinf_engine *e);
+int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const float *master);
+int engine_nvme_save(struct zinf_engine *e, struct eparam *p, float *master);
+int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *info);
+void engine_nvme_destroy(struct zinf_engine *e);
+
+#endif /* ZINF_SRC_ENGINE_INTERNAL_H */
