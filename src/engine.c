@@ -18,6 +18,7 @@
 #include "clip.h"
 #include "engine_internal.h"
 #include "optim.h" /* zinf_f32_to_f16, zinf_f16_to_f32 */
+#include "prefetch.h"
 #include "tier_opts.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
@@ -201,7 +202,8 @@ void zinf_engine_destroy(struct zinf_engine *e)
 		return;
 	for (uint32_t m = 0; m < e->n_modules; m++)
 		if (e->modules[m].grads)
-			zinf_device_free(e->dev, e->modules[m].grads);
+			zinf_store_free_scratch(e->store, e->modules[m].grads);
+	zinf_prefetch_destroy(e->prefetch);
 	engine_nvme_destroy(e);
 	zinf_adam_destroy(e->adam_decay);
 	zinf_adam_destroy(e->adam_no_decay);
@@ -285,6 +287,25 @@ int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enu
 	return 0;
 }
 
+static int create_prefetch(struct zinf_engine *e)
+{
+	const struct zinf_config_values *v = &e->cfg->v;
+	struct zinf_prefetch_opts o = {
+		.bucket_elems = v->zero.stage3_prefetch_bucket_size,
+		.max_live_elems = v->zero.stage3_max_live_parameters,
+	};
+	uint64_t *elems = calloc(e->n_modules + 1, sizeof(*elems));
+	int rc;
+
+	if (!elems)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < e->n_params; i++)
+		elems[e->modules[e->params[i].module].store_id] += e->params[i].elems;
+	rc = zinf_prefetch_create(e->store, e->n_modules, elems, &o, &e->prefetch);
+	free(elems);
+	return rc ? engine_fail(e, rc, "prefetch: cannot allocate its trace") : 0;
+}
+
 /* Pinned memory a step can wait for must fit the pool, or the wait would never end: a
  * module's gradients come back through one buffer, and the store stages whole chunks. */
 static int check_pinned(struct zinf_engine *e)
@@ -330,6 +351,8 @@ int zinf_engine_finalize(struct zinf_engine *e)
 				   "parameter staging: cannot allocate %" PRIu64 " bytes",
 				   e->staging_bytes);
 	rc = check_pinned(e);
+	if (!rc)
+		rc = create_prefetch(e);
 	if (rc)
 		return rc;
 	if (e->nvme_state) {
@@ -411,6 +434,8 @@ int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 	if (rc)
 		return rc;
 	p = &e->params[param];
+	if (e->prefetch)
+		zinf_prefetch_drop(e->prefetch);
 	if (!valid_dtype(src_dtype))
 		return engine_fail(e, -EINVAL,
 				   "param %u: source dtype %d (expected f32, bf16 or f16)", param,
@@ -486,6 +511,14 @@ int zinf_module_fetch(struct zinf_engine *e, uint32_t module)
 
 	if (rc)
 		return rc;
+	if (e->prefetch) {
+		bool held;
+		rc = zinf_prefetch_fetch(e->prefetch, e->modules[module].store_id, &held);
+		if (rc)
+			return engine_fail(e, rc, "module %u: prefetch bookkeeping failed", module);
+		if (held)
+			return 0;
+	}
 	STORE_CALL(e, zinf_store_fetch(e->store, e->modules[module].store_id));
 	return 0;
 }
@@ -496,7 +529,12 @@ int zinf_module_wait(struct zinf_engine *e, uint32_t module)
 
 	if (rc)
 		return rc;
-	STORE_CALL(e, zinf_store_wait(e->store, e->modules[module].store_id));
+	rc = zinf_store_wait(e->store, e->modules[module].store_id);
+	/* Modules fetched ahead may hold the space this fetch needs: give them up. */
+	if (rc == ZINF_EBUDGET && e->prefetch && zinf_prefetch_drop(e->prefetch) > 0)
+		rc = zinf_store_wait(e->store, e->modules[module].store_id);
+	if (rc)
+		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	return 0;
 }
 
@@ -513,6 +551,8 @@ int zinf_module_release(struct zinf_engine *e, uint32_t module)
 	if (rc)
 		return rc;
 	STORE_CALL(e, zinf_store_release(e->store, e->modules[module].store_id));
+	if (e->prefetch)
+		zinf_prefetch_release(e->prefetch, e->modules[module].store_id);
 	return 0;
 }
 
@@ -529,7 +569,14 @@ int zinf_module_grads(struct zinf_engine *e, uint32_t module)
 				   module);
 	if (!m->grad_bytes)
 		return 0;
-	rc = zinf_device_alloc(e->dev, m->grad_bytes, &m->grads);
+	/* From the store, which can evict cached modules for it; modules fetched ahead
+	 * give way first if that is not enough. */
+	rc = zinf_store_alloc_scratch(e->store, m->grad_bytes, &m->grads);
+	if (rc == ZINF_EBUDGET && e->prefetch && zinf_prefetch_drop(e->prefetch) > 0)
+		rc = zinf_store_alloc_scratch(e->store, m->grad_bytes, &m->grads);
+	if (rc == ZINF_EBUDGET)
+		return engine_fail(e, rc, "module %u gradients: %s", module,
+				   zinf_store_last_error(e->store));
 	if (!rc)
 		rc = zinf_device_memset_async(e->d2h, m->grads, 0, m->grad_bytes);
 	if (!rc)
@@ -581,7 +628,7 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 		for (uint64_t k = 0; k < p->elems; k++)
 			p->grad_acc[k] += g[k];
 	}
-	zinf_device_free(e->dev, m->grads);
+	zinf_store_free_scratch(e->store, m->grads);
 	m->grads = NULL;
 out:
 	zinf_pinned_free(e->pinned, stage);
@@ -615,6 +662,10 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 		if (e->modules[m].grads)
 			return engine_fail(e, ZINF_ESTATE,
 					   "step with the gradients of module %u still out", m);
+	/* The step ends the prefetcher's window; nothing may stay fetched ahead while the
+	 * parameters are rewritten. */
+	if (e->prefetch)
+		zinf_prefetch_end_step(e->prefetch);
 	for (uint32_t i = 0; i < e->n_params; i++)
 		sumsq += zinf_grad_sumsq(e->params[i].grad_acc, ZINF_DTYPE_F32, e->params[i].elems);
 	/* The accumulators hold the sum over gas micro-batches: average them. */
@@ -715,6 +766,13 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
 	out->fetches = st.fetches;
 	out->hits = st.hits;
 	out->evictions = st.evictions;
+	if (e->prefetch) {
+		struct zinf_prefetch_stats ps;
+		zinf_prefetch_get_stats(e->prefetch, &ps);
+		out->prefetches = ps.issued;
+		out->prefetch_hits = ps.hits;
+		out->trace_divergences = ps.divergences;
+	}
 	out->steps = e->steps;
 	out->skipped_steps = e->skipped;
 	out->optimizer_seconds = e->optimizer_seconds;
@@ -745,9 +803,12 @@ int zinf_stats_json(const struct zinf_stats *st, FILE *f)
 	json_link(f, "pinned_to_nvme", &st->pinned_to_nvme, true);
 	fprintf(f,
 		"}, \"wait_seconds\": %.6f, \"fetches\": %" PRIu64 ", \"hits\": %" PRIu64
-		", \"evictions\": %" PRIu64 ", \"steps\": %" PRIu64 ", \"skipped_steps\": %" PRIu64
+		", \"prefetches\": %" PRIu64 ", \"prefetch_hits\": %" PRIu64
+		", \"trace_divergences\": %" PRIu64 ", \"evictions\": %" PRIu64
+		", \"steps\": %" PRIu64 ", \"skipped_steps\": %" PRIu64
 		", \"optimizer_seconds\": %.6f, \"param_elems\": %" PRIu64 "}",
-		st->wait_seconds, st->fetches, st->hits, st->evictions, st->steps,
-		st->skipped_steps, st->optimizer_seconds, st->param_elems);
+		st->wait_seconds, st->fetches, st->hits, st->prefetches, st->prefetch_hits,
+		st->trace_divergences, st->evictions, st->steps, st->skipped_steps,
+		st->optimizer_seconds, st->param_elems);
 	return ferror(f) ? -EIO : 0;
 }

@@ -81,6 +81,7 @@ struct zinf_engine {
 	/* offload_optimizer nvme: parameters grouped by (decay, dtype), one pipelined
 	 * NVMe step each (engine_nvme.c); otherwise all state in host memory. */
 	bool nvme_state;
+	struct zinf_prefetch *prefetch; /* trace-based prefetch (prefetch.c) */
 	struct egroup groups[ENGINE_MAX_GROUPS];
 	int n_groups;
 	uint64_t nvme_state_bytes;

@@ -131,6 +131,17 @@ void *zinf_store_param_data(struct zinf_store *store, uint32_t param);
 /* Drop the use count taken by fetch; at zero the module stays cached until evicted. */
 int zinf_store_release(struct zinf_store *store, uint32_t module);
 
+/* Tell eviction when a module is needed next (any increasing measure, e.g. a position
+ * in the prefetcher's trace; UINT64_MAX = not again soon; 0 = unknown). Cached modules
+ * needed furthest in the future are evicted first. */
+void zinf_store_set_next_use(struct zinf_store *store, uint32_t module, uint64_t when);
+/* Device memory for someone else's use (gradient buffers) from the same budget,
+ * evicting cached modules to make room. Returns 0 or ZINF_EBUDGET (message set). */
+int zinf_store_alloc_scratch(struct zinf_store *store, uint64_t bytes, void **out);
+int zinf_store_free_scratch(struct zinf_store *store, void *ptr);
+/* Device bytes a module occupies when fetched (after finalize; 0 otherwise). */
+uint64_t zinf_store_module_bytes(struct zinf_store *store, uint32_t module);
+
 /* ---- introspection --------------------------------------------------------------------- */
 
 void zinf_store_get_stats(struct zinf_store *store, struct zinf_store_stats *out);

@@ -46,6 +46,9 @@ static void activate(struct zinf_store *s, struct chunk *ch)
 	s->active = ch;
 }
 
+/* The victim is the cached module needed furthest in the future (Belady), when the
+ * prefetcher has said (zinf_store_set_next_use); among equals, the least recently
+ * released. */
 static bool evict_one(struct zinf_store *s, const struct module *keep)
 {
 	struct module *victim = NULL;
@@ -56,7 +59,8 @@ static bool evict_one(struct zinf_store *s, const struct module *keep)
 		struct module *mod = &s->modules[m];
 		if (mod == keep || mod->state != MOD_READY || mod->refs || mod->sync_busy)
 			continue;
-		if (!victim || mod->last_use < victim->last_use)
+		if (!victim || mod->next_use > victim->next_use ||
+		    (mod->next_use == victim->next_use && mod->last_use < victim->last_use))
 			victim = mod;
 	}
 	if (!victim)
@@ -438,6 +442,24 @@ void *zinf_store_param_data(struct zinf_store *s, uint32_t param)
 	return p;
 }
 
+/* Take a module that waits for device space out of the line. */
+static void unqueue(struct zinf_store *s, struct module *mod)
+{
+	struct module **pp = &s->waiting_head, *prev = NULL;
+
+	while (*pp && *pp != mod) {
+		prev = *pp;
+		pp = &(*pp)->next_waiting;
+	}
+	if (!*pp)
+		return;
+	*pp = mod->next_waiting;
+	if (s->waiting_tail == mod)
+		s->waiting_tail = prev;
+	mod->next_waiting = NULL;
+	mod->state = MOD_HOME;
+}
+
 int zinf_store_release(struct zinf_store *s, uint32_t module)
 {
 	struct module *mod;
@@ -457,8 +479,70 @@ int zinf_store_release(struct zinf_store *s, uint32_t module)
 	mod->last_use = ++s->tick;
 	if (mod->state == MOD_FAILED)
 		settle_failed(s, mod);
-	kick(s); /* a waiting module may fit now */
+	if (!mod->refs && mod->state == MOD_WAITING_SPACE)
+		unqueue(s, mod); /* nobody wants it any more: do not load it */
+	kick(s);		 /* a waiting module may fit now */
 out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void zinf_store_set_next_use(struct zinf_store *s, uint32_t module, uint64_t when)
+{
+	pthread_mutex_lock(&s->lock);
+	if (module < s->n_modules)
+		s->modules[module].next_use = when;
+	pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t zinf_store_module_bytes(struct zinf_store *s, uint32_t module)
+{
+	uint64_t b = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->finalized && module < s->n_modules)
+		b = s->modules[module].dev_bytes;
+	pthread_mutex_unlock(&s->lock);
+	return b;
+}
+
+int zinf_store_alloc_scratch(struct zinf_store *s, uint64_t bytes, void **out)
+{
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	/* Under the store's lock the mover cannot place a module into the room made here.
+	 * An unheld module still loading becomes evictable when it is ready: wait for it. */
+	for (;;) {
+		struct timespec ts;
+		rc = zinf_device_alloc(s->o.device, bytes, out);
+		if (rc != ZINF_EBUDGET)
+			break;
+		if (evict_one(s, NULL))
+			continue;
+		if (!space_can_come(s, NULL))
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 1000000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->ready, &s->lock, &ts);
+	}
+	if (rc)
+		store_fail(s, rc, "%s", zinf_device_last_error(s->o.device));
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int zinf_store_free_scratch(struct zinf_store *s, void *ptr)
+{
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	rc = zinf_device_free(s->o.device, ptr);
+	kick(s); /* a waiting module may fit now */
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }

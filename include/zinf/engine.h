@@ -127,6 +127,9 @@ struct zinf_stats {
 	struct zinf_link_stats nvme_to_pinned, pinned_to_device, device_to_pinned, pinned_to_nvme;
 	double wait_seconds; /* compute waited for data */
 	uint64_t fetches, hits, evictions;
+	uint64_t prefetches;	    /* modules fetched ahead along the recorded trace */
+	uint64_t prefetch_hits;	    /* model fetches a prefetch had already started */
+	uint64_t trace_divergences; /* steps whose fetch order left the trace */
 	uint64_t steps, skipped_steps;
 	double optimizer_seconds;
 	uint64_t param_elems;
