@@ -20,6 +20,7 @@
 #include "optim.h" /* zinf_f32_to_f16, zinf_f16_to_f32 */
 #include "prefetch.h"
 #include "tier_opts.h"
+#include "timeline.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
 
@@ -146,6 +147,14 @@ static int create_tiers(struct zinf_engine *e, char *err, size_t errlen)
 	sopts.device = e->dev;
 	sopts.pinned = e->pinned;
 	sopts.io = e->io;
+	if (e->cfg->v.zinf.trace) {
+		rc = zinf_timeline_create(&e->timeline);
+		if (rc) {
+			snprintf(err, errlen, "zinf.trace: cannot allocate the timeline");
+			return rc;
+		}
+	}
+	sopts.timeline = e->timeline;
 	rc = zinf_store_create(&sopts, &e->store, err, errlen);
 	if (!rc)
 		rc = zinf_stream_create(e->dev, &e->d2h);
@@ -200,9 +209,11 @@ void zinf_engine_destroy(struct zinf_engine *e)
 {
 	if (!e)
 		return;
-	for (uint32_t m = 0; m < e->n_modules; m++)
+	for (uint32_t m = 0; m < e->n_modules; m++) {
 		if (e->modules[m].grads)
 			zinf_store_free_scratch(e->store, e->modules[m].grads);
+		free(e->modules[m].name);
+	}
 	zinf_prefetch_destroy(e->prefetch);
 	engine_nvme_destroy(e);
 	zinf_adam_destroy(e->adam_decay);
@@ -214,6 +225,13 @@ void zinf_engine_destroy(struct zinf_engine *e)
 	zinf_io_destroy(e->io);
 	zinf_pinned_destroy(e->pinned);
 	zinf_device_destroy(e->dev);
+	if (e->timeline) {
+		int rc = zinf_timeline_write(e->timeline, e->cfg->v.zinf.trace);
+		if (rc)
+			zinf_logf(ZINF_LOG_ERROR, "zinf.trace: cannot write %s: %s",
+				  e->cfg->v.zinf.trace, zinf_strerror(rc));
+		zinf_timeline_destroy(e->timeline);
+	}
 	free(e->state);
 	free(e->staging);
 	free(e->params);
@@ -244,6 +262,9 @@ int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module)
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	m->first_param = e->n_params;
+	m->name = strdup(name);
+	if (!m->name)
+		return -ENOMEM;
 	*module = e->n_modules++;
 	return 0;
 }
@@ -529,12 +550,17 @@ int zinf_module_wait(struct zinf_engine *e, uint32_t module)
 
 	if (rc)
 		return rc;
+	uint64_t t0 = zinf_timeline_now_ns();
 	rc = zinf_store_wait(e->store, e->modules[module].store_id);
 	/* Modules fetched ahead may hold the space this fetch needs: give them up. */
 	if (rc == ZINF_EBUDGET && e->prefetch && zinf_prefetch_drop(e->prefetch) > 0)
 		rc = zinf_store_wait(e->store, e->modules[module].store_id);
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+	e->modules[module].t_ready = zinf_timeline_now_ns();
+	if (e->modules[module].t_ready - t0 > 20000) /* waits under 20 us are noise */
+		zinf_timeline_add(e->timeline, ZINF_TRACK_WAIT, e->modules[module].name, t0,
+				  e->modules[module].t_ready);
 	return 0;
 }
 
@@ -551,6 +577,11 @@ int zinf_module_release(struct zinf_engine *e, uint32_t module)
 	if (rc)
 		return rc;
 	STORE_CALL(e, zinf_store_release(e->store, e->modules[module].store_id));
+	if (e->modules[module].t_ready) {
+		zinf_timeline_add(e->timeline, ZINF_TRACK_COMPUTE, e->modules[module].name,
+				  e->modules[module].t_ready, zinf_timeline_now_ns());
+		e->modules[module].t_ready = 0;
+	}
 	if (e->prefetch)
 		zinf_prefetch_release(e->prefetch, e->modules[module].store_id);
 	return 0;
@@ -601,6 +632,7 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 {
 	struct emodule *m;
 	void *stage = NULL;
+	uint64_t t0;
 	int rc = check_module(e, module);
 
 	if (rc)
@@ -614,9 +646,11 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 	if (rc)
 		return engine_fail(e, rc, "module %u gradients: pinned staging: %s", module,
 				   zinf_pinned_last_error(e->pinned));
+	t0 = zinf_timeline_now_ns();
 	rc = zinf_device_memcpy_async(e->d2h, stage, m->grads, m->grad_bytes, ZINF_COPY_D2H);
 	if (!rc)
 		rc = zinf_stream_synchronize(e->d2h);
+	zinf_timeline_add(e->timeline, ZINF_TRACK_D2H, m->name, t0, zinf_timeline_now_ns());
 	if (rc) {
 		engine_fail(e, rc, "module %u gradients: %s", module,
 			    zinf_device_last_error(e->dev));
@@ -723,6 +757,8 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 	out->lr = info.lr;
 	out->seconds = seconds_now() - t0;
 	e->optimizer_seconds += out->seconds;
+	zinf_timeline_add(e->timeline, ZINF_TRACK_OPTIMIZER, "step", (uint64_t)(t0 * 1e9),
+			  (uint64_t)(seconds_now() * 1e9));
 	return 0;
 }
 

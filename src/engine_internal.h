@@ -52,6 +52,8 @@ struct eparam {
 };
 
 struct emodule {
+	char *name;	  /* for the timeline */
+	uint64_t t_ready; /* when the model last got it (start of its compute span) */
 	uint32_t store_id;
 	uint32_t first_param, n_params;
 	uint64_t grad_bytes; /* fp32 gradients of all its params, each GRAD_ALIGN aligned */
@@ -82,6 +84,7 @@ struct zinf_engine {
 	 * NVMe step each (engine_nvme.c); otherwise all state in host memory. */
 	bool nvme_state;
 	struct zinf_prefetch *prefetch; /* trace-based prefetch (prefetch.c) */
+	struct zinf_timeline *timeline; /* zinf.trace: written at destroy (timeline.c) */
 	struct egroup groups[ENGINE_MAX_GROUPS];
 	int n_groups;
 	uint64_t nvme_state_bytes;

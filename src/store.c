@@ -14,6 +14,7 @@
 #include "device.h"
 #include "pinned.h"
 #include "store_internal.h"
+#include "timeline.h"
 #include "zinf/config.h" /* zinf_format_bytes */
 #include "zinf/error.h"
 #include "zinf/io.h"
@@ -538,6 +539,7 @@ static int chunk_rw(struct zinf_store *s, struct chunk *ch, uint64_t off, void *
 		goto out;
 	}
 	count_link(s, ZINF_LINK_PINNED_TO_NVME, ch->io_len, t0);
+	zinf_timeline_add(s->o.timeline, ZINF_TRACK_NVME_WRITE, mod->name, t0, store_now_ns());
 	ch->written = true;
 out:
 	zinf_pinned_free(s->o.pinned, stage);

@@ -60,12 +60,13 @@ enum zinf_link {
 };
 
 struct zinf_store_opts {
-	struct zinf_device *device; /* required */
-	struct zinf_pinned *pinned; /* required when param_home is nvme */
-	struct zinf_io *io;	    /* required when param_home is nvme */
-	enum zinf_tier param_home;  /* default DEVICE */
-	uint64_t chunk_size;	    /* bytes, a multiple of 4096; default 32 MiB */
-	int world_size;		    /* must be 1 for now */
+	struct zinf_device *device;	/* required */
+	struct zinf_pinned *pinned;	/* required when param_home is nvme */
+	struct zinf_io *io;		/* required when param_home is nvme */
+	enum zinf_tier param_home;	/* default DEVICE */
+	uint64_t chunk_size;		/* bytes, a multiple of 4096; default 32 MiB */
+	int world_size;			/* must be 1 for now */
+	struct zinf_timeline *timeline; /* optional: NVMe reads, H2D copies (timeline.h) */
 };
 
 struct zinf_store_link_stats {

@@ -52,6 +52,7 @@ struct chunk {
 	struct zinf_io_req req;
 	int io_done; /* set by the I/O callback */
 	uint64_t t_submit;
+	uint64_t t_copy; /* when its copy to the device was queued */
 	struct zinf_event *ev;
 	struct chunk *next_active; /* on the mover's list while QUEUED..COPYING */
 };

@@ -15,6 +15,7 @@
 #include "device.h"
 #include "pinned.h"
 #include "store_internal.h"
+#include "timeline.h"
 #include "zinf/config.h" /* zinf_format_bytes */
 #include "zinf/error.h"
 #include "zinf/io.h"
@@ -149,6 +150,7 @@ static void start_copy(struct zinf_store *s, struct chunk *ch, const void *src)
 		module_failed(s, mod, rc); /* the event then reads complete: the chunk settles */
 	}
 	ch->state = CHUNK_COPYING;
+	ch->t_copy = store_now_ns();
 }
 
 /* Advance one chunk; returns true when it left the active list. */
@@ -202,6 +204,8 @@ static bool advance(struct zinf_store *s, struct chunk *ch)
 		if (!__atomic_load_n(&ch->io_done, __ATOMIC_ACQUIRE))
 			return false;
 		s->link[ZINF_LINK_NVME_TO_PINNED].ns += store_now_ns() - ch->t_submit;
+		zinf_timeline_add(s->o.timeline, ZINF_TRACK_NVME_READ, mod->name, ch->t_submit,
+				  store_now_ns());
 		if (ch->req.status) {
 			store_fail(s, ch->req.status, "module %s: %s", mod->name, ch->req.error);
 			module_failed(s, mod, ch->req.status);
@@ -220,6 +224,9 @@ static bool advance(struct zinf_store *s, struct chunk *ch)
 	case CHUNK_COPYING:
 		if (zinf_event_query(ch->ev) == -EAGAIN)
 			return false;
+		/* ends when the mover sees it: within MOVER_POLL_NS of the real end */
+		zinf_timeline_add(s->o.timeline, ZINF_TRACK_H2D, mod->name, ch->t_copy,
+				  store_now_ns());
 		if (ch->staging) {
 			zinf_pinned_free(s->o.pinned, ch->staging);
 			ch->staging = NULL;
