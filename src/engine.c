@@ -308,6 +308,24 @@ int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enu
 	return 0;
 }
 
+/* Modules whose parameters add up to no more than stage3_param_persistence_threshold
+ * elements stay on the device once fetched, as DeepSpeed keeps small parameters; at most a
+ * quarter of the device budget goes to them, so they can never starve a fetch. */
+static void mark_persistent(struct zinf_engine *e, const uint64_t *elems)
+{
+	uint64_t threshold = e->cfg->v.zero.stage3_param_persistence_threshold, used = 0;
+	struct zinf_device_stats ds;
+
+	zinf_device_get_stats(e->dev, &ds);
+	for (uint32_t m = 0; m < e->n_modules; m++) {
+		uint64_t bytes = zinf_store_module_bytes(e->store, m);
+		if (!elems[m] || elems[m] > threshold || used + bytes > ds.limit / 4)
+			continue;
+		zinf_store_set_persistent(e->store, m, true);
+		used += bytes;
+	}
+}
+
 static int create_prefetch(struct zinf_engine *e)
 {
 	const struct zinf_config_values *v = &e->cfg->v;
@@ -322,6 +340,7 @@ static int create_prefetch(struct zinf_engine *e)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < e->n_params; i++)
 		elems[e->modules[e->params[i].module].store_id] += e->params[i].elems;
+	mark_persistent(e, elems);
 	rc = zinf_prefetch_create(e->store, e->n_modules, elems, &o, &e->prefetch);
 	free(elems);
 	return rc ? engine_fail(e, rc, "prefetch: cannot allocate its trace") : 0;

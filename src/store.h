@@ -136,6 +136,9 @@ int zinf_store_release(struct zinf_store *store, uint32_t module);
  * in the prefetcher's trace; UINT64_MAX = not again soon; 0 = unknown). Cached modules
  * needed furthest in the future are evicted first. */
 void zinf_store_set_next_use(struct zinf_store *store, uint32_t module, uint64_t when);
+/* Keep a module on the device once fetched: eviction skips it (a rewrite of its
+ * parameters still drops the stale copy). For small, often used modules. */
+void zinf_store_set_persistent(struct zinf_store *store, uint32_t module, bool persistent);
 /* Device memory for someone else's use (gradient buffers) from the same budget,
  * evicting cached modules to make room. Returns 0 or ZINF_EBUDGET (message set). */
 int zinf_store_alloc_scratch(struct zinf_store *store, uint64_t bytes, void **out);

@@ -74,6 +74,7 @@ struct module {
 	uint32_t active;   /* chunks on the mover's list (QUEUED..COPYING) */
 	uint64_t last_use; /* LRU tick of the last release */
 	uint64_t next_use; /* when it is needed next (zinf_store_set_next_use); 0 = unknown */
+	bool persistent;   /* never evicted (stage3_param_persistence_threshold) */
 	struct module *next_waiting;
 };
 

@@ -58,7 +58,8 @@ static bool evict_one(struct zinf_store *s, const struct module *keep)
 		return false; /* homes are not caches */
 	for (uint32_t m = 0; m < s->n_modules; m++) {
 		struct module *mod = &s->modules[m];
-		if (mod == keep || mod->state != MOD_READY || mod->refs || mod->sync_busy)
+		if (mod == keep || mod->state != MOD_READY || mod->refs || mod->sync_busy ||
+		    mod->persistent)
 			continue;
 		if (!victim || mod->next_use > victim->next_use ||
 		    (mod->next_use == victim->next_use && mod->last_use < victim->last_use))
@@ -552,4 +553,13 @@ int zinf_store_free_scratch(struct zinf_store *s, void *ptr)
 	kick(s); /* a waiting module may fit now */
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+void zinf_store_set_persistent(struct zinf_store *s, uint32_t module, bool persistent)
+{
+	pthread_mutex_lock(&s->lock);
+	if (module < s->n_modules)
+		s->modules[module].persistent = persistent;
+	kick(s);
+	pthread_mutex_unlock(&s->lock);
 }
