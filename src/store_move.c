@@ -354,12 +354,15 @@ out:
 }
 
 /* Whether device space can still come without a release by the caller: a cached
- * module to evict, or an unheld module still loading (or failing) that will become one. */
+ * module to evict, or an unheld module still loading (or failing) that will become one.
+ * Persistent modules are never evicted, so they count only while failing. */
 static bool space_can_come(struct zinf_store *s, const struct module *mod)
 {
 	for (uint32_t m = 0; m < s->n_modules; m++) {
 		const struct module *o = &s->modules[m];
 		if (o == mod || o->refs || o->sync_busy)
+			continue;
+		if (o->persistent && o->state != MOD_FAILED)
 			continue;
 		if (o->state == MOD_READY || o->active)
 			return true;

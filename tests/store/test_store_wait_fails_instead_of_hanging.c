@@ -51,6 +51,28 @@ int main(void)
 	T_CHECK(zinf_store_param_write(t.store, p[1], buf) == -EBUSY, "write to a module in use");
 	T_CHECK_RC(zinf_store_release(t.store, m[1]));
 	T_CHECK_RC(zinf_store_release(t.store, m[2]));
+
+	/* Persistent modules are never evicted: with blocks 1 and 2 cached and persistent,
+	 * block 0 cannot get room, and both a fetch and a scratch buffer say so at once. */
+	zinf_store_set_persistent(t.store, m[1], true);
+	zinf_store_set_persistent(t.store, m[2], true);
+	T_CHECK_RC(zinf_store_fetch(t.store, m[0]));
+	T_CHECK(zinf_store_wait(t.store, m[0]) == ZINF_EBUDGET,
+		"waited for room persistent modules hold");
+	T_CHECK_RC(zinf_store_release(t.store, m[0]));
+	{
+		void *scratch = NULL;
+		T_CHECK(zinf_store_alloc_scratch(t.store, 2u << 20, &scratch) == ZINF_EBUDGET &&
+				!scratch,
+			"scratch buffer out of room persistent modules hold");
+	}
+	zinf_store_set_persistent(t.store, m[1], false);
+	{
+		void *scratch = NULL;
+		T_CHECK(zinf_store_alloc_scratch(t.store, 2u << 20, &scratch) == 0, "%s",
+			zinf_store_last_error(t.store));
+		T_CHECK_RC(zinf_store_free_scratch(t.store, scratch));
+	}
 	t_tiers_down(&t);
 	free(buf);
 	return T_EXIT_PASS;
