@@ -17,6 +17,8 @@ struct command {
 };
 
 static const struct command commands[] = {
+	{"train", cmd_train, "train a Llama-family model through the offload engine",
+	 cmd_train_usage},
 	{"check", cmd_check, "validate a DeepSpeed-style config and print it resolved",
 	 cmd_check_usage},
 	{"bench", cmd_bench, "benchmark the offload path (io, ...)", cmd_bench_usage},

@@ -1,0 +1,121 @@
+/*
+ * zinf train: fine-tune (or train from a seeded random init) a Llama-family model through
+ * the engine, one rank, on the host device backend. The trainer behind `zinf train`,
+ * usable from C: fill a struct zinf_train_opts and call zinf_train_run().
+ *
+ * Setup checks every input before anything is trained or written (the model, the
+ * config, the data, the sequence length against the model) and fails with one line
+ * naming what and where. The loop per optimizer step runs gradient_accumulation_steps
+ * micro-batches of train_micro_batch_size_per_gpu rows (both from the config), module by
+ * module through the engine (fetch, wait, compute, release; backward in reverse with
+ * gradients accumulated into the engine's buffers), then zinf_step(). docs/train.md
+ * describes every option, the log-json fields and the demo.
+ *
+ * The library prints nothing to stdout: progress goes to the caller's on_step callback,
+ * per-step records to log_json_path. Threading: one call runs on the calling thread
+ * (the engine and the model use their own threads internally).
+ *
+ * This header is implemented by the zinf_model library (link it beside zinf).
+ */
+#ifndef ZINF_TRAIN_H
+#define ZINF_TRAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zinf/dtype.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What one optimizer step did: the fields of one log-json line. */
+struct zinf_train_step {
+	uint64_t step;	/* 1-based */
+	uint64_t steps; /* of the run */
+	double loss;	/* mean over the step's tokens, before the step's update */
+	double lr;	/* the rate the step used */
+	double grad_norm;
+	uint64_t tokens; /* tokens of this step (B x T x accumulation steps) */
+	double step_seconds, fwd_bwd_seconds, optimizer_seconds, wait_seconds;
+	double tokens_per_second;
+	double elapsed_seconds;			       /* since the first step started */
+	uint64_t peak_device_bytes, peak_pinned_bytes; /* peaks of the run so far */
+	uint64_t device_limit_bytes, pinned_limit_bytes;
+	/* bytes moved during this step per link */
+	uint64_t nvme_read_bytes, nvme_write_bytes, h2d_bytes, d2h_bytes;
+	bool skipped;	  /* fp16 overflow: no update */
+	bool has_eval;	  /* eval_loss was computed after this step */
+	double eval_loss; /* mean loss on the eval data */
+};
+
+/* Called after each step (and, with step 0, after the evaluation before the first
+ * step). Runs on the calling thread of zinf_train_run. */
+typedef void (*zinf_train_step_fn)(const struct zinf_train_step *s, void *user);
+
+struct zinf_train_opts {
+	/* Model: exactly one of model_dir (a Hugging Face checkpoint directory: config.json
+	 * + model.safetensors or model.safetensors.index.json and its shards) and
+	 * init_config (a Hugging Face-style config.json: seeded random init). */
+	const char *model_dir;
+	const char *init_config;
+	/* DeepSpeed-style config (required), and "KEY=VALUE" overrides applied after it. */
+	const char *config_path;
+	const char *const *config_sets;
+	int n_config_sets;
+	/* Data: an llm.c token file, or bytes of any file with data_text. */
+	const char *data_path;
+	bool data_text;
+	uint64_t seq_len; /* T, required */
+	uint64_t steps;	  /* optimizer steps, required */
+	uint64_t seed;	  /* random init and shuffling; default 1337 */
+	bool shuffle;	  /* seeded window order (docs/formats.md) */
+	bool activation_checkpointing;
+	/* Evaluation: eval_batches micro-batches of eval_data_path (same format as the
+	 * data), in order from its start, before step 1 and after every eval_every steps
+	 * and the last (eval_every 0: before step 1 and after the last only). */
+	const char *eval_data_path;
+	uint64_t eval_every;
+	uint64_t eval_batches; /* default 4 */
+	/* Save at the end (NULL: do not): config.json + safetensors in save_dtype
+	 * (ZINF_DTYPE_NONE: the checkpoint's dtype, or fp32 for init_config), sharded in
+	 * files of at most save_max_shard_bytes (default 5e9). */
+	const char *save_dir;
+	enum zinf_dtype save_dtype;
+	uint64_t save_max_shard_bytes;
+	/* One JSON object per line per step (NULL: none). */
+	const char *log_json_path;
+	zinf_train_step_fn on_step;
+	void *on_step_user;
+};
+
+void zinf_train_opts_init(struct zinf_train_opts *opts);
+
+struct zinf_train_result {
+	uint64_t steps;		/* steps run */
+	double first_loss;	/* loss of step 1 */
+	double last_loss;	/* loss of the last step */
+	double first_eval_loss; /* before step 1 (NaN without eval data) */
+	double last_eval_loss;	/* after the last step (NaN without eval data) */
+	uint64_t tokens;	/* trained on */
+	double seconds;		/* of the whole run */
+	uint64_t param_elems;
+	uint64_t peak_device_bytes, peak_pinned_bytes, device_limit_bytes, pinned_limit_bytes;
+	uint64_t nvme_read_bytes, nvme_write_bytes;
+	/* On failure: true when the input was at fault (a missing or malformed file, an
+	 * invalid option or config; the CLI exits 2), false for a failure while running. */
+	bool bad_input;
+};
+
+/* Run the training opts describes. Returns 0, or a negative code with one line in err
+ * (errlen bytes, always NUL-terminated) and result->bad_input set when the input was at
+ * fault. Nothing is written to save_dir unless the whole run succeeded. result may be
+ * NULL. */
+int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result *result, char *err,
+		   size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZINF_TRAIN_H */

@@ -1,0 +1,485 @@
+/*
+ * zinf train: the run. Checks every input first (model config and checkpoint, the
+ * DeepSpeed config resolved for this model and run, data files against the vocabulary
+ * and sequence length, the save directory), then brings up the engine, loads the model
+ * and runs the optimizer steps: per step gradient_accumulation_steps micro-batches
+ * (train_pass.c), zinf_step, a log-json line and the caller's callback; evaluation before
+ * the first step and every eval_every steps; the save at the end.
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tokens.h"
+#include "train_internal.h"
+#include "zinf/config.h"
+#include "zinf/error.h"
+
+void zinf_train_opts_init(struct zinf_train_opts *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->seed = 1337;
+	opts->eval_batches = 4;
+	opts->save_dtype = ZINF_DTYPE_NONE;
+}
+
+static double now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One data file and its window rule. */
+struct train_data {
+	struct zinf_token_file *tf;
+	struct zinf_token_windows win;
+};
+
+struct train_run {
+	const struct zinf_train_opts *o;
+	struct zinf_config *cfg;
+	struct train_model tm;
+	struct train_data data, eval;
+	uint64_t B, gas, vocab;
+	struct zinf_engine *e;
+	struct train_pass pass;
+	int32_t *inputs, *targets;
+	FILE *log;
+};
+
+/* ---- setup: every check before anything runs ------------------------------------------- */
+
+static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (!o->model_dir == !o->init_config) {
+		snprintf(err, errlen,
+			 "model: give exactly one of --model DIR and --init CONFIG.json");
+		return -EINVAL;
+	}
+	if (!o->config_path || !o->data_path) {
+		snprintf(err, errlen, "%s: required (--config DS.json, --data FILE)",
+			 !o->config_path ? "--config" : "--data");
+		return -EINVAL;
+	}
+	if (!o->seq_len || o->seq_len > (1u << 20) || !o->steps) {
+		snprintf(err, errlen, "%s: must be >= 1%s", !o->steps ? "--steps" : "--seq-len",
+			 o->seq_len > (1u << 20) ? " and <= 1048576" : "");
+		return -EINVAL;
+	}
+	if (o->eval_every && !o->eval_data_path) {
+		snprintf(err, errlen, "--eval-every: needs --eval-data FILE");
+		return -EINVAL;
+	}
+	if (o->eval_data_path && !o->eval_batches) {
+		snprintf(err, errlen, "eval batches: must be >= 1");
+		return -EINVAL;
+	}
+	if (o->save_dtype != ZINF_DTYPE_NONE && o->save_dtype != ZINF_DTYPE_F32 &&
+	    o->save_dtype != ZINF_DTYPE_BF16 && o->save_dtype != ZINF_DTYPE_F16) {
+		snprintf(err, errlen, "--save-dtype: %d is not bf16, fp16 or fp32", o->save_dtype);
+		return -EINVAL;
+	}
+	if (o->model_dir && (stat(o->model_dir, &st) || !S_ISDIR(st.st_mode))) {
+		snprintf(err, errlen, "%s: --model: not a directory", o->model_dir);
+		return -ENOENT;
+	}
+	if (o->save_dir) {
+		char parent[4096];
+
+		if (stat(o->save_dir, &st) == 0) {
+			if (!S_ISDIR(st.st_mode)) {
+				snprintf(err, errlen, "%s: --save: exists and is not a directory",
+					 o->save_dir);
+				return -ENOTDIR;
+			}
+			return 0;
+		}
+		snprintf(parent, sizeof(parent), "%s", o->save_dir);
+		if (stat(dirname(parent), &st) || !S_ISDIR(st.st_mode)) {
+			snprintf(err, errlen, "%s: --save: parent directory does not exist",
+				 o->save_dir);
+			return -ENOENT;
+		}
+	}
+	return 0;
+}
+
+static int setup_config(struct train_run *r, char *err, size_t errlen)
+{
+	const struct zinf_train_opts *o = r->o;
+	struct zinf_config_resolve_info info = {0};
+	bool bf16 = false, fp16 = false;
+	int rc;
+
+	rc = zinf_config_create(&r->cfg);
+	if (rc)
+		return rc;
+	rc = zinf_config_load_file(r->cfg, o->config_path);
+	for (int i = 0; !rc && i < o->n_config_sets; i++) {
+		char kv[4096], *eq;
+
+		snprintf(kv, sizeof(kv), "%s", o->config_sets[i]);
+		eq = strchr(kv, '=');
+		if (!eq) {
+			snprintf(err, errlen, "--set %s: expected KEY=VALUE", o->config_sets[i]);
+			return -EINVAL;
+		}
+		*eq = 0;
+		rc = zinf_config_set(r->cfg, kv, eq + 1);
+	}
+	info.world_size = 1;
+	info.hidden_size = r->tm.hf.hidden_size;
+	info.total_steps = o->steps;
+	info.host_total_bytes = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+	info.require_all = true;
+	if (!rc)
+		rc = zinf_config_resolve(r->cfg, &info);
+	if (!rc)
+		rc = zinf_config_get_u64(r->cfg, "train_micro_batch_size_per_gpu", &r->B);
+	if (!rc)
+		rc = zinf_config_get_u64(r->cfg, "gradient_accumulation_steps", &r->gas);
+	if (!rc)
+		rc = zinf_config_get_bool(r->cfg, "bf16.enabled", &bf16);
+	if (!rc)
+		rc = zinf_config_get_bool(r->cfg, "fp16.enabled", &fp16);
+	if (rc) {
+		const char *msg = zinf_config_last_error(r->cfg);
+
+		snprintf(err, errlen, "%s", *msg ? msg : "config: batch sizes or precision unset");
+		return rc;
+	}
+	if (r->B * o->seq_len > (1u << 30)) {
+		snprintf(err, errlen, "%s: micro batch %llu x --seq-len %llu is too large",
+			 o->config_path, (unsigned long long)r->B, (unsigned long long)o->seq_len);
+		return ZINF_ECONFIG;
+	}
+	r->tm.param_dtype = bf16 ? ZINF_DTYPE_BF16 : fp16 ? ZINF_DTYPE_F16 : ZINF_DTYPE_F32;
+	return 0;
+}
+
+static int setup_data(struct train_run *r, struct train_data *d, const char *path, bool shuffle,
+		      char *err, size_t errlen)
+{
+	const struct zinf_train_opts *o = r->o;
+	char why[512];
+	int rc;
+
+	rc = zinf_token_file_create(&d->tf);
+	if (rc)
+		return rc;
+	rc = zinf_token_file_open(d->tf, path,
+				  o->data_text ? ZINF_TOKEN_FORMAT_TEXT : ZINF_TOKEN_FORMAT_LLMC);
+	if (rc) {
+		snprintf(err, errlen, "%s", zinf_token_file_last_error(d->tf));
+		return rc;
+	}
+	if (o->data_text && r->vocab < 256) {
+		snprintf(
+			err, errlen,
+			"%s: --data-format text needs a vocabulary of at least 256 (the model has %llu)",
+			path, (unsigned long long)r->vocab);
+		return ZINF_ECONFIG;
+	}
+	rc = zinf_token_windows_init(&d->win, zinf_token_file_count(d->tf), r->B, o->seq_len,
+				     shuffle, o->seed, why, sizeof(why));
+	if (rc)
+		snprintf(err, errlen, "%s: %s", path, why);
+	return rc;
+}
+
+static int setup(struct train_run *r, char *err, size_t errlen)
+{
+	const struct zinf_train_opts *o = r->o;
+	const struct zinf_hf_config *hf = &r->tm.hf;
+	int rc;
+
+	rc = check_opts(o, err, errlen);
+	if (!rc)
+		rc = train_model_config(&r->tm, o, err, errlen);
+	if (rc)
+		return rc;
+	if (o->seq_len > hf->max_position_embeddings ||
+	    (hf->sliding_window && o->seq_len > hf->sliding_window)) {
+		snprintf(err, errlen, "--seq-len %llu: larger than the model's %s %llu",
+			 (unsigned long long)o->seq_len,
+			 o->seq_len > hf->max_position_embeddings ? "max_position_embeddings"
+								  : "sliding_window",
+			 (unsigned long long)(o->seq_len > hf->max_position_embeddings
+						      ? hf->max_position_embeddings
+						      : hf->sliding_window));
+		return ZINF_ECONFIG;
+	}
+	if (o->model_dir) {
+		rc = train_model_check_checkpoint(&r->tm, o->model_dir, err, errlen);
+		if (rc)
+			return rc;
+	}
+	rc = setup_config(r, err, errlen);
+	if (rc)
+		return rc;
+	r->vocab = hf->vocab_size;
+	rc = setup_data(r, &r->data, o->data_path, o->shuffle, err, errlen);
+	if (!rc && o->eval_data_path)
+		rc = setup_data(r, &r->eval, o->eval_data_path, false, err, errlen);
+	if (rc)
+		return rc;
+	r->inputs = malloc(r->B * o->seq_len * sizeof(int32_t));
+	r->targets = malloc(r->B * o->seq_len * sizeof(int32_t));
+	if (!r->inputs || !r->targets) {
+		snprintf(err, errlen, "out of memory for a micro-batch of %llu tokens",
+			 (unsigned long long)(r->B * o->seq_len));
+		return -ENOMEM;
+	}
+	if (o->log_json_path) {
+		r->log = fopen(o->log_json_path, "w");
+		if (!r->log) {
+			rc = -errno;
+			snprintf(err, errlen, "%s: --log-json: cannot create: %s", o->log_json_path,
+				 strerror(errno));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* Engine, parameters, runtime: a budget that cannot hold the model is refused here. */
+static int start(struct train_run *r, char *err, size_t errlen)
+{
+	int rc;
+
+	rc = zinf_engine_create(r->cfg, &r->e, err, errlen);
+	if (!rc)
+		rc = train_model_register(&r->tm, r->e, err, errlen);
+	if (!rc)
+		rc = train_model_load(&r->tm, r->e, r->o, err, errlen);
+	if (!rc)
+		rc = train_pass_create(&r->pass, &r->tm, r->e, (int)r->B, (int)r->o->seq_len,
+				       r->o->activation_checkpointing, err, errlen);
+	return rc;
+}
+
+static void finish(struct train_run *r)
+{
+	if (r->pass.m)
+		train_pass_destroy(&r->pass);
+	zinf_engine_destroy(r->e);
+	if (r->log)
+		fclose(r->log);
+	free(r->inputs);
+	free(r->targets);
+	zinf_token_file_destroy(r->data.tf);
+	zinf_token_file_destroy(r->eval.tf);
+	train_model_free(&r->tm);
+	zinf_config_destroy(r->cfg);
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+static int read_batch(struct train_run *r, struct train_data *d, uint64_t i, char *err,
+		      size_t errlen)
+{
+	int rc = zinf_token_file_read_batch(d->tf, &d->win, i, r->vocab, r->inputs, r->targets);
+
+	if (rc)
+		snprintf(err, errlen, "%s", zinf_token_file_last_error(d->tf));
+	return rc;
+}
+
+/* Mean loss over the eval batches, no update. */
+static int evaluate(struct train_run *r, double *loss, char *err, size_t errlen)
+{
+	double sum = 0;
+	float l;
+	int rc;
+
+	for (uint64_t i = 0; i < r->o->eval_batches; i++) {
+		rc = read_batch(r, &r->eval, i, err, errlen);
+		if (!rc)
+			rc = train_pass_run(&r->pass, r->inputs, r->targets, false, &l, err,
+					    errlen);
+		if (rc)
+			return rc;
+		sum += l;
+	}
+	*loss = sum / (double)r->o->eval_batches;
+	return 0;
+}
+
+static void fill_deltas(struct zinf_train_step *s, const struct zinf_stats *a,
+			const struct zinf_stats *b)
+{
+	s->wait_seconds = b->wait_seconds - a->wait_seconds;
+	s->nvme_read_bytes = b->nvme_to_pinned.bytes - a->nvme_to_pinned.bytes;
+	s->nvme_write_bytes = b->pinned_to_nvme.bytes - a->pinned_to_nvme.bytes;
+	s->h2d_bytes = b->pinned_to_device.bytes - a->pinned_to_device.bytes;
+	s->d2h_bytes = b->device_to_pinned.bytes - a->device_to_pinned.bytes;
+	s->peak_device_bytes = b->device_peak;
+	s->peak_pinned_bytes = b->pinned_peak;
+	s->device_limit_bytes = b->device_limit;
+	s->pinned_limit_bytes = b->pinned_limit;
+}
+
+static int train_step(struct train_run *r, uint64_t step, struct zinf_train_step *s, char *err,
+		      size_t errlen)
+{
+	struct zinf_stats a, b;
+	struct zinf_step_result res;
+	double t0 = now_seconds(), t1, sum = 0;
+	float loss;
+	int rc;
+
+	zinf_engine_get_stats(r->e, &a);
+	for (uint64_t mb = 0; mb < r->gas; mb++) {
+		rc = read_batch(r, &r->data, (step - 1) * r->gas + mb, err, errlen);
+		if (!rc)
+			rc = train_pass_run(&r->pass, r->inputs, r->targets, true, &loss, err,
+					    errlen);
+		if (rc)
+			return rc;
+		sum += loss;
+	}
+	t1 = now_seconds();
+	rc = zinf_step(r->e, &res);
+	if (rc) {
+		snprintf(err, errlen, "step %llu: %s", (unsigned long long)step,
+			 zinf_last_error(r->e));
+		return rc;
+	}
+	zinf_engine_get_stats(r->e, &b);
+	memset(s, 0, sizeof(*s));
+	s->step = step;
+	s->steps = r->o->steps;
+	s->loss = sum / (double)r->gas;
+	s->lr = res.lr;
+	s->grad_norm = res.grad_norm;
+	s->skipped = res.skipped;
+	s->tokens = r->gas * r->B * r->o->seq_len;
+	s->fwd_bwd_seconds = t1 - t0;
+	s->optimizer_seconds = now_seconds() - t1;
+	s->step_seconds = now_seconds() - t0;
+	s->tokens_per_second = s->step_seconds > 0 ? (double)s->tokens / s->step_seconds : 0;
+	fill_deltas(s, &a, &b);
+	return 0;
+}
+
+static int report(struct train_run *r, struct zinf_train_step *s, char *err, size_t errlen)
+{
+	if (r->log && s->step && train_log_write(r->log, s)) {
+		snprintf(err, errlen, "%s: --log-json: write failed", r->o->log_json_path);
+		return -EIO;
+	}
+	if (r->o->on_step)
+		r->o->on_step(s, r->o->on_step_user);
+	return 0;
+}
+
+static int run_loop(struct train_run *r, struct zinf_train_result *res, char *err, size_t errlen)
+{
+	const struct zinf_train_opts *o = r->o;
+	struct zinf_train_step s;
+	double t0 = now_seconds();
+	int rc;
+
+	if (o->eval_data_path) {
+		memset(&s, 0, sizeof(s));
+		s.steps = o->steps;
+		s.loss = NAN;
+		s.has_eval = true;
+		rc = evaluate(r, &s.eval_loss, err, errlen);
+		if (rc)
+			return rc;
+		res->first_eval_loss = res->last_eval_loss = s.eval_loss;
+		report(r, &s, err, errlen);
+	}
+	for (uint64_t step = 1; step <= o->steps; step++) {
+		rc = train_step(r, step, &s, err, errlen);
+		if (rc)
+			return rc;
+		s.elapsed_seconds = now_seconds() - t0;
+		if (o->eval_data_path &&
+		    ((o->eval_every && step % o->eval_every == 0) || step == o->steps)) {
+			s.has_eval = true;
+			rc = evaluate(r, &s.eval_loss, err, errlen);
+			if (rc)
+				return rc;
+			res->last_eval_loss = s.eval_loss;
+		}
+		if (step == 1)
+			res->first_loss = s.loss;
+		res->last_loss = s.loss;
+		res->steps = step;
+		res->tokens += s.tokens;
+		rc = report(r, &s, err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static void fill_result(struct train_run *r, struct zinf_train_result *res)
+{
+	struct zinf_stats st;
+
+	zinf_engine_get_stats(r->e, &st);
+	res->param_elems = r->tm.param_elems;
+	res->peak_device_bytes = st.device_peak;
+	res->peak_pinned_bytes = st.pinned_peak;
+	res->device_limit_bytes = st.device_limit;
+	res->pinned_limit_bytes = st.pinned_limit;
+	res->nvme_read_bytes = st.nvme_to_pinned.bytes;
+	res->nvme_write_bytes = st.pinned_to_nvme.bytes;
+}
+
+int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result *result, char *err,
+		   size_t errlen)
+{
+	struct zinf_train_result local;
+	struct zinf_train_result *res = result ? result : &local;
+	struct train_run r;
+	double t0 = now_seconds();
+	enum zinf_dtype save_dtype;
+	int rc;
+
+	memset(&r, 0, sizeof(r));
+	memset(res, 0, sizeof(*res));
+	res->first_eval_loss = res->last_eval_loss = NAN;
+	res->first_loss = res->last_loss = NAN;
+	err[0] = 0;
+	r.o = opts;
+	rc = setup(&r, err, errlen);
+	if (!rc)
+		rc = start(&r, err, errlen);
+	if (rc) {
+		/* Everything up to here is a check of the input, except running out of
+		 * memory or a failing device. */
+		res->bad_input = rc != -ENOMEM && rc != -EIO && rc != ZINF_EDEVICE;
+		goto out;
+	}
+	rc = run_loop(&r, res, err, errlen);
+	if (rc) {
+		/* A token out of the vocabulary shows only when its batch is read. */
+		res->bad_input = rc == ZINF_EFORMAT;
+		goto out;
+	}
+	fill_result(&r, res);
+	if (opts->save_dir) {
+		save_dtype =
+			opts->save_dtype != ZINF_DTYPE_NONE ? opts->save_dtype : r.tm.source_dtype;
+		rc = train_model_save(&r.tm, r.e, opts->save_dir, save_dtype,
+				      opts->save_max_shard_bytes, err, errlen);
+	}
+out:
+	res->seconds = now_seconds() - t0;
+	finish(&r);
+	return rc;
+}

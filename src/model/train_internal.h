@@ -1,0 +1,89 @@
+/*
+ * The trainer's internals (zinf train): the model as the engine holds it, the
+ * micro-batch pass through the engine, and the per-step log. Shared by train.c,
+ * train_model.c, train_save.c, train_pass.c and train_log.c.
+ */
+#ifndef ZINF_MODEL_TRAIN_INTERNAL_H
+#define ZINF_MODEL_TRAIN_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "hf_config.h"
+#include "llama.h"
+#include "zinf/engine.h"
+#include "zinf/train.h"
+
+#define TRAIN_NO_PARAM UINT32_MAX
+
+/* ---- the model in the engine (train_model.c) --------------------------------------------- */
+
+struct train_model {
+	struct zinf_hf_config hf;     /* config.json as read (kept for saving) */
+	struct zinf_llama_config lc;  /* the same for the runtime */
+	int L;			      /* decoder layers */
+	enum zinf_dtype param_dtype;  /* of every engine parameter */
+	enum zinf_dtype source_dtype; /* checkpoint's dtype (F32 for a random init) */
+	uint32_t *module;	      /* [L + 2] engine module ids: embed, layers, head */
+	/* [L + 2][slot] engine parameter ids; TRAIN_NO_PARAM when the slot is absent or is
+	 * the tied LM head (whose tensor is the embedding's) */
+	uint32_t (*param)[ZINF_LLAMA_MAX_PARAMS];
+	uint64_t param_elems;
+	uint64_t largest_tensor_elems;
+};
+
+/* Module kind of engine-order index mod (0 embed, 1..L layers, L + 1 head). */
+enum zinf_llama_module_kind train_module_kind(const struct train_model *tm, int mod);
+
+/* Read config.json (model_dir's or init_config) into tm and convert it. Returns 0 or a
+ * negative code with one line in err. */
+int train_model_config(struct train_model *tm, const struct zinf_train_opts *o, char *err,
+		       size_t errlen);
+/* Register modules and parameters (dtype tm->param_dtype) with e and finalize. */
+int train_model_register(struct train_model *tm, struct zinf_engine *e, char *err, size_t errlen);
+/* Load the parameters: from the checkpoint in o->model_dir, tensor by tensor, or a seeded
+ * random init (normal(0, 0.02) matrices and embeddings, ones for norms, zeros for
+ * biases). */
+int train_model_load(struct train_model *tm, struct zinf_engine *e, const struct zinf_train_opts *o,
+		     char *err, size_t errlen);
+/* Check a checkpoint directory against tm's config without loading (setup validation). */
+int train_model_check_checkpoint(struct train_model *tm, const char *dir, char *err, size_t errlen);
+void train_model_free(struct train_model *tm);
+
+/* ---- saving (train_save.c) ---------------------------------------------------------------- */
+
+/* Write config.json + safetensors of every parameter to dir (created if missing) in
+ * dtype, sharded at max_shard_bytes. */
+int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
+		     enum zinf_dtype dtype, uint64_t max_shard_bytes, char *err, size_t errlen);
+
+/* ---- one micro-batch through the engine (train_pass.c) ----------------------------------- */
+
+struct train_pass {
+	struct train_model *tm;
+	struct zinf_engine *e;
+	struct zinf_llama *m;
+	struct zinf_llama_acts **acts; /* [ckpt ? 1 : L] */
+	int n_acts;
+	bool ckpt;
+	int B, T, N, C;
+	float *xs;	/* (L + 1, N, C) fp32 layer inputs, the last the head's input */
+	float *d;	/* (N, C) fp32 gradient flowing backward */
+	float *scratch; /* fp32 views of fp16 parameters (largest module + embedding) */
+};
+
+int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_engine *e, int B,
+		      int T, bool ckpt, char *err, size_t errlen);
+void train_pass_destroy(struct train_pass *p);
+/* Forward (and with backward true, backward into the engine's gradient buffers with
+ * dloss = the engine's loss scale) of one micro-batch; *loss is its mean loss. */
+int train_pass_run(struct train_pass *p, const int32_t *inputs, const int32_t *targets,
+		   bool backward, float *loss, char *err, size_t errlen);
+
+/* ---- the per-step log (train_log.c) --------------------------------------------------------- */
+
+/* Write s as one JSON object and a newline. Returns 0 or -EIO. */
+int train_log_write(FILE *f, const struct zinf_train_step *s);
+
+#endif /* ZINF_MODEL_TRAIN_INTERNAL_H */

@@ -1,0 +1,54 @@
+/*
+ * zinf train --log-json: one JSON object per line per optimizer step (docs/train.md
+ * lists the keys). Non-finite numbers are written as null, so every line parses.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "train_internal.h"
+
+static void put_num(FILE *f, const char *key, double v)
+{
+	if (isfinite(v))
+		fprintf(f, "\"%s\": %.9g", key, v);
+	else
+		fprintf(f, "\"%s\": null", key);
+}
+
+int train_log_write(FILE *f, const struct zinf_train_step *s)
+{
+	fprintf(f, "{\"step\": %" PRIu64 ", \"steps\": %" PRIu64 ", ", s->step, s->steps);
+	put_num(f, "loss", s->loss);
+	fputs(", ", f);
+	put_num(f, "lr", s->lr);
+	fputs(", ", f);
+	put_num(f, "grad_norm", s->grad_norm);
+	fprintf(f, ", \"tokens\": %" PRIu64 ", ", s->tokens);
+	put_num(f, "step_seconds", s->step_seconds);
+	fputs(", ", f);
+	put_num(f, "fwd_bwd_seconds", s->fwd_bwd_seconds);
+	fputs(", ", f);
+	put_num(f, "optimizer_seconds", s->optimizer_seconds);
+	fputs(", ", f);
+	put_num(f, "wait_seconds", s->wait_seconds);
+	fputs(", ", f);
+	put_num(f, "tokens_per_second", s->tokens_per_second);
+	fprintf(f,
+		", \"peak_device_bytes\": %" PRIu64 ", \"peak_pinned_bytes\": %" PRIu64
+		", \"device_limit_bytes\": %" PRIu64 ", \"pinned_limit_bytes\": %" PRIu64
+		", \"bytes\": {\"nvme_read\": %" PRIu64 ", \"nvme_write\": %" PRIu64
+		", \"h2d\": %" PRIu64 ", \"d2h\": %" PRIu64 "}, \"skipped\": %s",
+		s->peak_device_bytes, s->peak_pinned_bytes, s->device_limit_bytes,
+		s->pinned_limit_bytes, s->nvme_read_bytes, s->nvme_write_bytes, s->h2d_bytes,
+		s->d2h_bytes, s->skipped ? "true" : "false");
+	if (s->has_eval) {
+		fputs(", ", f);
+		put_num(f, "eval_loss", s->eval_loss);
+	}
+	fputs("}\n", f);
+	if (fflush(f) || ferror(f))
+		return -EIO;
+	return 0;
+}

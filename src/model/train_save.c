@@ -1,0 +1,130 @@
+/*
+ * zinf train --save: write the engine's parameters (from the fp32 master weights) as a
+ * Hugging Face checkpoint: config.json + model.safetensors, or shards and
+ * model.safetensors.index.json when larger than the shard size. Tensors are named, shaped
+ * and ordered as Hugging Face's state dict (llama_names.h) and written one at a time.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "llama_names.h"
+#include "safetensors.h"
+#include "train_internal.h"
+#include "zinf/error.h"
+
+static enum zinf_st_dtype st_of_dtype(enum zinf_dtype d)
+{
+	return d == ZINF_DTYPE_BF16  ? ZINF_ST_BF16
+	       : d == ZINF_DTYPE_F16 ? ZINF_ST_F16
+				     : ZINF_ST_F32;
+}
+
+/* The engine parameter holding the tensor called name. */
+static uint32_t param_of_name(const struct train_model *tm, const char *name)
+{
+	for (int mod = 0; mod < tm->L + 2; mod++) {
+		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
+			struct zinf_llama_param_info info;
+
+			if (tm->param[mod][s] == TRAIN_NO_PARAM)
+				continue;
+			zinf_llama_param_info(&tm->lc, train_module_kind(tm, mod),
+					      mod > 0 ? mod - 1 : 0, s, &info);
+			if (strcmp(info.name, name) == 0)
+				return tm->param[mod][s];
+		}
+	}
+	return TRAIN_NO_PARAM;
+}
+
+static int write_tensors(struct train_model *tm, struct zinf_engine *e, struct zinf_st_writer *w,
+			 enum zinf_dtype dtype, void *buf, const char *dir, char *err,
+			 size_t errlen)
+{
+	int n = zinf_llama_names_count(&tm->hf), rc;
+	enum zinf_st_dtype st = st_of_dtype(dtype);
+	struct zinf_llama_tensor_name tn;
+
+	for (int i = 0; i < n; i++) {
+		zinf_llama_names_get(&tm->hf, i, &tn);
+		rc = zinf_st_writer_add(w, tn.name, st, tn.ndim, tn.shape);
+		if (rc < 0) {
+			snprintf(err, errlen, "%s: tensor %s: %s", dir, tn.name,
+				 zinf_st_writer_last_error(w));
+			return rc;
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		uint32_t p;
+
+		zinf_llama_names_get(&tm->hf, i, &tn);
+		p = param_of_name(tm, tn.name);
+		if (p == TRAIN_NO_PARAM) {
+			snprintf(err, errlen, "%s: tensor %s: no engine parameter holds it", dir,
+				 tn.name);
+			return -EINVAL;
+		}
+		rc = zinf_param_save(e, p, buf, dtype);
+		if (rc) {
+			snprintf(err, errlen, "%s: tensor %s: %s", dir, tn.name,
+				 zinf_last_error(e));
+			return rc;
+		}
+		rc = zinf_st_writer_write(w, i, 0, tn.n_elems, buf, st);
+		if (rc) {
+			snprintf(err, errlen, "%s", zinf_st_writer_last_error(w));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
+		     enum zinf_dtype dtype, uint64_t max_shard_bytes, char *err, size_t errlen)
+{
+	struct zinf_st_writer_opts wo;
+	struct zinf_st_writer *w;
+	char path[4096];
+	void *buf;
+	int rc;
+
+	if (mkdir(dir, 0755) && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: cannot create the save directory: %s", dir,
+			 strerror(errno));
+		return rc;
+	}
+	buf = malloc(tm->largest_tensor_elems * sizeof(float));
+	if (!buf) {
+		snprintf(err, errlen, "%s: out of memory for a tensor", dir);
+		return -ENOMEM;
+	}
+	zinf_st_writer_opts_init(&wo);
+	if (max_shard_bytes)
+		wo.max_shard_bytes = max_shard_bytes;
+	rc = zinf_st_writer_create(&w, dir, &wo);
+	if (rc) {
+		snprintf(err, errlen, "%s: cannot start writing safetensors (%d)", dir, rc);
+		goto out_buf;
+	}
+	rc = write_tensors(tm, e, w, dtype, buf, dir, err, errlen);
+	if (rc)
+		goto out_writer;
+	rc = zinf_st_writer_finish(w);
+	if (rc) {
+		snprintf(err, errlen, "%s", zinf_st_writer_last_error(w));
+		goto out_writer;
+	}
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	rc = zinf_hf_config_save(&tm->hf, path, st_of_dtype(dtype));
+	if (rc)
+		snprintf(err, errlen, "%s", tm->hf.last_error);
+out_writer:
+	zinf_st_writer_destroy(w);
+out_buf:
+	free(buf);
+	return rc;
+}

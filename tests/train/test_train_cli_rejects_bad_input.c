@@ -1,0 +1,152 @@
+/* zinf train on bad input exits 2 with exactly one line on stderr naming what is wrong,
+ * and writes nothing to --save's directory: missing or conflicting flags, bad flag
+ * values, missing files, a checkpoint missing a tensor, --seq-len beyond
+ * max_position_embeddings, tokens outside the vocabulary, a text file for a vocabulary
+ * under 256, a config that does not load. Good runs (text, an llm.c token file) exit 0
+ * and save. */
+#include <sys/wait.h>
+
+#include "safetensors.h"
+#include "train_fixture.h"
+
+static const char *zinf_bin;
+static struct tf_dir d;
+
+/* Run `zinf train ARGS --save SAVE`; return the exit status, check stderr's lines. */
+static int run(const char *args, const char *expect, int lines)
+{
+	char cmd[4096], errpath[160], save[160], buf[2048] = "";
+	int status, n = 0;
+	FILE *f;
+
+	snprintf(errpath, sizeof(errpath), "%s/stderr.txt", d.root);
+	snprintf(save, sizeof(save), "%s/saved", d.root);
+	snprintf(cmd, sizeof(cmd), "'%s' train %s --save '%s' -q >/dev/null 2>'%s'", zinf_bin, args,
+		 save, errpath);
+	status = system(cmd);
+	T_CHECK(WIFEXITED(status), "%s: did not exit", args);
+	f = fopen(errpath, "r");
+	T_CHECK(f != NULL, "no stderr file");
+	while (fgets(buf + strlen(buf), (int)(sizeof(buf) - strlen(buf)), f))
+		n++;
+	fclose(f);
+	if (WEXITSTATUS(status) != 0) {
+		T_CHECK(n == lines, "%s: %d lines on stderr, expected %d:\n%s", args, n, lines,
+			buf);
+		T_CHECK(strstr(buf, expect) != NULL, "%s: stderr does not say '%s':\n%s", args,
+			expect, buf);
+		T_CHECK(access(save, F_OK) != 0, "%s: %s was written", args, save);
+	}
+	return WEXITSTATUS(status);
+}
+
+static void write_tokens(const char *path, uint16_t max_token)
+{
+	int32_t header[256] = {20240520, 1, 1000};
+	uint16_t tok[1000];
+	FILE *f = fopen(path, "wb");
+
+	T_CHECK(f != NULL, "write %s", path);
+	for (int i = 0; i < 1000; i++)
+		tok[i] = (uint16_t)(i == 700 ? max_token : i % 200);
+	fwrite(header, 4, 256, f);
+	fwrite(tok, 2, 1000, f);
+	fclose(f);
+}
+
+/* A checkpoint directory whose safetensors holds only the embedding. */
+static void write_partial_checkpoint(const char *dir)
+{
+	struct zinf_st_writer *w;
+	uint64_t shape[2] = {256, 32};
+	static float zeros[256 * 32];
+	char cmd[512];
+	int idx;
+
+	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s/config.json'", d.model, dir);
+	T_CHECK(system(cmd) == 0, "%s", cmd);
+	T_CHECK_RC(zinf_st_writer_create(&w, dir, NULL));
+	idx = zinf_st_writer_add(w, "model.embed_tokens.weight", ZINF_ST_F32, 2, shape);
+	T_CHECK(idx >= 0, "add");
+	T_CHECK_RC(zinf_st_writer_write(w, idx, 0, 256 * 32, zeros, ZINF_ST_F32));
+	T_CHECK_RC(zinf_st_writer_finish(w));
+	zinf_st_writer_destroy(w);
+}
+
+int main(int argc, char **argv)
+{
+	char base[1024], a[2048], tokens[160], partial[160], small[160], save[160];
+	FILE *f;
+
+	T_CHECK(argc == 2, "usage: %s ZINF_BINARY", argv[0]);
+	zinf_bin = argv[1];
+	tf_setup(&d, NULL);
+	tf_write_ds(&d, "cpu", "cpu", false);
+	snprintf(base, sizeof(base), "--init '%s' --config '%s' --data-format text --seq-len 16",
+		 d.model, d.ds);
+	snprintf(tokens, sizeof(tokens), "%s/tokens.bin", d.root);
+	write_tokens(tokens, 300);
+	snprintf(partial, sizeof(partial), "%s/partial", d.root);
+	write_partial_checkpoint(partial);
+	snprintf(small, sizeof(small), "%s/small.json", d.root);
+	f = fopen(small, "w");
+	fprintf(f,
+		"{\"model_type\": \"llama\", \"vocab_size\": 200, \"hidden_size\": 32,"
+		" \"intermediate_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4}\n");
+	fclose(f);
+
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2", base, d.data);
+	T_CHECK(run(a, "", 0) == 0, "a good run fails");
+	snprintf(save, sizeof(save), "%s/saved/model.safetensors", d.root);
+	T_CHECK(access(save, F_OK) == 0, "the good run saved nothing");
+	snprintf(save, sizeof(save), "rm -rf '%s/saved'", d.root);
+	T_CHECK(system(save) == 0, "rm");
+
+	/* an llm.c token file within the vocabulary trains */
+	write_tokens(tokens, 199);
+	snprintf(a, sizeof(a), "--init '%s' --config '%s' --seq-len 16 --data '%s' --steps 2",
+		 d.model, d.ds, tokens);
+	T_CHECK(run(a, "", 0) == 0, "a token-file run fails");
+	snprintf(save, sizeof(save), "rm -rf '%s/saved'", d.root);
+	T_CHECK(system(save) == 0, "rm");
+	write_tokens(tokens, 300);
+
+	snprintf(a, sizeof(a), "--init '%s' --data '%s' --seq-len 16 --steps 2", d.model, d.data);
+	T_CHECK(run(a, "--config", 1) == 2, "missing --config");
+	snprintf(a, sizeof(a), "%s --model '%s' --data '%s' --steps 2", base, partial, d.data);
+	T_CHECK(run(a, "exactly one of --model", 1) == 2, "--init and --model");
+	snprintf(a, sizeof(a), "%s --data '%s/nope.txt' --steps 2", base, d.root);
+	T_CHECK(run(a, "nope.txt", 1) == 2, "missing data file");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps two", base, d.data);
+	T_CHECK(run(a, "--steps two", 1) == 2, "bad --steps");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --shuffle random", base, d.data);
+	T_CHECK(run(a, "--shuffle random", 1) == 2, "bad --shuffle");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --save-dtype fp8", base, d.data);
+	T_CHECK(run(a, "fp8", 1) == 2, "bad --save-dtype");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --bogus", base, d.data);
+	T_CHECK(run(a, "--bogus", 1) == 2, "unknown flag");
+	snprintf(a, sizeof(a),
+		 "--model '%s' --config '%s' --data-format text --seq-len 16 --data '%s' --steps 2",
+		 partial, d.ds, d.data);
+	T_CHECK(run(a, "model.layers.0", 1) == 2, "checkpoint missing a tensor");
+	snprintf(a, sizeof(a),
+		 "--init '%s' --config '%s' --data-format text --seq-len 65 --data '%s' --steps 2",
+		 d.model, d.ds, d.data);
+	T_CHECK(run(a, "max_position_embeddings 64", 1) == 2, "seq-len too long");
+	snprintf(a, sizeof(a), "--init '%s' --config '%s' --seq-len 16 --data '%s' --steps 20",
+		 d.model, d.ds, tokens);
+	T_CHECK(run(a, "700", 1) == 2, "token out of the vocabulary");
+	snprintf(a, sizeof(a),
+		 "--init '%s' --config '%s' --data-format text --seq-len 16 --data '%s' --steps 2",
+		 small, d.ds, d.data);
+	T_CHECK(run(a, "at least 256", 1) == 2, "text data for a vocabulary of 200");
+	snprintf(a, sizeof(a),
+		 "--init '%s' --config '%s' --data-format text --seq-len 16 --data '%s' --steps 2",
+		 d.model, d.data, d.data);
+	T_CHECK(run(a, "text.txt", 1) == 2, "a config that is not JSON");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --set zinf.chunk_size=12", base, d.data);
+	T_CHECK(run(a, "chunk_size", 1) == 2, "a bad --set");
+	tf_cleanup(&d);
+	return T_EXIT_PASS;
+}
