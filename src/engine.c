@@ -234,6 +234,7 @@ void zinf_engine_destroy(struct zinf_engine *e)
 	}
 	free(e->state);
 	free(e->staging);
+	free(e->srcs);
 	free(e->params);
 	free(e->modules);
 	free(e);
@@ -372,6 +373,7 @@ static int check_pinned(struct zinf_engine *e)
 int zinf_engine_finalize(struct zinf_engine *e)
 {
 	uint64_t total = 0, off = 0, largest = 0;
+	uint32_t max_params = 0;
 	int rc;
 
 	if (e->finalized)
@@ -384,9 +386,20 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		if (e->params[i].elems > largest)
 			largest = e->params[i].elems;
 	}
+	/* staging holds one parameter in fp32 (load, save) or a module's 16-bit copies (step) */
 	e->staging_bytes = largest * 4;
+	for (uint32_t m = 0; m < e->n_modules; m++) {
+		uint64_t b = 0;
+		for (uint32_t k = 0; k < e->modules[m].n_params; k++)
+			b += e->params[e->modules[m].first_param + k].elems * 2;
+		if (b > e->staging_bytes)
+			e->staging_bytes = b;
+		if (e->modules[m].n_params > max_params)
+			max_params = e->modules[m].n_params;
+	}
 	e->staging = malloc(e->staging_bytes ? e->staging_bytes : 1);
-	if (!e->staging)
+	e->srcs = calloc(max_params ? max_params : 1, sizeof(*e->srcs));
+	if (!e->staging || !e->srcs)
 		return engine_fail(e, -ENOMEM,
 				   "parameter staging: cannot allocate %" PRIu64 " bytes",
 				   e->staging_bytes);
@@ -701,6 +714,39 @@ static void clear_grads(struct zinf_engine *e)
 		memset(e->params[i].grad_acc, 0, e->params[i].elems * 4);
 }
 
+/* Host-resident state: update a module's parameters, then write all of them to the
+ * store at once (each NVMe chunk written whole, once). */
+static int step_module(struct zinf_engine *e, struct emodule *m,
+		       const struct zinf_adam_step_info *info)
+{
+	char *copy = e->staging;
+	int rc;
+
+	for (uint32_t k = 0; k < m->n_params; k++) {
+		struct eparam *p = &e->params[m->first_param + k];
+		struct zinf_adam *adam = p->decay ? e->adam_decay : e->adam_no_decay;
+		struct zinf_adam_shard sh = {
+			.master = p->master,
+			.exp_avg = p->exp_avg,
+			.exp_avg_sq = p->exp_avg_sq,
+			.grad = p->grad_acc,
+			.grad_dtype = ZINF_DTYPE_F32,
+			.param_out = p->dtype == ZINF_DTYPE_F32 ? NULL : copy,
+			.param_dtype = p->dtype == ZINF_DTYPE_F32 ? ZINF_DTYPE_NONE : p->dtype,
+			.n_elems = p->elems,
+		};
+		rc = zinf_adam_step(adam, &sh, info);
+		if (rc)
+			return engine_fail(e, rc, "param %u: %s", m->first_param + k,
+					   zinf_adam_last_error(adam));
+		e->srcs[k] = p->dtype == ZINF_DTYPE_F32 ? (const void *)p->master : copy;
+		if (p->dtype != ZINF_DTYPE_F32)
+			copy += p->elems * 2;
+	}
+	rc = zinf_store_module_write(e->store, m->store_id, e->srcs);
+	return rc ? engine_fail(e, rc, "%s", zinf_store_last_error(e->store)) : 0;
+}
+
 int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 {
 	double t0 = seconds_now(), sumsq = 0, loss_scale = zinf_loss_scale(e);
@@ -743,27 +789,10 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 	info.step = e->steps + 1;
 	info.lr = zinf_lr_at(&e->sched, (int64_t)e->steps - 1);
 	info.grad_scale = clip.grad_scale / (float)e->gas;
-	for (uint32_t i = 0; i < e->n_params && !e->nvme_state; i++) {
-		struct eparam *p = &e->params[i];
-		struct zinf_adam_shard sh = {
-			.master = p->master,
-			.exp_avg = p->exp_avg,
-			.exp_avg_sq = p->exp_avg_sq,
-			.grad = p->grad_acc,
-			.grad_dtype = ZINF_DTYPE_F32,
-			.param_out = p->dtype == ZINF_DTYPE_F32 ? NULL : e->staging,
-			.param_dtype = p->dtype == ZINF_DTYPE_F32 ? ZINF_DTYPE_NONE : p->dtype,
-			.n_elems = p->elems,
-		};
-		struct zinf_adam *adam = p->decay ? e->adam_decay : e->adam_no_decay;
-		rc = zinf_adam_step(adam, &sh, &info);
+	for (uint32_t m = 0; m < e->n_modules && !e->nvme_state; m++) {
+		rc = step_module(e, &e->modules[m], &info);
 		if (rc)
-			return engine_fail(e, rc, "param %u: %s", i, zinf_adam_last_error(adam));
-		rc = zinf_store_param_write(e->store, p->store_id,
-					    p->dtype == ZINF_DTYPE_F32 ? (void *)p->master
-								       : e->staging);
-		if (rc)
-			return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+			return rc;
 	}
 	if (e->nvme_state) {
 		rc = engine_nvme_step(e, &info);

@@ -92,7 +92,8 @@ struct zinf_engine {
 
 	float *state; /* one host allocation carved into every eparam's buffers */
 	uint64_t state_bytes;
-	void *staging; /* (staging_bytes) largest param in its dtype, host */
+	void *staging;	   /* (staging_bytes) largest param in its dtype, host */
+	const void **srcs; /* (most params in a module) sources for zinf_store_module_write */
 	uint64_t staging_bytes;
 
 	uint64_t steps, skipped;

@@ -211,10 +211,13 @@ int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *in
 					   zinf_adam_nvme_last_error(g->nvme), res.n_updated,
 					   res.n_sub_groups);
 	}
-	for (uint32_t i = 0; i < e->n_params; i++) {
-		struct eparam *p = &e->params[i];
-		const char *copy = (const char *)e->groups[p->group].param_out + p->group_off * 2;
-		rc = zinf_store_param_write(e->store, p->store_id, copy);
+	for (uint32_t m = 0; m < e->n_modules; m++) {
+		const struct emodule *mod = &e->modules[m];
+		for (uint32_t k = 0; k < mod->n_params; k++) {
+			const struct eparam *p = &e->params[mod->first_param + k];
+			e->srcs[k] = (const char *)e->groups[p->group].param_out + p->group_off * 2;
+		}
+		rc = zinf_store_module_write(e->store, mod->store_id, e->srcs);
 		if (rc)
 			return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	}

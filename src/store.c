@@ -422,39 +422,34 @@ out:
 /* ---- synchronous contents ----------------------------------------------------------- */
 
 /* Take a module out of circulation for a synchronous read or write. */
-static int sync_begin(struct zinf_store *s, uint32_t param, struct param **out)
+static int sync_begin_module(struct zinf_store *s, struct module *mod, const char *what)
 {
-	struct module *mod;
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
-	if (!s->finalized) {
-		rc = store_fail(s, ZINF_ESTATE, "param %u: read or written before finalize", param);
-		goto out;
-	}
-	if (param >= s->n_params) {
-		rc = store_fail(s, -EINVAL, "param %u: no such parameter (%u registered)", param,
-				s->n_params);
-		goto out;
-	}
-	*out = &s->params[param];
-	mod = &s->modules[(*out)->module];
 	if (mod->refs || mod->sync_busy || mod->state == MOD_LOADING ||
-	    mod->state == MOD_WAITING_SPACE) {
-		rc = store_fail(s, -EBUSY, "param %s: module %s is in use", (*out)->name,
-				mod->name);
-		goto out;
-	}
-	mod->sync_busy = true;
-out:
+	    mod->state == MOD_WAITING_SPACE)
+		rc = store_fail(s, -EBUSY, "%s: module %s is in use", what, mod->name);
+	else
+		mod->sync_busy = true;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
-static void sync_end(struct zinf_store *s, struct param *p, bool wrote)
+static int sync_begin(struct zinf_store *s, uint32_t param, struct param **out)
 {
-	struct module *mod = &s->modules[p->module];
+	if (!s->finalized)
+		return store_fail(s, ZINF_ESTATE, "param %u: read or written before finalize",
+				  param);
+	if (param >= s->n_params)
+		return store_fail(s, -EINVAL, "param %u: no such parameter (%u registered)", param,
+				  s->n_params);
+	*out = &s->params[param];
+	return sync_begin_module(s, &s->modules[(*out)->module], (*out)->name);
+}
 
+static void sync_end_module(struct zinf_store *s, struct module *mod, bool wrote)
+{
 	pthread_mutex_lock(&s->lock);
 	mod->sync_busy = false;
 	/* A cached device copy is stale after a write to the home tier: drop it. */
@@ -467,6 +462,11 @@ static void sync_end(struct zinf_store *s, struct param *p, bool wrote)
 			s->chunks[mod->first_chunk + c].state = CHUNK_HOME;
 	}
 	pthread_mutex_unlock(&s->lock);
+}
+
+static void sync_end(struct zinf_store *s, struct param *p, bool wrote)
+{
+	sync_end_module(s, &s->modules[p->module], wrote);
 }
 
 static void count_link(struct zinf_store *s, enum zinf_link link, uint64_t bytes, uint64_t t0)
@@ -658,4 +658,79 @@ int zinf_store_stats_json(const struct zinf_store_stats *st, FILE *f)
 		(double)st->wait_ns * 1e-9, st->waits, st->fetches, st->hits, st->evictions,
 		st->param_bytes, st->modules, st->params, st->chunks);
 	return ferror(f) ? -EIO : 0;
+}
+
+/* NVMe home: fill whole chunks from the parameters and write each once, with no read. */
+static int module_write_nvme(struct zinf_store *s, struct module *mod, const void *const *src)
+{
+	void *stage = NULL;
+	int rc = 0;
+
+	for (uint32_t c = 0; c < mod->n_chunks && !rc; c++) {
+		struct chunk *ch = &s->chunks[mod->first_chunk + c];
+		uint64_t t0;
+		rc = zinf_pinned_alloc(s->o.pinned, ch->io_len, UINT64_MAX, &stage);
+		if (rc)
+			return store_fail(
+				s, rc, "module %s: pinned staging of %" PRIu64 " bytes: %s",
+				mod->name, ch->io_len, zinf_pinned_last_error(s->o.pinned));
+		memset(stage, 0, ch->io_len); /* the alignment gaps between parameters */
+		for (uint32_t i = 0; i < mod->n_params; i++) {
+			const struct param *p = &s->params[mod->first_param + i];
+			uint64_t b = p->off > ch->off ? p->off : ch->off;
+			uint64_t e = p->off + p->bytes < ch->off + ch->len ? p->off + p->bytes
+									   : ch->off + ch->len;
+			if (b < e)
+				memcpy((char *)stage + (b - ch->off),
+				       (const char *)src[i] + (b - p->off), e - b);
+		}
+		t0 = store_now_ns();
+		rc = zinf_io_rw(s->o.io, ZINF_IO_WRITE, ch->extent, 0, stage, ch->io_len);
+		if (rc)
+			store_fail(s, rc, "module %s: %s", mod->name, zinf_io_last_error(s->o.io));
+		else {
+			count_link(s, ZINF_LINK_PINNED_TO_NVME, ch->io_len, t0);
+			zinf_timeline_add(s->o.timeline, ZINF_TRACK_NVME_WRITE, mod->name, t0,
+					  store_now_ns());
+			ch->written = true;
+		}
+		zinf_pinned_free(s->o.pinned, stage);
+	}
+	return rc;
+}
+
+int zinf_store_module_write(struct zinf_store *s, uint32_t module, const void *const *src)
+{
+	struct module *mod;
+	int rc;
+
+	if (!s->finalized)
+		return store_fail(s, ZINF_ESTATE, "module %u: written before finalize", module);
+	if (module >= s->n_modules)
+		return store_fail(s, -EINVAL, "module %u: no such module (%u registered)", module,
+				  s->n_modules);
+	mod = &s->modules[module];
+	rc = sync_begin_module(s, mod, mod->name);
+	if (rc)
+		return rc;
+	if (s->o.param_home == ZINF_TIER_NVME) {
+		rc = module_write_nvme(s, mod, src);
+	} else {
+		for (uint32_t i = 0; i < mod->n_params && !rc; i++) {
+			struct param *p = &s->params[mod->first_param + i];
+			for (uint64_t done = 0; done < p->bytes && !rc;) {
+				uint64_t moff = p->off + done;
+				struct chunk *ch =
+					&s->chunks[mod->first_chunk + moff / s->o.chunk_size];
+				uint64_t in_chunk = moff - ch->off;
+				uint64_t n = ch->len - in_chunk < p->bytes - done
+						     ? ch->len - in_chunk
+						     : p->bytes - done;
+				rc = chunk_rw(s, ch, in_chunk, (char *)src[i] + done, n, true);
+				done += n;
+			}
+		}
+	}
+	sync_end_module(s, mod, !rc);
+	return rc;
 }

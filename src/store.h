@@ -117,6 +117,10 @@ int zinf_store_finalize(struct zinf_store *store);
 /* Copy a parameter's bytes from src into its home tier (a cached device copy of its
  * module is dropped first). Synchronous. */
 int zinf_store_param_write(struct zinf_store *store, uint32_t param, const void *src);
+/* Write every parameter of a module at once (src[i]: the module's i-th parameter, in
+ * registration order). On NVMe each chunk is written whole, once, without reading it
+ * first: the way to store an optimizer step's new parameters. Synchronous. */
+int zinf_store_module_write(struct zinf_store *store, uint32_t module, const void *const *src);
 /* Copy a parameter's bytes from its home tier into dst. Synchronous. */
 int zinf_store_param_read(struct zinf_store *store, uint32_t param, void *dst);
 
