@@ -781,6 +781,8 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 		out->skipped = true;
 		out->step = e->steps;
 		clear_grads(e);
+		if (e->prefetch)
+			zinf_prefetch_start_step(e->prefetch);
 		zinf_logf(ZINF_LOG_INFO, "step skipped: gradient overflow at loss scale %g",
 			  loss_scale);
 		out->seconds = seconds_now() - t0;
@@ -801,6 +803,8 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 	}
 	clear_grads(e);
 	e->steps++;
+	if (e->prefetch)
+		zinf_prefetch_start_step(e->prefetch);
 	out->step = e->steps;
 	out->lr = info.lr;
 	out->seconds = seconds_now() - t0;

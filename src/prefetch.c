@@ -189,6 +189,14 @@ void zinf_prefetch_end_step(struct zinf_prefetch *p)
 		publish_next_use(p);
 }
 
+void zinf_prefetch_start_step(struct zinf_prefetch *p)
+{
+	if (p->have_trace && !p->diverged && p->o.bucket_elems && p->cursor == 0) {
+		publish_next_use(p);
+		issue(p);
+	}
+}
+
 void zinf_prefetch_get_stats(const struct zinf_prefetch *p, struct zinf_prefetch_stats *out)
 {
 	*out = p->st;

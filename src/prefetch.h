@@ -52,6 +52,9 @@ int zinf_prefetch_drop(struct zinf_prefetch *p);
 /* An optimizer step ends the window: adopt the recorded order as the trace when there
  * was none or the step diverged. */
 void zinf_prefetch_end_step(struct zinf_prefetch *p);
+/* The optimizer step has written the parameters: fetch the first modules of the next
+ * step ahead, so that step does not start by waiting. */
+void zinf_prefetch_start_step(struct zinf_prefetch *p);
 void zinf_prefetch_get_stats(const struct zinf_prefetch *p, struct zinf_prefetch_stats *out);
 
 #endif /* ZINF_SRC_PREFETCH_H */

@@ -95,6 +95,7 @@ int zinf_store_create(const struct zinf_store_opts *opts, struct zinf_store **ou
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->kick, NULL);
 	pthread_cond_init(&s->ready, NULL);
+	s->active_tail = &s->active;
 	rc = zinf_stream_create(opts->device, &s->h2d);
 	if (!rc)
 		rc = zinf_stream_create(opts->device, &s->d2h);

@@ -95,7 +95,8 @@ struct zinf_store {
 	struct chunk *chunks;
 	uint32_t n_chunks;
 
-	struct chunk *active;	     /* chunks QUEUED..COPYING, any order */
+	struct chunk *active;	     /* chunks QUEUED..COPYING, in activation order */
+	struct chunk **active_tail;  /* where the next activated chunk is linked */
 	struct module *waiting_head; /* modules waiting for device space, FIFO */
 	struct module *waiting_tail;
 	uint64_t tick;

@@ -41,10 +41,12 @@ static void kick(struct zinf_store *s)
 
 static void activate(struct zinf_store *s, struct chunk *ch)
 {
+	/* First in, first served: a module fetched earlier is needed earlier. */
 	ch->mod->active++;
 	ch->state = CHUNK_QUEUED;
-	ch->next_active = s->active;
-	s->active = ch;
+	ch->next_active = NULL;
+	*s->active_tail = ch;
+	s->active_tail = &ch->next_active;
 }
 
 /* The victim is the cached module needed furthest in the future (Belady), when the
@@ -274,6 +276,8 @@ static bool mover_pass(struct zinf_store *s)
 			continue;
 		}
 		*pp = ch->next_active;
+		if (!*pp)
+			s->active_tail = pp;
 		ch->mod->active--;
 		settle_failed(s, ch->mod); /* no-op unless it failed and this was its last chunk */
 	}
