@@ -547,27 +547,33 @@ out:
 	return rc;
 }
 
-static int param_rw(struct zinf_store *s, uint32_t param, void *buf, bool write)
+/* Copy one parameter between buf and its home, chunk by chunk (the module is held). */
+static int param_chunks_rw(struct zinf_store *s, const struct param *p, void *buf, bool write)
 {
-	struct param *p = NULL;
-	struct module *mod;
+	const struct module *mod = &s->modules[p->module];
 	uint64_t done = 0;
-	int rc = sync_begin(s, param, &p);
+	int rc = 0;
 
-	if (rc)
-		return rc;
-	mod = &s->modules[p->module];
-	while (done < p->bytes) {
+	while (done < p->bytes && !rc) {
 		uint64_t moff = p->off + done;
 		struct chunk *ch = &s->chunks[mod->first_chunk + moff / s->o.chunk_size];
 		uint64_t in_chunk = moff - ch->off;
 		uint64_t n =
 			ch->len - in_chunk < p->bytes - done ? ch->len - in_chunk : p->bytes - done;
 		rc = chunk_rw(s, ch, in_chunk, (char *)buf + done, n, write);
-		if (rc)
-			break;
 		done += n;
 	}
+	return rc;
+}
+
+static int param_rw(struct zinf_store *s, uint32_t param, void *buf, bool write)
+{
+	struct param *p = NULL;
+	int rc = sync_begin(s, param, &p);
+
+	if (rc)
+		return rc;
+	rc = param_chunks_rw(s, p, buf, write);
 	sync_end(s, p, write && !rc);
 	return rc;
 }
@@ -717,20 +723,9 @@ int zinf_store_module_write(struct zinf_store *s, uint32_t module, const void *c
 	if (s->o.param_home == ZINF_TIER_NVME) {
 		rc = module_write_nvme(s, mod, src);
 	} else {
-		for (uint32_t i = 0; i < mod->n_params && !rc; i++) {
-			struct param *p = &s->params[mod->first_param + i];
-			for (uint64_t done = 0; done < p->bytes && !rc;) {
-				uint64_t moff = p->off + done;
-				struct chunk *ch =
-					&s->chunks[mod->first_chunk + moff / s->o.chunk_size];
-				uint64_t in_chunk = moff - ch->off;
-				uint64_t n = ch->len - in_chunk < p->bytes - done
-						     ? ch->len - in_chunk
-						     : p->bytes - done;
-				rc = chunk_rw(s, ch, in_chunk, (char *)src[i] + done, n, true);
-				done += n;
-			}
-		}
+		for (uint32_t i = 0; i < mod->n_params && !rc; i++)
+			rc = param_chunks_rw(s, &s->params[mod->first_param + i], (void *)src[i],
+					     true);
 	}
 	sync_end_module(s, mod, !rc);
 	return rc;

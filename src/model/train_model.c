@@ -149,34 +149,48 @@ out_engine:
 	return rc;
 }
 
+/* Open the checkpoint in dir and check it has every tensor the config needs, with the
+ * right shape. On success *out is open; the caller destroys it. */
+static int open_checkpoint(struct train_model *tm, const char *dir, struct zinf_st_reader **out,
+			   char *err, size_t errlen)
+{
+	struct zinf_st_reader *r;
+	int rc = zinf_st_reader_create(&r);
+
+	if (rc) {
+		snprintf(err, errlen, "%s: out of memory", dir);
+		return rc;
+	}
+	rc = zinf_st_reader_open(r, dir);
+	if (rc)
+		snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
+	else
+		rc = zinf_llama_names_check(&tm->hf, r, err, errlen);
+	if (rc) {
+		zinf_st_reader_destroy(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
 int train_model_check_checkpoint(struct train_model *tm, const char *dir, char *err, size_t errlen)
 {
 	struct zinf_st_reader *r;
 	const struct zinf_st_tensor_info *t;
 	int rc;
 
-	rc = zinf_st_reader_create(&r);
-	if (rc) {
-		snprintf(err, errlen, "%s: out of memory", dir);
-		return rc;
-	}
-	rc = zinf_st_reader_open(r, dir);
-	if (rc) {
-		snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
-		goto out_reader;
-	}
-	rc = zinf_llama_names_check(&tm->hf, r, err, errlen);
+	rc = open_checkpoint(tm, dir, &r, err, errlen);
 	if (rc)
-		goto out_reader;
+		return rc;
 	/* The checkpoint's dtype: config.json's torch_dtype, else the embedding's. */
 	t = zinf_st_reader_find(r, "model.embed_tokens.weight");
 	if (tm->hf.has_torch_dtype)
 		tm->source_dtype = dtype_of_st(tm->hf.torch_dtype);
 	else if (t)
 		tm->source_dtype = dtype_of_st(t->dtype);
-out_reader:
 	zinf_st_reader_destroy(r);
-	return rc;
+	return 0;
 }
 
 /* ---- loading ------------------------------------------------------------------------------ */
@@ -187,19 +201,9 @@ static int load_checkpoint(struct train_model *tm, struct zinf_engine *e, const 
 	struct zinf_st_reader *r;
 	int rc;
 
-	rc = zinf_st_reader_create(&r);
-	if (rc) {
-		snprintf(err, errlen, "%s: out of memory", dir);
-		return rc;
-	}
-	rc = zinf_st_reader_open(r, dir);
-	if (rc) {
-		snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
-		goto out_reader;
-	}
-	rc = zinf_llama_names_check(&tm->hf, r, err, errlen);
+	rc = open_checkpoint(tm, dir, &r, err, errlen);
 	if (rc)
-		goto out_reader;
+		return rc;
 	for (int mod = 0; mod < tm->L + 2; mod++) {
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
 			struct zinf_llama_param_info info;
