@@ -124,6 +124,9 @@ static const char *const layer_names[ZINF_LLAMA_LAYER_NPARAMS] = {
 	[ZINF_LLAMA_GATE] = "mlp.gate_proj.weight",
 	[ZINF_LLAMA_UP] = "mlp.up_proj.weight",
 	[ZINF_LLAMA_DOWN] = "mlp.down_proj.weight",
+	[ZINF_LLAMA_GATE_BIAS] = "mlp.gate_proj.bias",
+	[ZINF_LLAMA_UP_BIAS] = "mlp.up_proj.bias",
+	[ZINF_LLAMA_DOWN_BIAS] = "mlp.down_proj.bias",
 };
 
 static void set_shape(struct zinf_llama_param_info *info, uint64_t rows, uint64_t cols)
@@ -176,6 +179,15 @@ static void layer_shape(const struct zinf_llama_config *cfg, int idx,
 		break;
 	case ZINF_LLAMA_DOWN:
 		set_shape(info, C, I);
+		break;
+	case ZINF_LLAMA_GATE_BIAS:
+	case ZINF_LLAMA_UP_BIAS:
+		set_shape(info, I, 0);
+		info->present = cfg->mlp_bias;
+		break;
+	case ZINF_LLAMA_DOWN_BIAS:
+		set_shape(info, C, 0);
+		info->present = cfg->mlp_bias;
 		break;
 	}
 }

@@ -35,7 +35,11 @@ struct zinf_llama_config {
 	float rope_theta;	 /* e.g. 10000 or 500000 */
 	/* q/k/v projections carry biases (qwen2; llama's attention_bias) */
 	bool attention_bias;
-	bool attention_out_bias;  /* o_proj carries a bias (llama's attention_bias) */
+	bool attention_out_bias; /* o_proj carries a bias (llama's attention_bias) */
+	bool mlp_bias;		 /* gate/up/down projections carry biases (llama's mlp_bias) */
+	/* Sliding-window attention (mistral; qwen2 with use_sliding_window): the query at
+	 * position i attends to keys j with i - sliding_window < j <= i. 0: plain causal. */
+	int sliding_window;
 	bool tie_word_embeddings; /* lm_head is embed_tokens */
 	/* rope_scaling {"rope_type": "llama3", ...}; rope_llama3 false means no scaling */
 	bool rope_llama3;
@@ -77,6 +81,9 @@ enum {
 	ZINF_LLAMA_GATE,	   /* (I, C) mlp.gate_proj.weight */
 	ZINF_LLAMA_UP,		   /* (I, C) mlp.up_proj.weight */
 	ZINF_LLAMA_DOWN,	   /* (C, I) mlp.down_proj.weight */
+	ZINF_LLAMA_GATE_BIAS,	   /* (I) only with mlp_bias */
+	ZINF_LLAMA_UP_BIAS,	   /* (I) only with mlp_bias */
+	ZINF_LLAMA_DOWN_BIAS,	   /* (C) only with mlp_bias */
 	ZINF_LLAMA_LAYER_NPARAMS
 };
 enum {
