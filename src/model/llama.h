@@ -37,9 +37,12 @@ struct zinf_llama_config {
 	bool attention_bias;
 	bool attention_out_bias; /* o_proj carries a bias (llama's attention_bias) */
 	bool mlp_bias;		 /* gate/up/down projections carry biases (llama's mlp_bias) */
-	/* Sliding-window attention (mistral; qwen2 with use_sliding_window): the query at
-	 * position i attends to keys j with i - sliding_window < j <= i. 0: plain causal. */
+	/* Sliding-window attention (mistral; qwen2 with use_sliding_window): in layers with
+	 * index >= max_window_layers (the layer given to zinf_llama_bind), the query at
+	 * position i attends to keys j with i - sliding_window < j <= i. sliding_window 0:
+	 * plain causal attention everywhere; max_window_layers 0 (mistral): every layer. */
 	int sliding_window;
+	int max_window_layers;
 	bool tie_word_embeddings; /* lm_head is embed_tokens */
 	/* rope_scaling {"rope_type": "llama3", ...}; rope_llama3 false means no scaling */
 	bool rope_llama3;
