@@ -87,7 +87,9 @@ static void set_type_defaults(struct zinf_hf_config *cfg, enum zinf_hf_model_typ
 	cfg->tie_word_embeddings = false;
 	cfg->attention_bias = type == ZINF_HF_QWEN2;
 	cfg->attention_out_bias = false;
+	cfg->mlp_bias = false;
 	cfg->sliding_window = 0;
+	cfg->max_window_layers = 0;
 	switch (type) {
 	case ZINF_HF_LLAMA:
 		cfg->max_position_embeddings = 2048;
@@ -98,6 +100,7 @@ static void set_type_defaults(struct zinf_hf_config *cfg, enum zinf_hf_model_typ
 		break;
 	case ZINF_HF_QWEN2:
 		cfg->max_position_embeddings = 32768;
+		cfg->max_window_layers = 28;
 		break;
 	}
 }
@@ -136,6 +139,24 @@ static int get_uint(struct zinf_hf_config *cfg, const char *name, const cJSON *r
 	if (!cJSON_IsNumber(item) || !(d >= 1.0) || d > (double)max || d != floor(d))
 		return hf_fail(cfg, ZINF_ECONFIG, name, "%s%s: %s is not an integer in [1, %llu]",
 			       prefix, key, cJSON_IsNumber(item) ? "value" : "non-number",
+			       (unsigned long long)max);
+	*out = (uint64_t)d;
+	return 0;
+}
+
+/* An integer in [0, max]; absent or null keep the default. */
+static int get_count(struct zinf_hf_config *cfg, const char *name, const cJSON *root,
+		     const char *key, uint64_t max, uint64_t *out)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
+	double d;
+
+	if (absent(item))
+		return 0;
+	d = cJSON_IsNumber(item) ? item->valuedouble : -1.0;
+	if (!cJSON_IsNumber(item) || !(d >= 0.0) || d > (double)max || d != floor(d))
+		return hf_fail(cfg, ZINF_ECONFIG, name, "%s: %s is not an integer in [0, %llu]",
+			       key, cJSON_IsNumber(item) ? "value" : "non-number",
 			       (unsigned long long)max);
 	*out = (uint64_t)d;
 	return 0;
@@ -272,6 +293,9 @@ static int parse_sliding_window(struct zinf_hf_config *cfg, const char *name, co
 		return 0;
 	if (cfg->model_type == ZINF_HF_QWEN2) {
 		rc = get_bool(cfg, name, root, "use_sliding_window", &use);
+		if (rc == 0)
+			rc = get_count(cfg, name, root, "max_window_layers", HF_MAX_COUNT,
+				       &cfg->max_window_layers);
 		if (rc < 0)
 			return rc;
 	}
@@ -288,6 +312,43 @@ static int parse_sliding_window(struct zinf_hf_config *cfg, const char *name, co
 	return 0;
 }
 
+/* The attention kind of layer l the window fields imply, as Hugging Face names it. */
+static const char *layer_type(const struct zinf_hf_config *cfg, uint64_t l)
+{
+	return cfg->sliding_window && l >= cfg->max_window_layers ? "sliding_attention"
+								  : "full_attention";
+}
+
+/* layer_types (newer transformers write it): accepted when it says what the window fields
+ * imply, refused otherwise, since zinf derives each layer's attention from those. */
+static int check_layer_types(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
+{
+	const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+	const cJSON *item;
+	uint64_t l = 0;
+
+	if (absent(lt))
+		return 0;
+	if (!cJSON_IsArray(lt) || (uint64_t)cJSON_GetArraySize(lt) != cfg->num_hidden_layers)
+		return hf_fail(cfg, ZINF_ECONFIG, name,
+			       "layer_types: expected an array of num_hidden_layers = %llu strings",
+			       (unsigned long long)cfg->num_hidden_layers);
+	cJSON_ArrayForEach(item, lt)
+	{
+		const char *want = layer_type(cfg, l);
+
+		if (!cJSON_IsString(item) || strcmp(item->valuestring, want) != 0)
+			return hf_fail(
+				cfg, ZINF_ECONFIG, name,
+				"layer_types[%llu]: %s%.40s%s is not supported (expected \"%s\", as sliding_window and max_window_layers imply)",
+				(unsigned long long)l, cJSON_IsString(item) ? "\"" : "",
+				cJSON_IsString(item) ? item->valuestring : "a non-string",
+				cJSON_IsString(item) ? "\"" : "", want);
+		l++;
+	}
+	return 0;
+}
+
 /* Keys whose values zinf cannot honour: refused rather than silently ignored. */
 static int check_unsupported(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
 {
@@ -301,9 +362,12 @@ static int check_unsupported(struct zinf_hf_config *cfg, const char *name, const
 	rc = get_bool(cfg, name, root, "mlp_bias", &mlp_bias);
 	if (rc < 0)
 		return rc;
-	if (mlp_bias)
+	/* LlamaMLP honours mlp_bias; MistralMLP and Qwen2MLP never have biases */
+	if (mlp_bias && cfg->model_type != ZINF_HF_LLAMA)
 		return hf_fail(cfg, ZINF_ECONFIG, name,
-			       "mlp_bias: true is not supported (expected false)");
+			       "mlp_bias: true is not supported for model_type %s (expected false)",
+			       zinf_hf_model_type_name(cfg->model_type));
+	cfg->mlp_bias = mlp_bias;
 	return 0;
 }
 
@@ -362,6 +426,8 @@ static int parse_fields(struct zinf_hf_config *cfg, const char *name, const cJSO
 		rc = parse_dtype(cfg, name, root);
 	if (rc == 0)
 		rc = check_unsupported(cfg, name, root);
+	if (rc == 0 && cfg->num_hidden_layers)
+		rc = check_layer_types(cfg, name, root);
 	return rc;
 }
 
@@ -581,8 +647,10 @@ static cJSON *config_json(const struct zinf_hf_config *cfg, enum zinf_st_dtype d
 	ok = ok && set_item(o, "rope_scaling", rope_scaling_json(cfg));
 	ok = ok && set_item(o, "tie_word_embeddings", cJSON_CreateBool(cfg->tie_word_embeddings));
 	ok = ok && set_item(o, "hidden_act", cJSON_CreateString("silu"));
-	if (cfg->model_type == ZINF_HF_LLAMA)
+	if (cfg->model_type == ZINF_HF_LLAMA) {
 		ok = ok && set_item(o, "attention_bias", cJSON_CreateBool(cfg->attention_bias));
+		ok = ok && set_item(o, "mlp_bias", cJSON_CreateBool(cfg->mlp_bias));
+	}
 	/* qwen2 keeps its window size while use_sliding_window is false */
 	if (cfg->model_type == ZINF_HF_MISTRAL ||
 	    (cfg->model_type == ZINF_HF_QWEN2 &&
@@ -591,9 +659,11 @@ static cJSON *config_json(const struct zinf_hf_config *cfg, enum zinf_st_dtype d
 		     set_item(o, "sliding_window",
 			      cfg->sliding_window ? cJSON_CreateNumber((double)cfg->sliding_window)
 						  : cJSON_CreateNull());
-	if (cfg->model_type == ZINF_HF_QWEN2)
+	if (cfg->model_type == ZINF_HF_QWEN2) {
 		ok = ok &&
 		     set_item(o, "use_sliding_window", cJSON_CreateBool(cfg->sliding_window != 0));
+		ok = ok && set_num(o, "max_window_layers", (double)cfg->max_window_layers);
+	}
 	if (ok && cJSON_GetObjectItemCaseSensitive(o, "dtype"))
 		ok = set_item(o, "dtype", cJSON_CreateString(zinf_hf_torch_dtype_name(dtype)));
 	ok = ok && set_item(o, "torch_dtype", cJSON_CreateString(zinf_hf_torch_dtype_name(dtype)));
@@ -701,6 +771,8 @@ uint64_t zinf_hf_config_param_count(const struct zinf_hf_config *cfg)
 		layer += q + 2 * kv;
 	if (cfg->attention_out_bias)
 		layer += C;
+	if (cfg->mlp_bias)
+		layer += 2 * cfg->intermediate_size + C;
 	return cfg->vocab_size * C * (cfg->tie_word_embeddings ? 1 : 2) +
 	       cfg->num_hidden_layers * layer + C;
 }

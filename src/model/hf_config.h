@@ -45,7 +45,13 @@ struct zinf_hf_config {
 	 * projection (llama: attention_bias; qwen2, mistral: never). */
 	bool attention_bias;
 	bool attention_out_bias;
-	uint64_t sliding_window; /* mistral / qwen2 sliding-window attention; 0 = none */
+	bool mlp_bias; /* gate/up/down projections carry biases (llama's mlp_bias) */
+	/* Sliding-window attention: in layers l >= max_window_layers, query i sees keys j with
+	 * i - sliding_window < j <= i. mistral: sliding_window (null = none), every layer
+	 * (max_window_layers 0); qwen2: only with use_sliding_window, max_window_layers
+	 * (default 28) full-attention layers first; llama: none. */
+	uint64_t sliding_window; /* 0 = none */
+	uint64_t max_window_layers;
 	enum zinf_st_dtype torch_dtype;
 	bool has_torch_dtype; /* torch_dtype (or dtype) was given */
 

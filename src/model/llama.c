@@ -78,6 +78,13 @@ int zinf_llama_config_check(const struct zinf_llama_config *cfg, char *err, size
 			 cfg->head_dim);
 		return ZINF_ECONFIG;
 	}
+	if (cfg->sliding_window < 0 || cfg->max_window_layers < 0) {
+		snprintf(
+			err, errlen,
+			"llama config: sliding_window = %d and max_window_layers = %d must be >= 0",
+			cfg->sliding_window, cfg->max_window_layers);
+		return ZINF_ECONFIG;
+	}
 	if (!cfg->rope_llama3)
 		goto out_ok;
 	CHECK_POSITIVE(rope_factor);
@@ -373,6 +380,10 @@ int zinf_llama_bind(struct zinf_llama *m, enum zinf_llama_module_kind kind, int 
 
 	if (n == 0)
 		return llama_fail(m, -EINVAL, "llama bind: unknown module kind %d", (int)kind);
+	/* the window of the layer about to run (llama.h: layers >= max_window_layers) */
+	m->window = kind == ZINF_LLAMA_LAYER && layer >= m->cfg.max_window_layers
+			    ? m->cfg.sliding_window
+			    : 0;
 	for (int i = 0; i < n; i++) {
 		if (zinf_llama_param_info(&m->cfg, kind, layer, i, &info))
 			return llama_fail(m, -EINVAL, "llama bind: layer %d is outside [0, %d)",

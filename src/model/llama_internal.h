@@ -11,6 +11,7 @@ struct zinf_llama {
 	struct zinf_llama_config cfg;
 	int B, T, N;	 /* micro-batch rows, sequence length, N = B * T */
 	int head_rows;	 /* rows of logits the head holds at once (N: all) */
+	int window;	 /* attention window of the bound layer (0: plain causal) */
 	float *arena;	 /* one allocation carved into the buffers below */
 	float *rope_cos; /* (T, hd/2) */
 	float *rope_sin; /* (T, hd/2) */

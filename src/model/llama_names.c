@@ -13,10 +13,10 @@
 
 /* The tensor kinds of one decoder layer, in state-dict order. */
 static const enum zinf_llama_tensor_kind layer_kinds[] = {
-	ZINF_LLAMA_T_Q,		ZINF_LLAMA_T_Q_BIAS, ZINF_LLAMA_T_K,	ZINF_LLAMA_T_K_BIAS,
-	ZINF_LLAMA_T_V,		ZINF_LLAMA_T_V_BIAS, ZINF_LLAMA_T_O,	ZINF_LLAMA_T_O_BIAS,
-	ZINF_LLAMA_T_GATE,	ZINF_LLAMA_T_UP,     ZINF_LLAMA_T_DOWN, ZINF_LLAMA_T_INPUT_NORM,
-	ZINF_LLAMA_T_POST_NORM,
+	ZINF_LLAMA_T_Q,	   ZINF_LLAMA_T_Q_BIAS,	   ZINF_LLAMA_T_K,	    ZINF_LLAMA_T_K_BIAS,
+	ZINF_LLAMA_T_V,	   ZINF_LLAMA_T_V_BIAS,	   ZINF_LLAMA_T_O,	    ZINF_LLAMA_T_O_BIAS,
+	ZINF_LLAMA_T_GATE, ZINF_LLAMA_T_GATE_BIAS, ZINF_LLAMA_T_UP,	    ZINF_LLAMA_T_UP_BIAS,
+	ZINF_LLAMA_T_DOWN, ZINF_LLAMA_T_DOWN_BIAS, ZINF_LLAMA_T_INPUT_NORM, ZINF_LLAMA_T_POST_NORM,
 };
 #define N_LAYER_KINDS ((int)(sizeof(layer_kinds) / sizeof(layer_kinds[0])))
 
@@ -29,6 +29,10 @@ static bool kind_present(const struct zinf_hf_config *cfg, enum zinf_llama_tenso
 		return cfg->attention_bias;
 	case ZINF_LLAMA_T_O_BIAS:
 		return cfg->attention_out_bias;
+	case ZINF_LLAMA_T_GATE_BIAS:
+	case ZINF_LLAMA_T_UP_BIAS:
+	case ZINF_LLAMA_T_DOWN_BIAS:
+		return cfg->mlp_bias;
 	case ZINF_LLAMA_T_LM_HEAD:
 		return !cfg->tie_word_embeddings;
 	default:
@@ -72,6 +76,12 @@ static const char *kind_suffix(enum zinf_llama_tensor_kind kind)
 		return "self_attn.o_proj.bias";
 	case ZINF_LLAMA_T_GATE:
 		return "mlp.gate_proj.weight";
+	case ZINF_LLAMA_T_GATE_BIAS:
+		return "mlp.gate_proj.bias";
+	case ZINF_LLAMA_T_UP_BIAS:
+		return "mlp.up_proj.bias";
+	case ZINF_LLAMA_T_DOWN_BIAS:
+		return "mlp.down_proj.bias";
 	case ZINF_LLAMA_T_UP:
 		return "mlp.up_proj.weight";
 	case ZINF_LLAMA_T_DOWN:
@@ -144,7 +154,12 @@ static void fill(const struct zinf_hf_config *cfg, enum zinf_llama_tensor_kind k
 	case ZINF_LLAMA_T_DOWN:
 		set_shape(t, C, I);
 		break;
+	case ZINF_LLAMA_T_GATE_BIAS:
+	case ZINF_LLAMA_T_UP_BIAS:
+		set_shape(t, I, 0);
+		break;
 	case ZINF_LLAMA_T_O_BIAS:
+	case ZINF_LLAMA_T_DOWN_BIAS:
 	case ZINF_LLAMA_T_INPUT_NORM:
 	case ZINF_LLAMA_T_POST_NORM:
 	case ZINF_LLAMA_T_FINAL_NORM:

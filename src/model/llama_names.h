@@ -32,6 +32,9 @@ enum zinf_llama_tensor_kind {
 	ZINF_LLAMA_T_POST_NORM,	 /* post_attention_layernorm.weight (C) */
 	ZINF_LLAMA_T_FINAL_NORM, /* model.norm.weight (C) */
 	ZINF_LLAMA_T_LM_HEAD,	 /* lm_head.weight (V, C); absent when tie_word_embeddings */
+	ZINF_LLAMA_T_GATE_BIAS,	 /* mlp.gate_proj.bias (I): llama with mlp_bias only */
+	ZINF_LLAMA_T_UP_BIAS,	 /* mlp.up_proj.bias (I): llama with mlp_bias only */
+	ZINF_LLAMA_T_DOWN_BIAS,	 /* mlp.down_proj.bias (C): llama with mlp_bias only */
 };
 
 #define ZINF_LLAMA_NAME_BYTES 96

@@ -49,18 +49,19 @@ void llama_swiglu_backward(float *dgate, float *dup, const float *dact, const fl
 			   const float *up, int64_t n);
 
 /* Causal attention with GQA: q (B*T, nh*hd), k, v (B*T, nkv*hd), out (B*T, nh*hd); query
- * head h reads key/value head h / (nh / nkv). lse (B, nh, T) keeps each row's
+ * head h reads key/value head h / (nh / nkv). window > 0: query i sees keys j with
+ * i - window < j <= i (sliding window); 0: all j <= i. lse (B, nh, T) keeps each row's
  * log-sum-exp of the scaled scores, from which backward rebuilds the probabilities.
  * scratch: llama_attention_scratch_elems(T) floats. */
 uint64_t llama_attention_scratch_elems(int T);
 void llama_attention_forward(float *out, float *lse, const float *q, const float *k, const float *v,
-			     float *scratch, int B, int T, int nh, int nkv, int hd);
+			     float *scratch, int B, int T, int nh, int nkv, int hd, int window);
 /* dq (B*T, nh*hd), dk, dv (B*T, nkv*hd) are overwritten. dkp, dvp (B*T, nh*hd) are
  * scratch: per-query-head partials of dk, dv, summed per group in a fixed order. */
 void llama_attention_backward(float *dq, float *dk, float *dv, float *dkp, float *dvp,
 			      const float *dout, const float *q, const float *k, const float *v,
 			      const float *lse, float *scratch, int B, int T, int nh, int nkv,
-			      int hd);
+			      int hd, int window);
 
 /* x (n, c) = table rows of tokens (no range check: the caller validates). */
 void llama_embedding_forward(float *x, const float *table, const int32_t *tokens, int n, int c);

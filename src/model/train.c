@@ -208,15 +208,12 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		rc = train_model_config(&r->tm, o, err, errlen);
 	if (rc)
 		return rc;
-	if (o->seq_len > hf->max_position_embeddings ||
-	    (hf->sliding_window && o->seq_len > hf->sliding_window)) {
-		snprintf(err, errlen, "--seq-len %llu: larger than the model's %s %llu",
+	/* a sliding window does not bound T: attention masks keys beyond it */
+	if (o->seq_len > hf->max_position_embeddings) {
+		snprintf(err, errlen,
+			 "--seq-len %llu: larger than the model's max_position_embeddings %llu",
 			 (unsigned long long)o->seq_len,
-			 o->seq_len > hf->max_position_embeddings ? "max_position_embeddings"
-								  : "sliding_window",
-			 (unsigned long long)(o->seq_len > hf->max_position_embeddings
-						      ? hf->max_position_embeddings
-						      : hf->sliding_window));
+			 (unsigned long long)hf->max_position_embeddings);
 		return ZINF_ECONFIG;
 	}
 	if (o->model_dir) {

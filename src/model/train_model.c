@@ -5,6 +5,7 @@
  * tensor by tensor from a safetensors checkpoint, or from a seeded random init.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,11 @@ static void llama_config_from_hf(const struct zinf_hf_config *hf, struct zinf_ll
 	lc->rope_theta = (float)hf->rope_theta;
 	lc->attention_bias = hf->attention_bias;
 	lc->attention_out_bias = hf->attention_out_bias;
+	lc->mlp_bias = hf->mlp_bias;
+	/* a window of at least T keys is no window: clamping keeps the same attention */
+	lc->sliding_window = hf->sliding_window > INT_MAX ? INT_MAX : (int)hf->sliding_window;
+	lc->max_window_layers =
+		hf->max_window_layers > INT_MAX ? INT_MAX : (int)hf->max_window_layers;
 	lc->tie_word_embeddings = hf->tie_word_embeddings;
 	lc->rope_llama3 = hf->rope_llama3;
 	if (hf->rope_llama3) {

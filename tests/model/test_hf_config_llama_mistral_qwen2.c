@@ -3,7 +3,9 @@
  * defaults for head_dim) and qwen2 (q/k/v biases, sliding window off) load with the
  * documented fields and defaults; each malformed field fails with one line naming the
  * file and the field; saving writes a config that loads back equal, keeps keys zinf
- * does not interpret and carries the save dtype.
+ * does not interpret and carries the save dtype. llama's mlp_bias adds the MLP biases to
+ * the tensor list; mistral's and qwen2's sliding-window fields (sliding_window,
+ * use_sliding_window, max_window_layers, layer_types) load and save back.
  * Usage: test_hf_config_llama_mistral_qwen2 DATA_DIR
  */
 #include <ftw.h>
@@ -95,8 +97,32 @@ static void check_errors(void)
 		    "torch_dtype: \"int8\" is not supported");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"hidden_act\":\"gelu\"}", ZINF_ECONFIG,
 		    "hidden_act: only \"silu\"");
-	expect_fail("{" BASE ",\"num_attention_heads\":4,\"mlp_bias\":true}", ZINF_ECONFIG,
-		    "mlp_bias: true is not supported");
+	expect_fail("{\"model_type\":\"mistral\",\"vocab_size\":100,\"hidden_size\":64,"
+		    "\"intermediate_size\":128,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+		    "\"mlp_bias\":true}",
+		    ZINF_ECONFIG, "mlp_bias: true is not supported for model_type mistral");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"mlp_bias\":1}", ZINF_ECONFIG,
+		    "mlp_bias: expected true or false");
+	expect_fail("{\"model_type\":\"qwen2\",\"vocab_size\":100,\"hidden_size\":64,"
+		    "\"intermediate_size\":128,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+		    "\"max_window_layers\":-1}",
+		    ZINF_ECONFIG, "max_window_layers: value is not an integer in [0, 65536]");
+	expect_fail(
+		"{\"model_type\":\"qwen2\",\"vocab_size\":100,\"hidden_size\":64,"
+		"\"intermediate_size\":128,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+		"\"use_sliding_window\":true,\"sliding_window\":8,\"max_window_layers\":1,"
+		"\"layer_types\":[\"full_attention\",\"full_attention\"]}",
+		ZINF_ECONFIG,
+		"layer_types[1]: \"full_attention\" is not supported (expected \"sliding_attention\"");
+	expect_fail("{\"model_type\":\"mistral\",\"vocab_size\":100,\"hidden_size\":64,"
+		    "\"intermediate_size\":128,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+		    "\"layer_types\":[\"sliding_attention\"]}",
+		    ZINF_ECONFIG,
+		    "layer_types: expected an array of num_hidden_layers = 2 strings");
+	expect_fail("{\"model_type\":\"mistral\",\"vocab_size\":100,\"hidden_size\":64,"
+		    "\"intermediate_size\":128,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+		    "\"sliding_window\":0}",
+		    ZINF_ECONFIG, "sliding_window: value is not an integer in [1,");
 	expect_fail("{\"model_type\":\"llama\",\"vocab_size\":1e30}", ZINF_ECONFIG,
 		    "vocab_size: value is not an integer in [1, 16777216]");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"vocab_size\":1000}", ZINF_ECONFIG,
@@ -286,6 +312,107 @@ static void check_save(void)
 	free(path);
 }
 
+/* Load json, save it, load it back; both loads must agree on the window and bias fields. */
+static void round_trip(const char *json, struct zinf_hf_config *a)
+{
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	struct zinf_hf_config b;
+	char *dir = NULL, *path = NULL;
+
+	zinf_hf_config_init(a);
+	T_CHECK(zinf_hf_config_load_string(a, json, "w.json") == 0, "%s: %s", json, a->last_error);
+	T_CHECK(asprintf(&dir, "%s/zinf_hfcfg_XXXXXX", base) > 0 && mkdtemp(dir), "mkdtemp");
+	T_CHECK(asprintf(&path, "%s/config.json", dir) > 0, "asprintf");
+	T_CHECK(zinf_hf_config_save(a, path, ZINF_ST_F32) == 0, "save: %s", a->last_error);
+	zinf_hf_config_init(&b);
+	T_CHECK(zinf_hf_config_load_file(&b, path) == 0, "reload: %s", b.last_error);
+	T_CHECK(a->sliding_window == b.sliding_window &&
+			a->max_window_layers == b.max_window_layers && a->mlp_bias == b.mlp_bias &&
+			a->attention_bias == b.attention_bias,
+		"%s: reloaded window/bias fields differ (window %llu/%llu, layers %llu/%llu)", json,
+		(unsigned long long)a->sliding_window, (unsigned long long)b.sliding_window,
+		(unsigned long long)a->max_window_layers, (unsigned long long)b.max_window_layers);
+	zinf_hf_config_free(&b);
+	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	free(dir);
+	free(path);
+}
+
+#define SHAPE                                                                                      \
+	"\"vocab_size\":100,\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":4," \
+	"\"num_attention_heads\":4"
+
+/* mlp_bias (llama) adds three tensors per layer in state-dict order; mistral's and qwen2's
+ * window fields load with Hugging Face's defaults and survive a save. */
+static void check_windows_and_mlp_bias(void)
+{
+	struct zinf_hf_config c;
+	struct zinf_llama_tensor_name t;
+
+	round_trip("{\"model_type\":\"llama\"," SHAPE ",\"mlp_bias\":true}", &c);
+	T_CHECK(c.mlp_bias && !c.attention_bias && c.sliding_window == 0, "llama mlp_bias");
+	T_CHECK(zinf_llama_names_count(&c) == 1 + 4 * 12 + 2, "llama with mlp biases: %d names",
+		zinf_llama_names_count(&c));
+	T_CHECK(zinf_hf_config_param_count(&c) ==
+			2 * 100 * 64 + 64 +
+				4 * (4 * 64 * 64 + 3 * 64 * 128 + 2 * 64 + 2 * 128 + 64),
+		"param count with mlp biases: %llu",
+		(unsigned long long)zinf_hf_config_param_count(&c));
+	{
+		static const char *order[] = {"mlp.gate_proj.weight", "mlp.gate_proj.bias",
+					      "mlp.up_proj.weight",   "mlp.up_proj.bias",
+					      "mlp.down_proj.weight", "mlp.down_proj.bias"};
+		char want[96];
+
+		for (int i = 0; i < 6; i++) {
+			T_CHECK_RC(zinf_llama_names_get(&c, 1 + 4 + i, &t));
+			snprintf(want, sizeof(want), "model.layers.0.%s", order[i]);
+			T_CHECK_STR(t.name, want);
+			T_CHECK(t.module == 1, "module of %s", t.name);
+		}
+		T_CHECK_RC(zinf_llama_names_get(&c, 1 + 5, &t));
+		T_CHECK(t.ndim == 1 && t.shape[0] == 128, "gate bias shape (I)");
+		T_CHECK_RC(zinf_llama_names_get(&c, 1 + 9, &t));
+		T_CHECK(t.ndim == 1 && t.shape[0] == 64, "down bias shape (C)");
+	}
+	zinf_hf_config_free(&c);
+
+	/* mistral: sliding_window absent = 4096 (MistralConfig's default), every layer */
+	round_trip("{\"model_type\":\"mistral\"," SHAPE "}", &c);
+	T_CHECK(c.sliding_window == 4096 && c.max_window_layers == 0, "mistral default window");
+	zinf_hf_config_free(&c);
+	round_trip("{\"model_type\":\"mistral\"," SHAPE ",\"sliding_window\":7,"
+		   "\"layer_types\":[\"sliding_attention\",\"sliding_attention\","
+		   "\"sliding_attention\",\"sliding_attention\"]}",
+		   &c);
+	T_CHECK(c.sliding_window == 7 && c.max_window_layers == 0, "mistral window 7");
+	zinf_hf_config_free(&c);
+
+	/* qwen2: the window only with use_sliding_window; max_window_layers defaults to 28 */
+	round_trip("{\"model_type\":\"qwen2\"," SHAPE ",\"use_sliding_window\":true,"
+		   "\"sliding_window\":16,\"max_window_layers\":2,"
+		   "\"layer_types\":[\"full_attention\",\"full_attention\",\"sliding_attention\","
+		   "\"sliding_attention\"]}",
+		   &c);
+	T_CHECK(c.sliding_window == 16 && c.max_window_layers == 2 && c.attention_bias,
+		"qwen2 window in layers 2 and 3");
+	zinf_hf_config_free(&c);
+	round_trip("{\"model_type\":\"qwen2\"," SHAPE ",\"use_sliding_window\":true,"
+		   "\"sliding_window\":16}",
+		   &c);
+	T_CHECK(c.sliding_window == 16 && c.max_window_layers == 28, "qwen2 default layers");
+	zinf_hf_config_free(&c);
+	round_trip("{\"model_type\":\"qwen2\"," SHAPE ",\"sliding_window\":16,"
+		   "\"max_window_layers\":0}",
+		   &c);
+	T_CHECK(c.sliding_window == 0 && c.max_window_layers == 0,
+		"qwen2 without use_sliding_window has no window");
+	zinf_hf_config_free(&c);
+	load(&c, "config_qwen2.json");
+	T_CHECK(c.max_window_layers == 24 && c.sliding_window == 0, "Qwen2-0.5B window fields");
+	zinf_hf_config_free(&c);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -294,5 +421,6 @@ int main(int argc, char **argv)
 	check_errors();
 	check_samples();
 	check_save();
+	check_windows_and_mlp_bias();
 	return T_EXIT_PASS;
 }

@@ -2,7 +2,9 @@
  * The blocked sgemm attention (query rows in blocks of 128, keys up to the block's end)
  * matches a naive double-precision causal GQA attention, forward (out, lse) and backward
  * (dq, dk, dv), for T = 300: three row blocks, the last one short, so the block edges and
- * the masked corner of each block are covered (the model-level tests use T < 128).
+ * the masked corner of each block are covered (the model-level tests use T < 128); and the
+ * same with sliding windows (key j visible from query i when i - W < j <= i) of W = 1
+ * (each query sees only itself), 50 (inside a block) and 200 (reaching across blocks).
  * Tolerance 1e-5 of each tensor's largest magnitude (fp32 sums of <= 300 terms).
  */
 #include "llama_ops.h"
@@ -22,10 +24,10 @@ static double max_rel(const float *got, const double *want, size_t n)
 		maxd = d > maxd ? d : maxd;
 		maxw = fabs(want[i]) > maxw ? fabs(want[i]) : maxw;
 	}
-	return maxd / maxw;
+	return maxw > 0 ? maxd / maxw : maxd; /* W = 1: dq is exactly 0 */
 }
 
-int main(void)
+static void check(int W)
 {
 	size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * NKV * HD;
 	float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4), *dout = malloc(nq * 4);
@@ -47,9 +49,9 @@ int main(void)
 		k[i] = 2.0f * rng_uniform(&s);
 		v[i] = rng_uniform(&s);
 	}
-	llama_attention_forward(out, lse, q, k, v, scratch, B, T, NH, NKV, HD);
+	llama_attention_forward(out, lse, q, k, v, scratch, B, T, NH, NKV, HD, W);
 	llama_attention_backward(dq, dk, dv, dkp, dvp, dout, q, k, v, lse, scratch, B, T, NH, NKV,
-				 HD);
+				 HD, W);
 
 	/* naive reference */
 	for (int b = 0; b < B; b++) {
@@ -60,8 +62,9 @@ int main(void)
 				const float *qt = q + ((size_t)(b * T + t) * NH + h) * HD;
 				const float *dot = dout + ((size_t)(b * T + t) * NH + h) * HD;
 				double mx = -INFINITY, sum = 0.0, dsum = 0.0;
+				int lo = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0;
 
-				for (int u = 0; u <= t; u++) {
+				for (int u = lo; u <= t; u++) {
 					const float *ku = k + ((size_t)(b * T + u) * NKV + g) * HD;
 					const float *vu = v + ((size_t)(b * T + u) * NKV + g) * HD;
 
@@ -73,14 +76,14 @@ int main(void)
 					}
 					mx = p[u] > mx ? p[u] : mx;
 				}
-				for (int u = 0; u <= t; u++)
+				for (int u = lo; u <= t; u++)
 					sum += (p[u] = exp(p[u] - mx));
 				rlse[((size_t)b * NH + h) * T + t] = mx + log(sum);
-				for (int u = 0; u <= t; u++) {
+				for (int u = lo; u <= t; u++) {
 					p[u] /= sum;
 					dsum += p[u] * dp[u];
 				}
-				for (int u = 0; u <= t; u++) {
+				for (int u = lo; u <= t; u++) {
 					const float *ku = k + ((size_t)(b * T + u) * NKV + g) * HD;
 					const float *vu = v + ((size_t)(b * T + u) * NKV + g) * HD;
 					double ds = p[u] * (dp[u] - dsum) * scale;
@@ -98,22 +101,30 @@ int main(void)
 		}
 	}
 	e = max_rel(out, rout, nq);
-	printf("out rel err %.2e\n", e);
-	T_CHECK(e <= 1e-5, "attention output differs from naive: %.2e", e);
+	printf("W %d: out rel err %.2e\n", W, e);
+	T_CHECK(e <= 1e-5, "W %d: attention output differs from naive: %.2e", W, e);
 	e = max_rel(lse, rlse, (size_t)B * NH * T);
-	printf("lse rel err %.2e\n", e);
-	T_CHECK(e <= 1e-5, "lse differs from naive: %.2e", e);
+	printf("W %d: lse rel err %.2e\n", W, e);
+	T_CHECK(e <= 1e-5, "W %d: lse differs from naive: %.2e", W, e);
 	e = max_rel(dq, rdq, nq);
-	printf("dq rel err %.2e\n", e);
-	T_CHECK(e <= 1e-5, "dq differs from naive: %.2e", e);
+	printf("W %d: dq rel err %.2e\n", W, e);
+	T_CHECK(e <= 1e-5, "W %d: dq differs from naive: %.2e", W, e);
 	e = max_rel(dk, rdk, nk);
-	printf("dk rel err %.2e\n", e);
-	T_CHECK(e <= 1e-5, "dk differs from naive: %.2e", e);
+	printf("W %d: dk rel err %.2e\n", W, e);
+	T_CHECK(e <= 1e-5, "W %d: dk differs from naive: %.2e", W, e);
 	e = max_rel(dv, rdv, nk);
-	printf("dv rel err %.2e\n", e);
-	T_CHECK(e <= 1e-5, "dv differs from naive: %.2e", e);
+	printf("W %d: dv rel err %.2e\n", W, e);
+	T_CHECK(e <= 1e-5, "W %d: dv differs from naive: %.2e", W, e);
 	free(q), free(k), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
 	free(dkp), free(dvp), free(scratch), free(rout), free(rlse), free(rdq), free(rdk);
 	free(rdv), free(p), free(dp);
+}
+
+int main(void)
+{
+	check(0);
+	check(1);
+	check(50);
+	check(200);
 	return T_EXIT_PASS;
 }

@@ -1,7 +1,8 @@
 /*
  * Every parameter tensor's analytic gradient matches central finite differences of the
- * loss, independently of torch: for two small configs (untied with plain RoPE; tied with
- * Llama-3 rope_scaling, q/k/v/o biases, GQA, nh*hd != C and ignored targets), three
+ * loss, independently of torch: for three small configs (untied with plain RoPE; tied with
+ * Llama-3 rope_scaling, q/k/v/o biases, GQA, nh*hd != C and ignored targets) and a third
+ * (gate/up/down biases, a sliding window of 3 keys in layers 1 and 2 of 3), three
  * coordinates of every tensor (its largest gradient and two random ones) are perturbed.
  *
  * The difference quotient is the fourth-order one, (8 (f(+h) - f(-h)) - (f(+2h) - f(-2h)))
@@ -117,6 +118,20 @@ int main(void)
 	cfg.rope_high_freq_factor = 8.0f;
 	cfg.rope_original_max_position_embeddings = 256;
 	checked += check_config(&cfg, 2, 7, 3, 12);
+
+	/* gate/up/down biases; a sliding window of 3 in layers 1 and 2 of 3 (layer 0 full) */
+	cfg.num_hidden_layers = 3;
+	cfg.num_attention_heads = 4;
+	cfg.num_key_value_heads = 2;
+	cfg.head_dim = 4;
+	cfg.attention_bias = false;
+	cfg.attention_out_bias = false;
+	cfg.tie_word_embeddings = false;
+	cfg.rope_llama3 = false;
+	cfg.mlp_bias = true;
+	cfg.sliding_window = 3;
+	cfg.max_window_layers = 1;
+	checked += check_config(&cfg, 2, 8, 1, 13);
 	printf("%d coordinates match their finite differences\n", checked);
 	return T_EXIT_PASS;
 }

@@ -3,7 +3,9 @@
  * (tests/model/gen_llama_fixture.py, evaluated in float64): loss, logits and every
  * parameter's gradient, for each fixture named on the command line (base path without
  * .txt/.bin). Fixtures whose weights are bf16-representable also run with the weights
- * passed as bf16 tensors, which must give the same result as fp32 ones.
+ * passed as bf16 tensors, which must give the same result as fp32 ones. The fixtures
+ * cover plain and Llama-3 RoPE, tied and untied heads, q/k/v/o and MLP biases, and
+ * Mistral/Qwen2 sliding windows (every layer, or those from max_window_layers on).
  *
  * Tolerance: the reference is exact to ~1e-15; our fp32 pipeline rounds at ~6e-8 per
  * operation, with dot products of length <= 64 and a depth of ~30 dependent ops, which

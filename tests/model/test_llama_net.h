@@ -74,6 +74,8 @@ static inline void fx_config(struct fixture *f, const char *key, const char *val
 		{"bf16_weights", &f->bf16, NULL, NULL},
 		{"rope_original_max_position_embeddings", &c->rope_original_max_position_embeddings,
 		 NULL, NULL},
+		{"sliding_window", &c->sliding_window, NULL, NULL},
+		{"max_window_layers", &c->max_window_layers, NULL, NULL},
 		{"rms_norm_eps", NULL, &c->rms_norm_eps, NULL},
 		{"rope_theta", NULL, &c->rope_theta, NULL},
 		{"rope_factor", NULL, &c->rope_factor, NULL},
@@ -81,6 +83,7 @@ static inline void fx_config(struct fixture *f, const char *key, const char *val
 		{"rope_high_freq_factor", NULL, &c->rope_high_freq_factor, NULL},
 		{"attention_bias", NULL, NULL, &c->attention_bias},
 		{"attention_out_bias", NULL, NULL, &c->attention_out_bias},
+		{"mlp_bias", NULL, NULL, &c->mlp_bias},
 		{"tie_word_embeddings", NULL, NULL, &c->tie_word_embeddings},
 		{"rope_llama3", NULL, NULL, &c->rope_llama3},
 	};

@@ -1,6 +1,7 @@
 /*
  * The parameter table names every tensor as Hugging Face's LlamaForCausalLM /
- * Qwen2ForCausalLM state dict does, with its shape, its presence (biases by config), the
+ * Qwen2ForCausalLM state dict does, with its shape, its presence (biases by config:
+ * attention_bias, attention_out_bias, mlp_bias), the
  * tied LM head pointing at the embedding, and weight decay on 2-D tensors only; and the
  * table's total equals the model's parameter count computed from the dimensions.
  */
@@ -17,6 +18,8 @@ static uint64_t expected_count(const struct zinf_llama_config *c)
 		layer += qd + 2 * kvd;
 	if (c->attention_out_bias)
 		layer += C;
+	if (c->mlp_bias)
+		layer += 2 * I + C;
 	return V * C + c->num_hidden_layers * layer + C + (c->tie_word_embeddings ? 0 : V * C);
 }
 
@@ -99,6 +102,17 @@ int main(void)
 	T_CHECK(table_count(&c) == expected_count(&c), "untied count");
 	c.attention_bias = c.attention_out_bias = true;
 	T_CHECK(table_count(&c) == expected_count(&c), "count with all biases");
+	T_CHECK_RC(zinf_llama_param_info(&c, ZINF_LLAMA_LAYER, 0, ZINF_LLAMA_GATE_BIAS, &info));
+	T_CHECK(!info.present, "no gate bias without mlp_bias");
+	c.mlp_bias = true; /* llama's mlp_bias: gate/up (I) and down (C) biases */
+	T_CHECK_RC(zinf_llama_param_info(&c, ZINF_LLAMA_LAYER, 3, ZINF_LLAMA_UP_BIAS, &info));
+	T_CHECK(info.present && !info.decay && info.rows == 4864 && info.cols == 0,
+		"up bias shape");
+	T_CHECK_STR(info.name, "model.layers.3.mlp.up_proj.bias");
+	T_CHECK_RC(zinf_llama_param_info(&c, ZINF_LLAMA_LAYER, 3, ZINF_LLAMA_DOWN_BIAS, &info));
+	T_CHECK(info.present && info.rows == 896 && info.cols == 0, "down bias shape");
+	T_CHECK_STR(info.name, "model.layers.3.mlp.down_proj.bias");
+	T_CHECK(table_count(&c) == expected_count(&c), "count with MLP biases");
 	printf("parameter table matches the Hugging Face layout (qwen2-0.5b: 494032768)\n");
 	return T_EXIT_PASS;
 }

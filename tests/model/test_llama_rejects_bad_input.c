@@ -1,7 +1,7 @@
 /*
  * Bad dimensions and bad inputs get a one-line error naming the field or the position:
  * nh not divisible by nkv, odd head_dim, non-positive sizes, inverted rope_scaling
- * factors, a bad micro-batch shape; tokens and targets out of range; a NULL weight; head
+ * factors, a negative sliding_window or max_window_layers, a bad micro-batch shape; tokens and targets out of range; a NULL weight; head
  * backward without a forward; a layer output aliasing its input.
  */
 #include <zinf/error.h>
@@ -74,6 +74,13 @@ int main(void)
 	cfg.rope_low_freq_factor = 4.0f;
 	cfg.rope_high_freq_factor = 1.0f;
 	expect_config_error(&cfg, "high_freq_factor");
+	tiny(&cfg);
+	cfg.sliding_window = -1;
+	expect_config_error(&cfg, "sliding_window = -1");
+	tiny(&cfg);
+	cfg.sliding_window = 4;
+	cfg.max_window_layers = -2;
+	expect_config_error(&cfg, "max_window_layers = -2");
 	tiny(&cfg);
 	T_CHECK(zinf_llama_config_check(&cfg, NULL, 0) == 0, "NULL err buffer refused");
 
