@@ -96,6 +96,25 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module);
  * otherwise). */
 double zinf_loss_scale(const struct zinf_engine *e);
 
+/* ---- the compute device (src/engine_device.c) ----------------------------------------- */
+
+/* Where the engine's device memory is and where a model computes: host memory with CPU
+ * compute (zinf.device host), or a CUDA GPU. */
+enum zinf_engine_device {
+	ZINF_ENGINE_DEVICE_HOST = 0,
+	ZINF_ENGINE_DEVICE_CUDA = 1,
+};
+
+enum zinf_engine_device zinf_engine_device_kind(const struct zinf_engine *e);
+/* CUDA device ordinal the engine runs on; -1 on the host backend. */
+int zinf_engine_device_ordinal(const struct zinf_engine *e);
+/* Device memory for a model's own use (activations), after finalize, counted against
+ * zinf.device_memory_limit like parameters and gradients (cached modules are evicted
+ * to make room). Returns 0, ZINF_EBUDGET (the numbers in zinf_last_error) or ZINF_ESTATE
+ * before finalize. Free only once no queued work uses it; NULL is a no-op. */
+int zinf_engine_device_alloc(struct zinf_engine *e, uint64_t bytes, void **out);
+int zinf_engine_device_free(struct zinf_engine *e, void *ptr);
+
 /* ---- per optimizer step --------------------------------------------------------------- */
 
 struct zinf_step_result {

@@ -12,6 +12,7 @@
 
 #include "hf_config.h"
 #include "llama.h"
+#include "llama_backend.h"
 #include "zinf/engine.h"
 #include "zinf/train.h"
 
@@ -63,14 +64,17 @@ int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *
 struct train_pass {
 	struct train_model *tm;
 	struct zinf_engine *e;
-	struct zinf_llama *m;
-	struct zinf_llama_acts **acts; /* [ckpt ? 1 : L] */
+	/* the model runtime of the engine's device kind (llama_backend.h): cpu on the host
+	 * backend, cuda on a GPU; xs, d and acts are memory of its kind (device memory from
+	 * the engine's budget on cuda, malloc on the host) */
+	const struct llama_rt_ops *ops;
+	struct llama_rt *m;	     /* NULL until created (train.c tests it) */
+	struct llama_rt_acts **acts; /* [ckpt ? 1 : L] */
 	int n_acts;
 	bool ckpt;
 	int B, T, N, C;
-	float *xs;	/* (L + 1, N, C) fp32 layer inputs, the last the head's input */
-	float *d;	/* (N, C) fp32 gradient flowing backward */
-	float *scratch; /* fp32 views of fp16 parameters (largest module + embedding) */
+	float *xs; /* (L + 1, N, C) fp32 layer inputs, the last the head's input */
+	float *d;  /* (N, C) fp32 gradient flowing backward */
 };
 
 int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_engine *e, int B,

@@ -4,19 +4,41 @@
  * reverse: fetch again (recomputing the layer's forward from its saved input with
  * activation checkpointing), take the module's gradient buffers, accumulate into them,
  * hand them back (zinf_module_grads_ready) and release. docs/model.md has the order.
+ *
+ * The model runtime is the one of the engine's device kind (llama_backend.h): the CPU
+ * runtime on the host backend, the CUDA runtime on a GPU, whose activations come from
+ * the engine's device budget. The runtime's queued work is waited for (sync) before the
+ * engine may copy or free what it uses: before zinf_module_grads_ready and
+ * zinf_module_release.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "safetensors.h"
 #include "train_internal.h"
 #include "zinf/error.h"
+
+/* Device memory of the CUDA runtime: the engine's budget. */
+static int engine_mem_alloc(void *ctx, uint64_t bytes, void **out)
+{
+	return zinf_engine_device_alloc(ctx, bytes, out);
+}
+
+static int engine_mem_free(void *ctx, void *ptr)
+{
+	return zinf_engine_device_free(ctx, ptr);
+}
+
+static const char *engine_mem_error(void *ctx)
+{
+	return zinf_last_error(ctx);
+}
 
 int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_engine *e, int B,
 		      int T, bool ckpt, char *err, size_t errlen)
 {
-	uint64_t scratch = 0, embed;
+	struct llama_rt_opts opts;
+	uint64_t nc_bytes;
 	int rc;
 
 	memset(p, 0, sizeof(*p));
@@ -27,51 +49,56 @@ int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_
 	p->N = B * T;
 	p->C = tm->lc.hidden_size;
 	p->ckpt = ckpt;
-	rc = zinf_llama_create(&tm->lc, NULL, B, T, &p->m, err, errlen);
+	p->ops = llama_rt_ops_for(zinf_engine_device_kind(e));
+	llama_rt_opts_init(&opts);
+	opts.weight_dtype = tm->param_dtype;
+	opts.mem.alloc = engine_mem_alloc;
+	opts.mem.free = engine_mem_free;
+	opts.mem.last_error = engine_mem_error;
+	opts.mem.ctx = e;
+	opts.cuda_device = zinf_engine_device_ordinal(e);
+	rc = p->ops->create(&tm->lc, &opts, B, T, &p->m, err, errlen);
 	if (rc)
 		return rc;
+	nc_bytes = (uint64_t)p->N * p->C * sizeof(float);
 	p->n_acts = ckpt ? 1 : tm->L;
 	p->acts = calloc((size_t)p->n_acts, sizeof(*p->acts));
-	p->xs = malloc((size_t)(tm->L + 1) * p->N * p->C * sizeof(float));
-	p->d = malloc((size_t)p->N * p->C * sizeof(float));
-	if (!p->acts || !p->xs || !p->d)
-		goto out_nomem;
-	for (int i = 0; i < p->n_acts; i++)
-		if (zinf_llama_acts_create(p->m, &p->acts[i]))
-			goto out_nomem;
-	if (tm->param_dtype == ZINF_DTYPE_F16) {
-		/* fp16 weights are viewed as fp32 here: the runtime reads fp32 and bf16. */
-		embed = (uint64_t)tm->lc.vocab_size * tm->lc.hidden_size;
-		for (int mod = 0; mod < tm->L + 2; mod++) {
-			uint64_t sum = 0;
-
-			for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++)
-				if (tm->param[mod][s] != TRAIN_NO_PARAM)
-					sum += zinf_param_elems(e, tm->param[mod][s]);
-			if (sum > scratch)
-				scratch = sum;
-		}
-		p->scratch = malloc((scratch + embed) * sizeof(float));
-		if (!p->scratch)
-			goto out_nomem;
+	if (!p->acts) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "model runtime: out of memory for B %d x T %d activations", B,
+			 T);
+		goto out_fail;
+	}
+	rc = p->ops->buf_alloc(p->m, (uint64_t)(tm->L + 1) * nc_bytes, (void **)&p->xs);
+	if (!rc)
+		rc = p->ops->buf_alloc(p->m, nc_bytes, (void **)&p->d);
+	for (int i = 0; !rc && i < p->n_acts; i++)
+		rc = p->ops->acts_create(p->m, &p->acts[i]);
+	if (rc) {
+		snprintf(err, errlen, "model runtime (%s): activations of B %d x T %d: %s",
+			 p->ops->name, B, T, p->ops->last_error(p->m));
+		goto out_fail;
 	}
 	return 0;
-out_nomem:
-	snprintf(err, errlen, "model runtime: out of memory for B %d x T %d activations", B, T);
+out_fail:
 	train_pass_destroy(p);
-	return -ENOMEM;
+	return rc;
 }
 
 void train_pass_destroy(struct train_pass *p)
 {
-	if (p->acts)
-		for (int i = 0; i < p->n_acts; i++)
-			zinf_llama_acts_destroy(p->acts[i]);
+	if (p->m) {
+		if (p->acts)
+			for (int i = 0; i < p->n_acts; i++)
+				if (p->acts[i])
+					p->ops->acts_destroy(p->m, p->acts[i]);
+		if (p->xs)
+			p->ops->buf_free(p->m, p->xs);
+		if (p->d)
+			p->ops->buf_free(p->m, p->d);
+		p->ops->destroy(p->m);
+	}
 	free(p->acts);
-	free(p->xs);
-	free(p->d);
-	free(p->scratch);
-	zinf_llama_destroy(p->m);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -97,32 +124,26 @@ static int engine_fail(const struct train_pass *p, int rc, const char *what, int
 	return rc ? rc : ZINF_ESTATE;
 }
 
+static int model_fail(const struct train_pass *p, int rc, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s", p->ops->last_error(p->m));
+	return rc;
+}
+
 /* fp32 views of module mod's weights (fetched and ready) in w. */
 static int bind(struct train_pass *p, int mod, const float **w, char *err, size_t errlen)
 {
-	struct zinf_llama_tensor in[ZINF_LLAMA_MAX_PARAMS];
-	float *scratch = p->scratch;
+	struct llama_rt_tensor in[ZINF_LLAMA_MAX_PARAMS];
 	int rc;
 
 	for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
 		uint32_t id = slot_param(p, mod, s);
-		void *data = id == TRAIN_NO_PARAM ? NULL : zinf_param_data(p->e, id);
 
-		in[s].dtype =
-			p->tm->param_dtype == ZINF_DTYPE_BF16 ? ZINF_LLAMA_BF16 : ZINF_LLAMA_F32;
-		in[s].data = data;
-		if (data && p->tm->param_dtype == ZINF_DTYPE_F16) {
-			uint64_t n = zinf_param_elems(p->e, id);
-
-			zinf_st_convert(scratch, ZINF_ST_F32, data, ZINF_ST_F16, n);
-			in[s].data = scratch;
-			scratch += n;
-		}
+		in[s].data = id == TRAIN_NO_PARAM ? NULL : zinf_param_data(p->e, id);
+		in[s].dtype = p->tm->param_dtype;
 	}
-	rc = zinf_llama_bind(p->m, train_module_kind(p->tm, mod), mod > 0 ? mod - 1 : 0, in, w);
-	if (rc)
-		snprintf(err, errlen, "%s", zinf_llama_last_error(p->m));
-	return rc;
+	rc = p->ops->bind(p->m, train_module_kind(p->tm, mod), mod > 0 ? mod - 1 : 0, in, w);
+	return rc ? model_fail(p, rc, err, errlen) : 0;
 }
 
 static int fetch(struct train_pass *p, int mod, char *err, size_t errlen)
@@ -135,10 +156,21 @@ static int fetch(struct train_pass *p, int mod, char *err, size_t errlen)
 	return rc ? engine_fail(p, rc, "fetch", mod, err, errlen) : 0;
 }
 
+/* The runtime's queued work is done before the engine may evict or copy its inputs. */
+static int sync(struct train_pass *p, char *err, size_t errlen)
+{
+	int rc = p->ops->sync(p->m);
+
+	return rc ? model_fail(p, rc, err, errlen) : 0;
+}
+
 static int release(struct train_pass *p, int mod, char *err, size_t errlen)
 {
-	int rc = zinf_module_release(p->e, p->tm->module[mod]);
+	int rc = sync(p, err, errlen);
 
+	if (rc)
+		return rc;
+	rc = zinf_module_release(p->e, p->tm->module[mod]);
 	return rc ? engine_fail(p, rc, "release", mod, err, errlen) : 0;
 }
 
@@ -161,8 +193,11 @@ static int grads_out(struct train_pass *p, int mod, char *err, size_t errlen)
 
 static int grads_in(struct train_pass *p, int mod, char *err, size_t errlen)
 {
-	int rc = zinf_module_grads_ready(p->e, p->tm->module[mod]);
+	int rc = sync(p, err, errlen);
 
+	if (rc)
+		return rc;
+	rc = zinf_module_grads_ready(p->e, p->tm->module[mod]);
 	return rc ? engine_fail(p, rc, "gradients ready", mod, err, errlen) : 0;
 }
 
@@ -176,26 +211,24 @@ static int grads_in(struct train_pass *p, int mod, char *err, size_t errlen)
 #define TRY_MODEL(call)                                                                            \
 	do {                                                                                       \
 		rc = (call);                                                                       \
-		if (rc) {                                                                          \
-			snprintf(err, errlen, "%s", zinf_llama_last_error(p->m));                  \
-			return rc;                                                                 \
-		}                                                                                  \
+		if (rc)                                                                            \
+			return model_fail(p, rc, err, errlen);                                     \
 	} while (0)
 
-static int forward_layers(struct train_pass *p, const int32_t *inputs, char *err, size_t errlen)
+static int forward_layers(struct train_pass *p, char *err, size_t errlen)
 {
 	const float *w[ZINF_LLAMA_MAX_PARAMS];
 	int rc, L = p->tm->L;
 
 	TRY(fetch(p, 0, err, errlen));
 	TRY(bind(p, 0, w, err, errlen));
-	TRY_MODEL(zinf_llama_embed_forward(p->m, w, inputs, layer_x(p, 0)));
+	TRY_MODEL(p->ops->embed_forward(p->m, w, layer_x(p, 0)));
 	TRY(release(p, 0, err, errlen));
 	for (int l = 0; l < L; l++) {
 		TRY(fetch(p, l + 1, err, errlen));
 		TRY(bind(p, l + 1, w, err, errlen));
-		TRY_MODEL(zinf_llama_layer_forward(p->m, w, layer_x(p, l), layer_x(p, l + 1),
-						   p->acts[p->ckpt ? 0 : l]));
+		TRY_MODEL(p->ops->layer_forward(p->m, w, layer_x(p, l), layer_x(p, l + 1),
+						p->acts[p->ckpt ? 0 : l]));
 		TRY(release(p, l + 1, err, errlen));
 	}
 	return 0;
@@ -203,8 +236,7 @@ static int forward_layers(struct train_pass *p, const int32_t *inputs, char *err
 
 /* The head: forward (loss), and backward into the head's gradients (and the embedding's,
  * when tied: both gradient buffers are out while the head runs). */
-static int head(struct train_pass *p, const int32_t *targets, bool backward, float *loss, char *err,
-		size_t errlen)
+static int head(struct train_pass *p, bool backward, float *loss, char *err, size_t errlen)
 {
 	const float *w[ZINF_LLAMA_MAX_PARAMS];
 	float *g[ZINF_LLAMA_MAX_PARAMS];
@@ -215,14 +247,14 @@ static int head(struct train_pass *p, const int32_t *targets, bool backward, flo
 	if (tied)
 		TRY(fetch(p, 0, err, errlen));
 	TRY(bind(p, H, w, err, errlen));
-	TRY_MODEL(zinf_llama_head_forward(p->m, w, layer_x(p, H - 1), targets, loss));
+	TRY_MODEL(p->ops->head_forward(p->m, w, layer_x(p, H - 1), loss));
 	if (backward) {
 		TRY(grads_out(p, H, err, errlen));
 		if (tied)
 			TRY(grads_out(p, 0, err, errlen));
 		grads_of(p, H, g);
-		TRY_MODEL(zinf_llama_head_backward(p->m, w, layer_x(p, H - 1), targets,
-						   (float)zinf_loss_scale(p->e), p->d, g));
+		TRY_MODEL(p->ops->head_backward(p->m, w, layer_x(p, H - 1),
+						(float)zinf_loss_scale(p->e), p->d, g));
 		TRY(grads_in(p, H, err, errlen));
 		if (tied)
 			TRY(grads_in(p, 0, err, errlen));
@@ -232,7 +264,7 @@ static int head(struct train_pass *p, const int32_t *targets, bool backward, flo
 	return release(p, H, err, errlen);
 }
 
-static int backward_layers(struct train_pass *p, const int32_t *inputs, char *err, size_t errlen)
+static int backward_layers(struct train_pass *p, char *err, size_t errlen)
 {
 	const float *w[ZINF_LLAMA_MAX_PARAMS];
 	float *g[ZINF_LLAMA_MAX_PARAMS];
@@ -243,15 +275,15 @@ static int backward_layers(struct train_pass *p, const int32_t *inputs, char *er
 		TRY(grads_out(p, l + 1, err, errlen));
 		TRY(bind(p, l + 1, w, err, errlen));
 		grads_of(p, l + 1, g);
-		TRY_MODEL(zinf_llama_layer_backward(
-			p->m, w, layer_x(p, l), p->acts[p->ckpt ? 0 : l], p->ckpt, p->d, p->d, g));
+		TRY_MODEL(p->ops->layer_backward(p->m, w, layer_x(p, l), p->acts[p->ckpt ? 0 : l],
+						 p->ckpt, p->d, p->d, g));
 		TRY(grads_in(p, l + 1, err, errlen));
 		TRY(release(p, l + 1, err, errlen));
 	}
 	/* The embedding's backward needs no weights, only its gradient buffer. */
 	TRY(grads_out(p, 0, err, errlen));
 	grads_of(p, 0, g);
-	TRY_MODEL(zinf_llama_embed_backward(p->m, inputs, p->d, g));
+	TRY_MODEL(p->ops->embed_backward(p->m, p->d, g));
 	return grads_in(p, 0, err, errlen);
 }
 
@@ -260,9 +292,10 @@ int train_pass_run(struct train_pass *p, const int32_t *inputs, const int32_t *t
 {
 	int rc;
 
-	TRY(forward_layers(p, inputs, err, errlen));
-	TRY(head(p, targets, backward, loss, err, errlen));
+	TRY_MODEL(p->ops->set_tokens(p->m, inputs, targets));
+	TRY(forward_layers(p, err, errlen));
+	TRY(head(p, backward, loss, err, errlen));
 	if (backward)
-		TRY(backward_layers(p, inputs, err, errlen));
+		TRY(backward_layers(p, err, errlen));
 	return 0;
 }

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# tools/gpu_check.sh: the GPU check of zinf, for a machine with an NVIDIA GPU and the CUDA
+# toolkit but possibly no network. Configures a CUDA build for sm_90, builds it, runs the
+# gpu-labelled tests (ctest -L gpu), and trains the demo model on the cuda device backend.
+# Bounded to about 8 minutes; every phase has its own time limit.
+#
+# Environment:
+#   ZINF_DEPS_PREFIX  a folder holding the Debian packages of tools/fetch_debs.sh
+#                     extracted (usr/...); when it is empty and .deb/ holds .deb files,
+#                     they are extracted into it first. Passed to CMake through
+#                     CMAKE_PREFIX_PATH and PKG_CONFIG_PATH, and to the tests through
+#                     LD_LIBRARY_PATH. Unset: the system's packages.
+#   OUT               where logs and results go (default gpu-check-out/ in the checkout)
+#   BUILD_DIR         build folder (default build-gpu), CUDA_ARCH (default 90), JOBS
+# Exit status: 0 when every phase passed, else that of the first failing phase.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+out=${OUT:-$root/gpu-check-out}
+build=${BUILD_DIR:-build-gpu}
+arch=${CUDA_ARCH:-90}
+jobs=${JOBS:-$(nproc)}
+multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+status=0
+mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
+
+note() { echo "gpu_check: $*" | tee -a "$summary"; }
+
+# phase NAME SECONDS CMD...: run CMD with a time limit, its output in $out/NAME.log.
+phase() {
+	local name=$1 limit=$2 t0 rc
+	shift 2
+	t0=$(date +%s)
+	timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1
+	rc=$?
+	note "$name: exit $rc after $(($(date +%s) - t0)) s (limit $limit s, log $name.log)"
+	if [ $rc -ne 0 ]; then
+		tail -n 40 "$out/$name.log"
+		[ $status -ne 0 ] || status=$rc
+	fi
+	return $rc
+}
+
+# ---- dependencies from extracted Debian packages ------------------------------------------
+setup_prefix() {
+	local p=$1 lib
+	mkdir -p "$p"
+	if [ -z "$(ls -A "$p" 2>/dev/null)" ] && ls .deb/*.deb >/dev/null 2>&1; then
+		for deb in .deb/*.deb; do
+			dpkg-deb -x "$deb" "$p" || { note "cannot extract $deb"; return 1; }
+		done
+		# .pc files name /usr; point them into the prefix
+		find "$p" -name '*.pc' -type f -exec sed -i -E \
+			-e "s#=/usr(/|$)#=$p/usr\1#" -e "s#-I/usr/#-I$p/usr/#g" -e "s#-L/usr/#-L$p/usr/#g" {} +
+		# OpenBLAS: the pthread variant stands in for the alternatives links
+		lib="$p/usr/lib/$multiarch"
+		if [ -d "$lib/openblas-pthread" ]; then
+			for f in libopenblas.so libopenblas.so.0 libblas.so libblas.so.3; do
+				[ -e "$lib/openblas-pthread/$f" ] && ln -sf "openblas-pthread/$f" "$lib/$f"
+			done
+			mkdir -p "$lib/pkgconfig"
+			ln -sf ../openblas-pthread/pkgconfig/openblas.pc "$lib/pkgconfig/openblas.pc"
+		fi
+		note "extracted $(ls .deb/*.deb | wc -l) packages into $p"
+	fi
+	lib="$p/usr/lib/$multiarch"
+	export CMAKE_PREFIX_PATH="$p/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+	export PKG_CONFIG_PATH="$lib/pkgconfig:$lib/openblas-pthread/pkgconfig:$p/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+	export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	export PATH="$p/usr/bin:$PATH"
+	export CPATH="$p/usr/include:$p/usr/include/$multiarch${CPATH:+:$CPATH}"
+	export LIBRARY_PATH="$lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
+}
+
+if [ -n "${ZINF_DEPS_PREFIX:-}" ]; then
+	setup_prefix "$(realpath -m "$ZINF_DEPS_PREFIX")" || exit 1
+fi
+export PATH="$PATH:/usr/local/cuda/bin"
+
+{
+	date -u
+	nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>&1
+	nvcc --version 2>&1 | tail -n 2
+	cmake --version | head -n 1
+} >"$out/machine.txt" 2>&1
+note "$(head -n 3 "$out/machine.txt" | tr '\n' ' ')"
+
+# ---- configure, build, gpu tests -------------------------------------------------------------
+phase configure 120 cmake -S . -B "$build" -Wno-dev -DZINF_WERROR=ON -DZINF_CUDA=ON \
+	-DCMAKE_CUDA_ARCHITECTURES="$arch" || exit $status
+phase build 240 cmake --build "$build" -j "$jobs" || exit $status
+phase ctest_gpu 150 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
+grep -E "tests passed|Passed|Failed|Skipped|\*\*\*" "$out/ctest_gpu.log" | tee -a "$summary"
+cp "$build/Testing/Temporary/LastTest.log" "$out/ctest_gpu_last.log" 2>/dev/null
+
+# ---- the demo on cuda: the demo model and config, activations on the GPU --------------------------
+demo=$(mktemp -d /var/tmp/zinf-gpu-demo.XXXXXX)
+mkdir -p "$demo/nvme"
+cat docs/*.md src/*.c src/model/*.c >"$demo/text.txt"
+phase demo_cuda 60 env OMP_WAIT_POLICY=passive "$build/zinf" train \
+	--init docs/examples/models/demo-llama.json --config docs/examples/train-demo.json \
+	--set zinf.device=cuda --set zinf.device_memory_limit=256MiB \
+	--set zero_optimization.offload_param.nvme_path="$demo/nvme" \
+	--set zero_optimization.offload_optimizer.nvme_path="$demo/nvme" \
+	--data "$demo/text.txt" --data-format text --seq-len 128 --steps 30 --shuffle seeded \
+	--log-json "$out/demo_cuda.jsonl"
+tail -n 3 "$out/demo_cuda.log" | tee -a "$summary"
+# loss per step as CSV (step,loss,tokens_per_second,peak_device_bytes) for plotting
+if [ -s "$out/demo_cuda.jsonl" ]; then
+	echo "step,loss,tokens_per_second,peak_device_bytes" >"$out/demo_cuda_loss.csv"
+	sed -E 's/.*"step": *([0-9]+).*"loss": *([^,]+),.*"tokens_per_second": *([^,]+),.*"peak_device_bytes": *([0-9]+).*/\1,\2,\3,\4/' \
+		"$out/demo_cuda.jsonl" | grep -E '^[0-9]+,' >>"$out/demo_cuda_loss.csv"
+fi
+rm -rf "$demo"
+note "done: exit $status; results in $out"
+exit $status
