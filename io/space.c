@@ -387,7 +387,7 @@ static int file_give(struct io_file *f, uint64_t off, uint64_t len)
 /* Take len bytes on path p: in an existing file, else in a new one. Holds space_lock. */
 static int path_take(struct zinf_io *io, int p, uint64_t len, struct io_part *part)
 {
-	uint32_t idx;
+	uint32_t idx = 0;
 	int rc;
 
 	for (uint32_t i = 0; i < io->n_files; i++) {
