@@ -27,5 +27,7 @@ int bench_io(int argc, char **argv);
 extern const char bench_io_usage[];
 int bench_adam(int argc, char **argv);
 extern const char bench_adam_usage[];
+int bench_train(int argc, char **argv);
+extern const char bench_train_usage[];
 
 #endif /* ZINF_TOOLS_CMD_H */

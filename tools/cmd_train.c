@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "train_flags.h"
 #include "zinf/train.h"
 #include "zinf/zinf.h"
 
@@ -43,46 +44,10 @@ const char cmd_train_usage[] =
 	"  --log-json FILE          one JSON object per line per optimizer step\n"
 	"  -q, --quiet              no progress output\n";
 
-enum {
-	OPT_MODEL = 256,
-	OPT_INIT,
-	OPT_CONFIG,
-	OPT_SET,
-	OPT_DATA,
-	OPT_DATA_FORMAT,
-	OPT_SEQ_LEN,
-	OPT_STEPS,
-	OPT_SEED,
-	OPT_SHUFFLE,
-	OPT_CKPT,
-	OPT_EVAL_DATA,
-	OPT_EVAL_EVERY,
-	OPT_EVAL_BATCHES,
-	OPT_SAVE,
-	OPT_SAVE_DTYPE,
-	OPT_SAVE_SHARD,
-	OPT_LOG_JSON,
-};
-
 struct progress {
 	FILE *f;
 	bool tty, quiet, drawn;
 };
-
-static int parse_u64(const char *flag, const char *text, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(text, &end, 10);
-	if (errno || end == text || *end || text[0] == '-') {
-		fprintf(stderr, "zinf train: %s %s: not a whole number\n", flag, text);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
 
 static void fmt_eta(double seconds, char *buf, size_t len)
 {
@@ -138,130 +103,37 @@ static void on_step(const struct zinf_train_step *s, void *user)
 	fflush(p->f);
 }
 
-static int parse_choice(const char *flag, const char *text, const char *a, const char *b,
-			bool *is_b)
-{
-	if (strcmp(text, a) && strcmp(text, b)) {
-		fprintf(stderr, "zinf train: %s %s: expected %s or %s\n", flag, text, a, b);
-		return -1;
-	}
-	*is_b = strcmp(text, b) == 0;
-	return 0;
-}
-
-static int parse_dtype(const char *text, enum zinf_dtype *out)
-{
-	if (strcmp(text, "bf16") == 0)
-		*out = ZINF_DTYPE_BF16;
-	else if (strcmp(text, "fp16") == 0)
-		*out = ZINF_DTYPE_F16;
-	else if (strcmp(text, "fp32") == 0)
-		*out = ZINF_DTYPE_F32;
-	else {
-		fprintf(stderr, "zinf train: --save-dtype %s: expected bf16, fp16 or fp32\n", text);
-		return -1;
-	}
-	return 0;
-}
-
-/* Apply one flag to o. Returns 0, or -1 after printing the error. */
-static int apply_flag(int c, const char *arg, struct zinf_train_opts *o, const char **sets,
-		      int *n_sets, int max_sets, bool *quiet)
-{
-	switch (c) {
-	case OPT_MODEL:
-		o->model_dir = arg;
-		return 0;
-	case OPT_INIT:
-		o->init_config = arg;
-		return 0;
-	case OPT_CONFIG:
-		o->config_path = arg;
-		return 0;
-	case OPT_SET:
-		if (*n_sets >= max_sets) {
-			fprintf(stderr, "zinf train: --set: more than %d overrides\n", max_sets);
-			return -1;
-		}
-		sets[(*n_sets)++] = arg;
-		return 0;
-	case OPT_DATA:
-		o->data_path = arg;
-		return 0;
-	case OPT_DATA_FORMAT:
-		return parse_choice("--data-format", arg, "llmc", "text", &o->data_text);
-	case OPT_SEQ_LEN:
-		return parse_u64("--seq-len", arg, &o->seq_len);
-	case OPT_STEPS:
-		return parse_u64("--steps", arg, &o->steps);
-	case OPT_SEED:
-		return parse_u64("--seed", arg, &o->seed);
-	case OPT_SHUFFLE:
-		return parse_choice("--shuffle", arg, "none", "seeded", &o->shuffle);
-	case OPT_CKPT:
-		o->activation_checkpointing = true;
-		return 0;
-	case OPT_EVAL_DATA:
-		o->eval_data_path = arg;
-		return 0;
-	case OPT_EVAL_EVERY:
-		return parse_u64("--eval-every", arg, &o->eval_every);
-	case OPT_EVAL_BATCHES:
-		return parse_u64("--eval-batches", arg, &o->eval_batches);
-	case OPT_SAVE:
-		o->save_dir = arg;
-		return 0;
-	case OPT_SAVE_DTYPE:
-		return parse_dtype(arg, &o->save_dtype);
-	case OPT_SAVE_SHARD:
-		if (zinf_parse_bytes(arg, &o->save_max_shard_bytes) || !o->save_max_shard_bytes) {
-			fprintf(stderr, "zinf train: --save-shard-size %s: not a byte size\n", arg);
-			return -1;
-		}
-		return 0;
-	case OPT_LOG_JSON:
-		o->log_json_path = arg;
-		return 0;
-	case 'q':
-		*quiet = true;
-		return 0;
-	}
-	fprintf(stderr, "zinf train: bad option (try 'zinf train --help')\n");
-	return -1;
-}
-
 int cmd_train(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"model", required_argument, NULL, OPT_MODEL},
-		{"init", required_argument, NULL, OPT_INIT},
-		{"config", required_argument, NULL, OPT_CONFIG},
-		{"set", required_argument, NULL, OPT_SET},
-		{"data", required_argument, NULL, OPT_DATA},
-		{"data-format", required_argument, NULL, OPT_DATA_FORMAT},
-		{"seq-len", required_argument, NULL, OPT_SEQ_LEN},
-		{"steps", required_argument, NULL, OPT_STEPS},
-		{"seed", required_argument, NULL, OPT_SEED},
-		{"shuffle", required_argument, NULL, OPT_SHUFFLE},
-		{"activation-checkpointing", no_argument, NULL, OPT_CKPT},
-		{"eval-data", required_argument, NULL, OPT_EVAL_DATA},
-		{"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
-		{"eval-batches", required_argument, NULL, OPT_EVAL_BATCHES},
-		{"save", required_argument, NULL, OPT_SAVE},
-		{"save-dtype", required_argument, NULL, OPT_SAVE_DTYPE},
-		{"save-shard-size", required_argument, NULL, OPT_SAVE_SHARD},
-		{"log-json", required_argument, NULL, OPT_LOG_JSON},
+		{"model", required_argument, NULL, TF_MODEL},
+		{"init", required_argument, NULL, TF_INIT},
+		{"config", required_argument, NULL, TF_CONFIG},
+		{"set", required_argument, NULL, TF_SET},
+		{"data", required_argument, NULL, TF_DATA},
+		{"data-format", required_argument, NULL, TF_DATA_FORMAT},
+		{"seq-len", required_argument, NULL, TF_SEQ_LEN},
+		{"steps", required_argument, NULL, TF_STEPS},
+		{"seed", required_argument, NULL, TF_SEED},
+		{"shuffle", required_argument, NULL, TF_SHUFFLE},
+		{"activation-checkpointing", no_argument, NULL, TF_CKPT},
+		{"eval-data", required_argument, NULL, TF_EVAL_DATA},
+		{"eval-every", required_argument, NULL, TF_EVAL_EVERY},
+		{"eval-batches", required_argument, NULL, TF_EVAL_BATCHES},
+		{"save", required_argument, NULL, TF_SAVE},
+		{"save-dtype", required_argument, NULL, TF_SAVE_DTYPE},
+		{"save-shard-size", required_argument, NULL, TF_SAVE_SHARD},
+		{"log-json", required_argument, NULL, TF_LOG_JSON},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	enum { MAX_SETS = 64 };
-	const char *sets[MAX_SETS];
 	struct zinf_train_opts o;
+	struct train_flags flags = {.prog = "zinf train", .o = &o};
 	struct zinf_train_result res;
 	struct progress prog = {.f = stdout};
 	char err[2048];
-	int c, n_sets = 0;
+	int c;
 
 	zinf_train_opts_init(&o);
 	optind = 1;
@@ -277,7 +149,9 @@ int cmd_train(int argc, char **argv)
 				argv[optind - 1]);
 			return ZINF_EXIT_USAGE;
 		}
-		if (apply_flag(c, optarg, &o, sets, &n_sets, MAX_SETS, &prog.quiet))
+		if (c == 'q')
+			prog.quiet = true;
+		else if (train_flag_apply(&flags, c, optarg))
 			return ZINF_EXIT_USAGE;
 	}
 	if (optind < argc) {
@@ -285,8 +159,6 @@ int cmd_train(int argc, char **argv)
 			argv[optind]);
 		return ZINF_EXIT_USAGE;
 	}
-	o.config_sets = sets;
-	o.n_config_sets = n_sets;
 	o.on_step = on_step;
 	o.on_step_user = &prog;
 	prog.tty = isatty(fileno(stdout));

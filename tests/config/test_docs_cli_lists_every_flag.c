@@ -24,7 +24,8 @@ static char *read_all(FILE *f)
 
 int main(int argc, char **argv)
 {
-	static const char *const cmds[] = {"check", "train", "version", "bench io", "bench adam"};
+	static const char *const cmds[] = {"check",    "train",	     "version",
+					   "bench io", "bench adam", "bench train"};
 	FILE *f;
 	char *doc, cmd[4096];
 	int missing = 0, flags = 0;

@@ -1,0 +1,108 @@
+/*
+ * `zinf bench train --json` runs the offloaded config beside its resident baseline and
+ * prints one JSON object: both runs' losses identical step by step, the offloaded run's
+ * peak device bytes within its limit while the resident run's peak exceeds that limit
+ * (it really holds everything), positive times and ratio, and every step but the first
+ * measured. Bad input (--steps 1, a bad --resident-set key, a missing config, an unknown
+ * flag) exits 2 with one line naming it. argv: the zinf binary, the demo model's config.json
+ * and the demo's DeepSpeed config (parameters and optimizer on NVMe, a 1.5 MiB device
+ * budget).
+ */
+#include <sys/wait.h>
+
+#include "train_fixture.h"
+
+static const char *zinf_bin, *model, *ds;
+static struct tf_dir d;
+
+static int run(const char *args, char *out, size_t len)
+{
+	char cmd[4096];
+	size_t got;
+	int status;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' bench train --init '%s' --data '%s' --data-format text --seq-len 32 "
+		 "--set zero_optimization.offload_param.nvme_path='%s' "
+		 "--set zero_optimization.offload_optimizer.nvme_path='%s' %s 2>&1",
+		 zinf_bin, model, d.data, d.nvme, d.nvme, args);
+	f = popen(cmd, "r");
+	T_CHECK(f, "popen %s", cmd);
+	got = fread(out, 1, len - 1, f);
+	out[got] = '\0';
+	status = pclose(f);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static double field(const char *json, const char *name)
+{
+	char key[96];
+	const char *p;
+
+	snprintf(key, sizeof(key), "\"%s\": ", name);
+	p = strstr(json, key);
+	T_CHECK(p, "no field %s in %s", name, json);
+	return strtod(p + strlen(key), NULL);
+}
+
+/* The object after "name": {. */
+static const char *object(const char *json, const char *name)
+{
+	char key[96];
+	const char *p;
+
+	snprintf(key, sizeof(key), "\"%s\": {", name);
+	p = strstr(json, key);
+	T_CHECK(p, "no object %s in %s", name, json);
+	return p;
+}
+
+static void expect_usage_error(const char *args, const char *needle)
+{
+	char out[4096];
+	int rc = run(args, out, sizeof(out));
+
+	T_CHECK(rc == 2, "'%s' exited %d: %s", args, rc, out);
+	T_CHECK(strstr(out, needle) && strchr(out, '\n') == out + strlen(out) - 1,
+		"'%s' said '%s', want one line with '%s'", args, out, needle);
+}
+
+int main(int argc, char **argv)
+{
+	char args[1024], out[8192];
+	const char *off, *res;
+	int rc;
+
+	T_CHECK(argc == 4, "usage: %s ZINF_BINARY MODEL.json DS.json", argv[0]);
+	zinf_bin = argv[1];
+	model = argv[2];
+	ds = argv[3];
+	tf_setup(&d, NULL);
+	snprintf(args, sizeof(args), "--config '%s' --steps 3 --json", ds);
+	rc = run(args, out, sizeof(out));
+	T_CHECK(rc == 0, "bench exited %d: %s", rc, out);
+	T_CHECK(out[0] == '{' && strstr(out, "}\n"), "not one JSON object: %s", out);
+	T_CHECK(strstr(out, "\"losses_identical\": true"), "losses differ: %s", out);
+	T_CHECK(field(out, "measured_steps") == 2, "steps 2 and 3 are measured");
+	T_CHECK(field(out, "fwd_bwd_ratio") > 0, "ratio");
+	off = object(out, "offloaded");
+	res = object(out, "resident");
+	T_CHECK(field(off, "fwd_bwd_median_s") > 0 && field(res, "fwd_bwd_median_s") > 0, "times");
+	T_CHECK(field(off, "peak_device_bytes") <= field(off, "device_limit_bytes"),
+		"offloaded peak within its limit");
+	T_CHECK(field(res, "peak_device_bytes") > field(off, "device_limit_bytes"),
+		"the resident run holds more than the offloaded limit: %s", out);
+	T_CHECK(field(off, "nvme_read_bytes_per_step") > 0, "the offloaded run reads NVMe");
+
+	snprintf(args, sizeof(args), "--config '%s' --steps 1", ds);
+	expect_usage_error(args, "--steps");
+	snprintf(args, sizeof(args), "--config '%s' --steps 3 --resident-set zinf.bogus=1", ds);
+	expect_usage_error(args, "zinf.bogus");
+	snprintf(args, sizeof(args), "--config '%s/missing.json' --steps 3", d.root);
+	expect_usage_error(args, "missing.json");
+	snprintf(args, sizeof(args), "--config '%s' --steps 3 --fast", ds);
+	expect_usage_error(args, "--fast");
+	tf_cleanup(&d);
+	return T_EXIT_PASS;
+}

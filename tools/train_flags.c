@@ -1,0 +1,116 @@
+/* The flags zinf train and zinf bench train share (see train_flags.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_flags.h"
+#include "zinf/zinf.h"
+
+int train_flag_u64(const char *prog, const char *flag, const char *text, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (errno || end == text || *end || text[0] == '-') {
+		fprintf(stderr, "%s: %s %s: not a whole number\n", prog, flag, text);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_choice(const char *prog, const char *flag, const char *text, const char *a,
+			const char *b, bool *is_b)
+{
+	if (strcmp(text, a) && strcmp(text, b)) {
+		fprintf(stderr, "%s: %s %s: expected %s or %s\n", prog, flag, text, a, b);
+		return -1;
+	}
+	*is_b = strcmp(text, b) == 0;
+	return 0;
+}
+
+static int parse_dtype(const char *prog, const char *text, enum zinf_dtype *out)
+{
+	if (strcmp(text, "bf16") == 0)
+		*out = ZINF_DTYPE_BF16;
+	else if (strcmp(text, "fp16") == 0)
+		*out = ZINF_DTYPE_F16;
+	else if (strcmp(text, "fp32") == 0)
+		*out = ZINF_DTYPE_F32;
+	else {
+		fprintf(stderr, "%s: --save-dtype %s: expected bf16, fp16 or fp32\n", prog, text);
+		return -1;
+	}
+	return 0;
+}
+
+int train_flag_apply(struct train_flags *f, int c, const char *arg)
+{
+	struct zinf_train_opts *o = f->o;
+
+	switch (c) {
+	case TF_MODEL:
+		o->model_dir = arg;
+		return 0;
+	case TF_INIT:
+		o->init_config = arg;
+		return 0;
+	case TF_CONFIG:
+		o->config_path = arg;
+		return 0;
+	case TF_SET:
+		if (f->n_sets >= TRAIN_FLAGS_MAX_SETS) {
+			fprintf(stderr, "%s: --set: more than %d overrides\n", f->prog,
+				TRAIN_FLAGS_MAX_SETS);
+			return -1;
+		}
+		f->sets[f->n_sets++] = arg;
+		o->config_sets = f->sets;
+		o->n_config_sets = f->n_sets;
+		return 0;
+	case TF_DATA:
+		o->data_path = arg;
+		return 0;
+	case TF_DATA_FORMAT:
+		return parse_choice(f->prog, "--data-format", arg, "llmc", "text", &o->data_text);
+	case TF_SEQ_LEN:
+		return train_flag_u64(f->prog, "--seq-len", arg, &o->seq_len);
+	case TF_STEPS:
+		return train_flag_u64(f->prog, "--steps", arg, &o->steps);
+	case TF_SEED:
+		return train_flag_u64(f->prog, "--seed", arg, &o->seed);
+	case TF_SHUFFLE:
+		return parse_choice(f->prog, "--shuffle", arg, "none", "seeded", &o->shuffle);
+	case TF_CKPT:
+		o->activation_checkpointing = true;
+		return 0;
+	case TF_EVAL_DATA:
+		o->eval_data_path = arg;
+		return 0;
+	case TF_EVAL_EVERY:
+		return train_flag_u64(f->prog, "--eval-every", arg, &o->eval_every);
+	case TF_EVAL_BATCHES:
+		return train_flag_u64(f->prog, "--eval-batches", arg, &o->eval_batches);
+	case TF_SAVE:
+		o->save_dir = arg;
+		return 0;
+	case TF_SAVE_DTYPE:
+		return parse_dtype(f->prog, arg, &o->save_dtype);
+	case TF_SAVE_SHARD:
+		if (zinf_parse_bytes(arg, &o->save_max_shard_bytes) || !o->save_max_shard_bytes) {
+			fprintf(stderr, "%s: --save-shard-size %s: not a byte size\n", f->prog,
+				arg);
+			return -1;
+		}
+		return 0;
+	case TF_LOG_JSON:
+		o->log_json_path = arg;
+		return 0;
+	}
+	fprintf(stderr, "%s: bad option (try '%s --help')\n", f->prog, f->prog);
+	return -1;
+}

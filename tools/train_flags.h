@@ -1,0 +1,51 @@
+/*
+ * The flags zinf train and zinf bench train share: their getopt_long codes and how each
+ * sets a struct zinf_train_opts. Errors are one line on stderr prefixed with the
+ * command's name.
+ */
+#ifndef ZINF_TOOLS_TRAIN_FLAGS_H
+#define ZINF_TOOLS_TRAIN_FLAGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "zinf/train.h"
+
+enum train_flag {
+	TF_MODEL = 256,
+	TF_INIT,
+	TF_CONFIG,
+	TF_SET,
+	TF_DATA,
+	TF_DATA_FORMAT,
+	TF_SEQ_LEN,
+	TF_STEPS,
+	TF_SEED,
+	TF_SHUFFLE,
+	TF_CKPT,
+	TF_EVAL_DATA,
+	TF_EVAL_EVERY,
+	TF_EVAL_BATCHES,
+	TF_SAVE,
+	TF_SAVE_DTYPE,
+	TF_SAVE_SHARD,
+	TF_LOG_JSON,
+	TF_FIRST_FREE /* a command's own flags start here */
+};
+
+#define TRAIN_FLAGS_MAX_SETS 64
+
+struct train_flags {
+	const char *prog; /* "zinf train": the prefix of error lines */
+	struct zinf_train_opts *o;
+	const char *sets[TRAIN_FLAGS_MAX_SETS]; /* --set KEY=VALUE, in order */
+	int n_sets;
+};
+
+/* Apply flag c (a TF_* code) with its argument to f->o. Returns 0, or -1 after printing
+ * the error. */
+int train_flag_apply(struct train_flags *f, int c, const char *arg);
+/* A whole non-negative decimal number. Returns 0, or -1 after printing the error. */
+int train_flag_u64(const char *prog, const char *flag, const char *text, uint64_t *out);
+
+#endif /* ZINF_TOOLS_TRAIN_FLAGS_H */
