@@ -122,6 +122,7 @@ struct zinf_config_values {
 		int io_engine;	     /* enum zinf_io_engine_kind */
 		int checksum;	     /* enum zinf_checksum_kind */
 		char *trace;
+		bool overlap_optimizer;
 	} zinf;
 };
 

@@ -303,7 +303,7 @@ const struct zinf_key zinf_keys[] = {
 	      0, 1e15, 0, "most parameter elements gathered on the device at once"),
 	COUNT("zero_optimization.stage3_max_reuse_distance", zero.stage3_max_reuse_distance, 1e9, 0,
 	      1e15, 0,
-	      "a parameter reused within this many elements of fetches is not released in between"),
+	      "a released module needed again within this many elements of other fetches stays cached on the device; one needed later is evicted at once"),
 	BOOL("zero_optimization.stage3_gather_16bit_weights_on_model_save",
 	     zero.stage3_gather_16bit_weights_on_model_save, 0, 0,
 	     "save consolidated 16-bit weights with --save"),
@@ -365,6 +365,8 @@ const struct zinf_key zinf_keys[] = {
 	     "CRC32C per NVMe extent: recorded when a whole extent is written, verified when it is read whole (the shard store always moves whole extents)"),
 	STRING("zinf.trace", zinf.trace,
 	       "write a Chrome trace-event timeline (Perfetto) to this file"),
+	BOOL("zinf.overlap_optimizer", zinf.overlap_optimizer, 1, 0,
+	     "run the optimizer step in the background, module by module in forward order, so the next forward starts while later modules are still updated; a fetch waits only for its own module"),
 	/* ---- DeepSpeed keys zinf does not implement ------------------------------------ */
 	IGNORED("wall_clock_breakdown"),
 	IGNORED("memory_breakdown"),

@@ -29,7 +29,10 @@ int engine_fail(struct zinf_engine *e, int code, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(e->last_error, sizeof(e->last_error), fmt, ap);
+	if (engine_opt_on_worker(e)) /* the model's thread reads last_error meanwhile */
+		vsnprintf(e->opt.msg, sizeof(e->opt.msg), fmt, ap);
+	else
+		vsnprintf(e->last_error, sizeof(e->last_error), fmt, ap);
 	va_end(ap);
 	return code;
 }
@@ -192,6 +195,7 @@ int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, 
 	e->nvme_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME;
 	e->gas = v->gradient_accumulation_steps ? v->gradient_accumulation_steps : 1;
 	e->max_norm = v->gradient_clipping;
+	e->opt.on = v->zinf.overlap_optimizer;
 	rc = create_tiers(e, err, errlen);
 	if (!rc)
 		rc = create_optimizer(e, err, errlen);
@@ -209,6 +213,7 @@ void zinf_engine_destroy(struct zinf_engine *e)
 {
 	if (!e)
 		return;
+	engine_opt_stop(e); /* a step in the background finishes first */
 	for (uint32_t m = 0; m < e->n_modules; m++) {
 		if (e->modules[m].grads)
 			zinf_store_free_scratch(e->store, e->modules[m].grads);
@@ -262,6 +267,9 @@ int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module)
 	rc = zinf_store_module_add(e->store, name, &m->store_id);
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+	if (m->store_id != e->n_modules) /* the prefetcher names modules by store id */
+		return engine_fail(e, ZINF_ESTATE, "module %s: store id %u, expected %u", name,
+				   m->store_id, e->n_modules);
 	m->first_param = e->n_params;
 	m->name = strdup(name);
 	if (!m->name)
@@ -327,12 +335,21 @@ static void mark_persistent(struct zinf_engine *e, const uint64_t *elems)
 	}
 }
 
+/* Fetching ahead waits until the optimizer has written a module's new values. */
+static bool prefetch_can_fetch(void *user, uint32_t store_module)
+{
+	return !engine_opt_module_pending(user, store_module);
+}
+
 static int create_prefetch(struct zinf_engine *e)
 {
 	const struct zinf_config_values *v = &e->cfg->v;
 	struct zinf_prefetch_opts o = {
 		.bucket_elems = v->zero.stage3_prefetch_bucket_size,
 		.max_live_elems = v->zero.stage3_max_live_parameters,
+		.max_reuse_elems = v->zero.stage3_max_reuse_distance,
+		.can_fetch = prefetch_can_fetch,
+		.user = e,
 	};
 	uint64_t *elems = calloc(e->n_modules + 1, sizeof(*elems));
 	int rc;
@@ -408,6 +425,11 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		rc = create_prefetch(e);
 	if (rc)
 		return rc;
+	if (e->opt.on) {
+		rc = engine_opt_start(e);
+		if (rc)
+			return rc;
+	}
 	if (e->nvme_state) {
 		rc = engine_nvme_finalize(e);
 		if (rc)
@@ -487,6 +509,9 @@ int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 	if (rc)
 		return rc;
 	p = &e->params[param];
+	rc = engine_opt_drain(e);
+	if (rc)
+		return rc;
 	if (e->prefetch)
 		zinf_prefetch_drop(e->prefetch);
 	if (!valid_dtype(src_dtype))
@@ -524,6 +549,9 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 		return engine_fail(e, -EINVAL,
 				   "param %u: target dtype %d (expected f32, bf16 or f16)", param,
 				   (int)dst_dtype);
+	rc = engine_opt_drain(e);
+	if (rc)
+		return rc;
 	if (e->nvme_state) {
 		rc = engine_nvme_save(e, &e->params[param], e->staging);
 		if (rc)
@@ -562,6 +590,10 @@ int zinf_module_fetch(struct zinf_engine *e, uint32_t module)
 {
 	int rc = check_module(e, module);
 
+	if (rc)
+		return rc;
+	/* The last step's update of this module must be home before it is read. */
+	rc = engine_opt_wait_module(e, module);
 	if (rc)
 		return rc;
 	if (e->prefetch) {
@@ -630,6 +662,10 @@ int zinf_module_grads(struct zinf_engine *e, uint32_t module)
 	if (m->grads)
 		return engine_fail(e, ZINF_ESTATE, "module %u: gradient buffers already out",
 				   module);
+	/* The accumulators are cleared once the last step's update of the module is done. */
+	rc = engine_opt_wait_module(e, module);
+	if (rc)
+		return rc;
 	if (!m->grad_bytes)
 		return 0;
 	/* From the store, which can evict cached modules for it; modules fetched ahead
@@ -747,6 +783,26 @@ static int step_module(struct zinf_engine *e, struct emodule *m,
 	return rc ? engine_fail(e, rc, "%s", zinf_store_last_error(e->store)) : 0;
 }
 
+int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)
+{
+	int rc;
+
+	if (e->nvme_state)
+		return engine_nvme_step(e, info);
+	for (uint32_t m = 0; m < e->n_modules; m++) {
+		rc = step_module(e, &e->modules[m], info);
+		if (rc)
+			return rc;
+		engine_module_updated(e, m);
+	}
+	return 0;
+}
+
+int zinf_engine_sync(struct zinf_engine *e)
+{
+	return engine_opt_drain(e);
+}
+
 int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 {
 	double t0 = seconds_now(), sumsq = 0, loss_scale = zinf_loss_scale(e);
@@ -757,6 +813,9 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 	memset(out, 0, sizeof(*out));
 	if (!e->finalized)
 		return engine_fail(e, ZINF_ESTATE, "step before finalize");
+	rc = engine_opt_drain(e); /* the previous step's updates, if still running */
+	if (rc)
+		return rc;
 	for (uint32_t m = 0; m < e->n_modules; m++)
 		if (e->modules[m].grads)
 			return engine_fail(e, ZINF_ESTATE,
@@ -791,24 +850,22 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 	info.step = e->steps + 1;
 	info.lr = zinf_lr_at(&e->sched, (int64_t)e->steps - 1);
 	info.grad_scale = clip.grad_scale / (float)e->gas;
-	for (uint32_t m = 0; m < e->n_modules && !e->nvme_state; m++) {
-		rc = step_module(e, &e->modules[m], &info);
+	if (e->opt.on) {
+		/* The updates run in the background; fetches wait per module. */
+		engine_opt_submit(e, &info);
+	} else {
+		rc = engine_update(e, &info);
 		if (rc)
 			return rc;
 	}
-	if (e->nvme_state) {
-		rc = engine_nvme_step(e, &info);
-		if (rc)
-			return rc;
-	}
-	clear_grads(e);
 	e->steps++;
 	if (e->prefetch)
 		zinf_prefetch_start_step(e->prefetch);
 	out->step = e->steps;
 	out->lr = info.lr;
 	out->seconds = seconds_now() - t0;
-	e->optimizer_seconds += out->seconds;
+	if (!e->opt.on)
+		e->optimizer_seconds += out->seconds;
 	zinf_timeline_add(e->timeline, ZINF_TRACK_OPTIMIZER, "step", (uint64_t)(t0 * 1e9),
 			  (uint64_t)(seconds_now() * 1e9));
 	return 0;

@@ -6,6 +6,8 @@
 #ifndef ZINF_SRC_ENGINE_INTERNAL_H
 #define ZINF_SRC_ENGINE_INTERNAL_H
 
+#include <pthread.h>
+
 #include "config.h"
 #include "device.h"
 #include "loss_scale.h"
@@ -24,17 +26,38 @@ struct egroup {
 	enum zinf_dtype dtype;
 	uint64_t elems;
 	struct zinf_adam_nvme *nvme;
-	float *grad;	   /* (elems) fp32, host: the members' gradient accumulators */
-	void *param_out;   /* (elems) dtype, host: the new parameter copies of a step */
-	float *master;	   /* (elems) fp32, host: loaded values not yet written, or the
+	float *grad;		/* (elems) fp32, host: the members' gradient accumulators */
+	void *param_out;	/* (elems) dtype, host: the new parameter copies of a step */
+	float *master;		/* (elems) fp32, host: loaded values not yet written, or the
 			      values read back for saving; NULL when neither */
-	float *exp_avg;	   /* (elems) fp32, host: moments kept across a reload of an */
-	float *exp_avg_sq; /* already-written state (NULL: a fresh optimizer) */
-	bool master_dirty; /* master holds loads to write before the next step */
-	bool written;	   /* the NVMe state has been written once */
+	float *exp_avg;		/* (elems) fp32, host: moments kept across a reload of an */
+	float *exp_avg_sq;	/* already-written state (NULL: a fresh optimizer) */
+	bool master_dirty;	/* master holds loads to write before the next step */
+	uint64_t sg_size, n_sg; /* sub-group size and count of the NVMe state */
+	uint8_t *sg_done;	/* (n_sg) stepped by the step in progress */
+	uint8_t *sg_mask;	/* (n_sg) to step in the next pipelined call */
+	bool written;		/* the NVMe state has been written once */
 };
 
 #define GRAD_ALIGN 256u
+
+/* The optimizer step in the background (zinf.overlap_optimizer; engine_opt.c): zinf_step
+ * computes the norm and hands the updates to a worker thread, which updates and writes
+ * home the modules in forward order; a fetch of a module waits only for that module. */
+struct eopt {
+	bool on;
+	bool started; /* the thread runs */
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	bool job;  /* a step is queued or running */
+	bool quit; /* destroy: the thread ends */
+	struct zinf_adam_step_info info;
+	uint8_t *pending; /* (n_modules) 1: the running step has not written it yet */
+	int error;	  /* the first failure of the last step, 0 if none */
+	char msg[512];	  /* its one-line message */
+	uint64_t wait_ns; /* the model waited for updates (fetch, gradients) */
+};
 
 struct eparam {
 	uint32_t store_id;
@@ -97,12 +120,32 @@ struct zinf_engine {
 	uint64_t staging_bytes;
 
 	uint64_t steps, skipped;
-	double optimizer_seconds;
+	double optimizer_seconds; /* updates, in the background or not (under opt.lock) */
+	struct eopt opt;
 	char last_error[512];
 };
 
 int engine_fail(struct zinf_engine *e, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* engine.c: run the updates of one step module by module in forward order (host state:
+ * module by module; NVMe state: engine_nvme_step), calling engine_module_updated after
+ * each module's new values are home. Runs on the worker with opt.on. */
+int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info);
+/* Module m's new values are home: clear its accumulators and let fetches of it go on. */
+void engine_module_updated(struct zinf_engine *e, uint32_t m);
+
+/* engine_opt.c: the worker. start at finalize (opt.on); submit a step's updates; wait
+ * for module m (fetch, gradients) or for the whole step (step, load, save); stop at
+ * destroy. The waits return 0 or the step's error (message in e->last_error). */
+int engine_opt_start(struct zinf_engine *e);
+void engine_opt_submit(struct zinf_engine *e, const struct zinf_adam_step_info *info);
+int engine_opt_wait_module(struct zinf_engine *e, uint32_t m);
+int engine_opt_drain(struct zinf_engine *e);
+bool engine_opt_module_pending(struct zinf_engine *e, uint32_t m);
+void engine_opt_stop(struct zinf_engine *e);
+/* engine_fail on the worker writes opt.msg instead of last_error. */
+bool engine_opt_on_worker(const struct zinf_engine *e);
 
 /* engine_nvme.c: set up groups and handles at finalize; load, save, flush, step. */
 int engine_nvme_finalize(struct zinf_engine *e);

@@ -56,6 +56,12 @@ static int create_group(struct zinf_engine *e, struct egroup *g)
 		return engine_fail(e, rc, "optimizer on nvme: %s", err);
 	zinf_adam_nvme_get_info(g->nvme, &info);
 	e->nvme_state_bytes += info.extent_bytes * info.n_extents;
+	g->sg_size = info.sub_group_size;
+	g->n_sg = info.n_sub_groups;
+	g->sg_done = calloc(g->n_sg + 1, 1);
+	g->sg_mask = calloc(g->n_sg + 1, 1);
+	if (!g->sg_done || !g->sg_mask)
+		return engine_fail(e, -ENOMEM, "optimizer on nvme: sub-group flags");
 	return 0;
 }
 
@@ -179,10 +185,40 @@ int engine_nvme_save(struct zinf_engine *e, struct eparam *p, float *master)
 	return 0;
 }
 
-int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *info)
+/* Count one pipelined call's traffic (the stats reader may run meanwhile). */
+static void count_io(struct zinf_engine *e, const struct zinf_adam_nvme_result *res)
 {
-	int rc;
+	if (e->opt.started)
+		pthread_mutex_lock(&e->opt.lock);
+	e->nvme_opt_read.bytes += res->read_bytes;
+	e->nvme_opt_read.seconds += res->seconds;
+	e->nvme_opt_read.count += res->n_updated;
+	e->nvme_opt_write.bytes += res->write_bytes;
+	e->nvme_opt_write.seconds += res->seconds;
+	e->nvme_opt_write.count += res->n_updated;
+	if (e->opt.started)
+		pthread_mutex_unlock(&e->opt.lock);
+}
 
+/* Mark in g->sg_mask the sub-groups holding p that are not stepped yet; returns how
+ * many were newly marked. */
+static uint64_t mark_sub_groups(struct egroup *g, const struct eparam *p)
+{
+	uint64_t n = 0, first = p->group_off / g->sg_size;
+	uint64_t last = (p->group_off + p->elems - 1) / g->sg_size;
+
+	for (uint64_t i = first; p->elems && i <= last; i++) {
+		if (!g->sg_done[i] && !g->sg_mask[i]) {
+			g->sg_mask[i] = 1;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Step the marked sub-groups of every group; mark them done. */
+static int step_marked(struct zinf_engine *e, const struct zinf_adam_step_info *info)
+{
 	for (int i = 0; i < e->n_groups; i++) {
 		struct egroup *g = &e->groups[i];
 		struct zinf_adam_nvme_bufs bufs = {
@@ -190,36 +226,81 @@ int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *in
 			.grad_dtype = ZINF_DTYPE_F32,
 			.param_out = g->param_out,
 			.param_dtype = g->dtype,
+			.sub_groups = g->sg_mask,
 		};
 		struct zinf_adam_nvme_result res;
-		rc = flush(e, g);
-		if (rc)
-			return rc;
-		free(g->master); /* a save copy is stale after this step */
-		g->master = NULL;
+		bool any = false;
+		int rc;
+
+		for (uint64_t k = 0; k < g->n_sg && !any; k++)
+			any = g->sg_mask[k];
+		if (!any)
+			continue;
 		rc = zinf_adam_nvme_step(g->nvme, &bufs, info, &res);
-		e->nvme_opt_read.bytes += res.read_bytes;
-		e->nvme_opt_read.seconds += res.seconds;
-		e->nvme_opt_read.count += res.n_sub_groups;
-		e->nvme_opt_write.bytes += res.write_bytes;
-		e->nvme_opt_write.seconds += res.seconds;
-		e->nvme_opt_write.count += res.n_updated;
+		count_io(e, &res);
 		if (rc)
 			return engine_fail(e, rc,
 					   "optimizer on nvme: %s (%" PRIu64 " of %" PRIu64
 					   " sub-groups updated)",
 					   zinf_adam_nvme_last_error(g->nvme), res.n_updated,
 					   res.n_sub_groups);
-	}
-	for (uint32_t m = 0; m < e->n_modules; m++) {
-		const struct emodule *mod = &e->modules[m];
-		for (uint32_t k = 0; k < mod->n_params; k++) {
-			const struct eparam *p = &e->params[mod->first_param + k];
-			e->srcs[k] = (const char *)e->groups[p->group].param_out + p->group_off * 2;
+		for (uint64_t k = 0; k < g->n_sg; k++) {
+			g->sg_done[k] |= g->sg_mask[k];
+			g->sg_mask[k] = 0;
 		}
-		rc = zinf_store_module_write(e->store, mod->store_id, e->srcs);
+	}
+	return 0;
+}
+
+/* Sub-groups stepped per pipelined call: enough for the read, the update and the write
+ * of consecutive sub-groups to overlap, few enough that the first modules are home soon. */
+#define STEP_BATCH_SUB_GROUPS 4
+
+/* The step in forward module order: the sub-groups the next modules' parameters live in
+ * are stepped (a few per pipelined call), then those modules' new copies go to the shard
+ * store and each is reported updated, so that with zinf.overlap_optimizer the next
+ * forward can fetch the first modules while later ones are still being stepped. */
+int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *info)
+{
+	uint32_t next = 0;
+	int rc;
+
+	for (int i = 0; i < e->n_groups; i++) {
+		struct egroup *g = &e->groups[i];
+		rc = flush(e, g);
 		if (rc)
-			return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+			return rc;
+		free(g->master); /* a save copy is stale after this step */
+		g->master = NULL;
+		memset(g->sg_done, 0, g->n_sg);
+		memset(g->sg_mask, 0, g->n_sg);
+	}
+	while (next < e->n_modules) {
+		uint32_t end = next;
+		uint64_t marked = 0;
+
+		while (end < e->n_modules && (end == next || marked < STEP_BATCH_SUB_GROUPS)) {
+			const struct emodule *mod = &e->modules[end++];
+			for (uint32_t k = 0; k < mod->n_params; k++) {
+				const struct eparam *p = &e->params[mod->first_param + k];
+				marked += mark_sub_groups(&e->groups[p->group], p);
+			}
+		}
+		rc = step_marked(e, info);
+		if (rc)
+			return rc;
+		for (; next < end; next++) {
+			const struct emodule *mod = &e->modules[next];
+			for (uint32_t k = 0; k < mod->n_params; k++) {
+				const struct eparam *p = &e->params[mod->first_param + k];
+				e->srcs[k] = (const char *)e->groups[p->group].param_out +
+					     p->group_off * 2;
+			}
+			rc = zinf_store_module_write(e->store, mod->store_id, e->srcs);
+			if (rc)
+				return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+			engine_module_updated(e, next);
+		}
 	}
 	return 0;
 }
@@ -234,6 +315,8 @@ void engine_nvme_destroy(struct zinf_engine *e)
 		free(g->master);
 		free(g->exp_avg);
 		free(g->exp_avg_sq);
+		free(g->sg_done);
+		free(g->sg_mask);
 	}
 	e->n_groups = 0;
 }

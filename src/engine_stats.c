@@ -34,12 +34,16 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
 	link_from(&out->device_to_pinned, &st.link[ZINF_LINK_DEVICE_TO_PINNED]);
 	link_from(&out->pinned_to_nvme, &st.link[ZINF_LINK_PINNED_TO_NVME]);
 	/* The optimizer's own NVMe traffic (state read and written by each step). */
+	if (e->opt.started)
+		pthread_mutex_lock(&e->opt.lock);
 	out->nvme_to_pinned.bytes += e->nvme_opt_read.bytes;
 	out->nvme_to_pinned.seconds += e->nvme_opt_read.seconds;
 	out->nvme_to_pinned.count += e->nvme_opt_read.count;
 	out->pinned_to_nvme.bytes += e->nvme_opt_write.bytes;
 	out->pinned_to_nvme.seconds += e->nvme_opt_write.seconds;
 	out->pinned_to_nvme.count += e->nvme_opt_write.count;
+	if (e->opt.started)
+		pthread_mutex_unlock(&e->opt.lock);
 	out->wait_seconds = (double)st.wait_ns * 1e-9;
 	out->fetches = st.fetches;
 	out->hits = st.hits;
@@ -50,10 +54,17 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
 		out->prefetches = ps.issued;
 		out->prefetch_hits = ps.hits;
 		out->trace_divergences = ps.divergences;
+		out->reuse_evictions = ps.reuse_evictions;
 	}
 	out->steps = e->steps;
 	out->skipped_steps = e->skipped;
+	if (e->opt.started)
+		pthread_mutex_lock(&e->opt.lock);
 	out->optimizer_seconds = e->optimizer_seconds;
+	out->optimizer_wait_seconds = (double)e->opt.wait_ns * 1e-9;
+	out->wait_seconds += out->optimizer_wait_seconds;
+	if (e->opt.started)
+		pthread_mutex_unlock(&e->opt.lock);
 	for (uint32_t i = 0; i < e->n_params; i++)
 		out->param_elems += e->params[i].elems;
 }
@@ -84,9 +95,10 @@ int zinf_stats_json(const struct zinf_stats *st, FILE *f)
 		", \"prefetches\": %" PRIu64 ", \"prefetch_hits\": %" PRIu64
 		", \"trace_divergences\": %" PRIu64 ", \"evictions\": %" PRIu64
 		", \"steps\": %" PRIu64 ", \"skipped_steps\": %" PRIu64
-		", \"optimizer_seconds\": %.6f, \"param_elems\": %" PRIu64 "}",
+		", \"optimizer_seconds\": %.6f, \"optimizer_wait_seconds\": %.6f"
+		", \"param_elems\": %" PRIu64 "}",
 		st->wait_seconds, st->fetches, st->hits, st->prefetches, st->prefetch_hits,
 		st->trace_divergences, st->evictions, st->steps, st->skipped_steps,
-		st->optimizer_seconds, st->param_elems);
+		st->optimizer_seconds, st->optimizer_wait_seconds, st->param_elems);
 	return ferror(f) ? -EIO : 0;
 }

@@ -110,6 +110,8 @@ static void issue(struct zinf_prefetch *p)
 		uint32_t m = p->trace[j];
 		if (p->held[m] || p->ahead[m])
 			continue;
+		if (p->o.can_fetch && !p->o.can_fetch(p->o.user, m))
+			break; /* in trace order: nothing past a module that is not ready */
 		if (ahead_elems + p->elems[m] > p->o.bucket_elems ||
 		    p->live_elems + p->elems[m] > p->o.max_live_elems)
 			break;
@@ -152,10 +154,31 @@ int zinf_prefetch_fetch(struct zinf_prefetch *p, uint32_t m, bool *held)
 	return 0;
 }
 
+/* Elements of the other modules fetched between the cursor and m's next use along the
+ * trace (wrapping into the next step); UINT64_MAX when m is not in the trace. */
+static uint64_t reuse_distance(const struct zinf_prefetch *p, uint32_t m)
+{
+	uint64_t d = 0;
+
+	for (uint32_t k = 0; k < p->n_trace; k++) {
+		uint32_t j = (p->cursor + k) % p->n_trace;
+		if (p->trace[j] == m)
+			return d;
+		d += p->elems[p->trace[j]];
+	}
+	return UINT64_MAX;
+}
+
 void zinf_prefetch_release(struct zinf_prefetch *p, uint32_t m)
 {
-	if (m < p->n_modules && p->held[m] && !--p->held[m])
-		p->live_elems -= p->elems[m];
+	if (m >= p->n_modules || !p->held[m])
+		return;
+	if (--p->held[m])
+		return;
+	p->live_elems -= p->elems[m];
+	if (p->have_trace && !p->diverged && !p->ahead[m] &&
+	    reuse_distance(p, m) > p->o.max_reuse_elems && zinf_store_evict(p->store, m) == 0)
+		p->st.reuse_evictions++;
 }
 
 int zinf_prefetch_drop(struct zinf_prefetch *p)

@@ -27,13 +27,22 @@ struct zinf_prefetch;
 struct zinf_prefetch_opts {
 	uint64_t bucket_elems;	 /* stage3_prefetch_bucket_size; 0 turns prefetch off */
 	uint64_t max_live_elems; /* stage3_max_live_parameters */
+	/* stage3_max_reuse_distance: a released module whose next use along the trace is
+	 * more than this many elements of other modules' fetches away is evicted at once
+	 * (its device memory is free for what comes sooner); nearer ones stay cached. */
+	uint64_t max_reuse_elems;
+	/* May module m be fetched ahead now? (false while the optimizer has not written
+	 * its new values); NULL: always. Called on the engine's thread. */
+	bool (*can_fetch)(void *user, uint32_t m);
+	void *user;
 };
 
 struct zinf_prefetch_stats {
-	uint64_t issued;      /* modules fetched ahead */
-	uint64_t hits;	      /* model fetches served by a prefetch */
-	uint64_t divergences; /* steps that left the trace */
-	uint64_t recordings;  /* traces recorded */
+	uint64_t issued;	  /* modules fetched ahead */
+	uint64_t hits;		  /* model fetches served by a prefetch */
+	uint64_t divergences;	  /* steps that left the trace */
+	uint64_t recordings;	  /* traces recorded */
+	uint64_t reuse_evictions; /* released modules evicted: next use beyond the distance */
 };
 
 /* module_elems: parameter elements of each of n_modules store modules. */
@@ -44,7 +53,8 @@ void zinf_prefetch_destroy(struct zinf_prefetch *p);
 /* The model fetches module m. Returns 0 or a store error; *held is true when a prefetch
  * already holds m for the model (the caller must not fetch it again). */
 int zinf_prefetch_fetch(struct zinf_prefetch *p, uint32_t m, bool *held);
-/* The model released module m (after its own store release). */
+/* The model released module m (after its own store release); with a trace, a module
+ * not needed again within max_reuse_elems is evicted from the device. */
 void zinf_prefetch_release(struct zinf_prefetch *p, uint32_t m);
 /* Release every module fetched ahead (before writes to parameters, or when the device
  * budget is needed for a fetch the trace did not foresee). Returns how many. */

@@ -140,6 +140,10 @@ int zinf_store_release(struct zinf_store *store, uint32_t module);
  * in the prefetcher's trace; UINT64_MAX = not again soon; 0 = unknown). Cached modules
  * needed furthest in the future are evicted first. */
 void zinf_store_set_next_use(struct zinf_store *store, uint32_t module, uint64_t when);
+/* Drop the device copy of a cached (fetched, released, not persistent) module now.
+ * Returns 0, -EBUSY when it is held, loading, persistent or not on the device, or
+ * -EINVAL. */
+int zinf_store_evict(struct zinf_store *store, uint32_t module);
 /* Keep a module on the device once fetched: eviction skips it (a rewrite of its
  * parameters still drops the stale copy). For small, often used modules. */
 void zinf_store_set_persistent(struct zinf_store *store, uint32_t module, bool persistent);

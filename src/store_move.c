@@ -49,6 +49,18 @@ static void activate(struct zinf_store *s, struct chunk *ch)
 	s->active_tail = &ch->next_active;
 }
 
+/* Give a cached module's device buffer back; its home keeps the values. Lock held. */
+static void drop_copy(struct zinf_store *s, struct module *victim)
+{
+	zinf_device_free(s->o.device, victim->dev);
+	victim->dev = NULL;
+	victim->state = MOD_HOME;
+	victim->resident = 0;
+	for (uint32_t c = 0; c < victim->n_chunks; c++)
+		s->chunks[victim->first_chunk + c].state = CHUNK_HOME;
+	s->evictions++;
+}
+
 /* The victim is the cached module needed furthest in the future (Belady), when the
  * prefetcher has said (zinf_store_set_next_use); among equals, the least recently
  * released. */
@@ -69,13 +81,7 @@ static bool evict_one(struct zinf_store *s, const struct module *keep)
 	}
 	if (!victim)
 		return false;
-	zinf_device_free(s->o.device, victim->dev);
-	victim->dev = NULL;
-	victim->state = MOD_HOME;
-	victim->resident = 0;
-	for (uint32_t c = 0; c < victim->n_chunks; c++)
-		s->chunks[victim->first_chunk + c].state = CHUNK_HOME;
-	s->evictions++;
+	drop_copy(s, victim);
 	return true;
 }
 
@@ -498,6 +504,25 @@ int zinf_store_release(struct zinf_store *s, uint32_t module)
 		unqueue(s, mod); /* nobody wants it any more: do not load it */
 	kick(s);		 /* a waiting module may fit now */
 out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int zinf_store_evict(struct zinf_store *s, uint32_t module)
+{
+	struct module *mod;
+	int rc = -EBUSY;
+
+	if (module >= s->n_modules)
+		return -EINVAL;
+	mod = &s->modules[module];
+	pthread_mutex_lock(&s->lock);
+	if (s->o.param_home != ZINF_TIER_DEVICE && mod->state == MOD_READY && !mod->refs &&
+	    !mod->sync_busy && !mod->persistent) {
+		drop_copy(s, mod);
+		kick(s); /* a waiting module may fit now */
+		rc = 0;
+	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }

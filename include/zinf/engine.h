@@ -130,6 +130,12 @@ struct zinf_step_result {
  * values to their home tiers and clear the accumulators. */
 int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
 
+/* With zinf.overlap_optimizer (the default) zinf_step computes the norm and returns; the
+ * updates run in the background, module by module in forward order, and a fetch waits
+ * only for its own module. Wait until the last step's updates are all home; returns 0
+ * or the error of a failed update (which later fetches and steps also return). */
+int zinf_engine_sync(struct zinf_engine *e);
+
 /* ---- counters ------------------------------------------------------------------------- */
 
 struct zinf_link_stats {
@@ -144,13 +150,17 @@ struct zinf_stats {
 	uint64_t host_now, host_peak; /* parameters homed on the host, optimizer state */
 	uint64_t nvme_now, nvme_peak;
 	struct zinf_link_stats nvme_to_pinned, pinned_to_device, device_to_pinned, pinned_to_nvme;
-	double wait_seconds; /* compute waited for data */
+	double wait_seconds; /* compute waited for data (incl. optimizer_wait_seconds) */
+	/* of which for the previous step's update of a module (zinf.overlap_optimizer) */
+	double optimizer_wait_seconds;
 	uint64_t fetches, hits, evictions;
 	uint64_t prefetches;	    /* modules fetched ahead along the recorded trace */
 	uint64_t prefetch_hits;	    /* model fetches a prefetch had already started */
 	uint64_t trace_divergences; /* steps whose fetch order left the trace */
+	/* released modules evicted at once: next use beyond stage3_max_reuse_distance */
+	uint64_t reuse_evictions;
 	uint64_t steps, skipped_steps;
-	double optimizer_seconds;
+	double optimizer_seconds; /* updating, in the background or not */
 	uint64_t param_elems;
 };
 

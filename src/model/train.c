@@ -347,6 +347,12 @@ static int train_step(struct train_run *r, uint64_t step, struct zinf_train_step
 	}
 	t1 = now_seconds();
 	rc = zinf_step(r->e, &res);
+	/* The updates run in the background (zinf.overlap_optimizer) and count in the next
+	 * step's figures; before an evaluation and at the end they are waited for here, so
+	 * that they count in this step's. */
+	if (!rc && (step == r->o->steps ||
+		    (r->o->eval_data_path && r->o->eval_every && step % r->o->eval_every == 0)))
+		rc = zinf_engine_sync(r->e);
 	if (rc) {
 		snprintf(err, errlen, "step %llu: %s", (unsigned long long)step,
 			 zinf_last_error(r->e));

@@ -72,9 +72,11 @@ int main(void)
 		T_CHECK(cJSON_IsObject(bytes), "line %d: bytes is not an object", line);
 		/* Every step writes the new parameters to their NVMe home (dropping the cached
 		 * device copies); the next fetch of each module, by a step or an evaluation,
-		 * reads them back. */
-		T_CHECK(num(bytes, "nvme_write", line) > 0, "line %d: params on nvme, no writes",
-			line);
+		 		 * reads them back. The updates run in the background and count in the next
+		 * step's figures, except before an evaluation and at the end, where the
+		 * step waits for its own: steps 2 and 4 here. */
+		T_CHECK(line % 2 == 1 || num(bytes, "nvme_write", line) > 0,
+			"line %d: params on nvme, no writes", line);
 		num(bytes, "h2d", line);
 		num(bytes, "d2h", line);
 		nvme_reads += num(bytes, "nvme_read", line);
