@@ -1,6 +1,7 @@
 /*
  * zinf train: fine-tune (or train from a seeded random init) a Llama-family model through
- * the engine, one rank, on the host device backend. The trainer behind `zinf train`,
+  * the engine, one rank, on the host device backend (CPU runtime) or CUDA (cuBLAS runtime,
+ * chosen by the engine's device). The trainer behind `zinf train`,
  * usable from C: fill a struct zinf_train_opts and call zinf_train_run().
  *
  * Setup checks every input before anything is trained or written (the model, the
