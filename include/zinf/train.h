@@ -1,6 +1,6 @@
 /*
  * zinf train: fine-tune (or train from a seeded random init) a Llama-family model through
-  * the engine, one rank, on the host device backend (CPU runtime) or CUDA (cuBLAS runtime,
+ * the engine, one rank, on the host device backend (CPU runtime) or CUDA (cuBLAS runtime,
  * chosen by the engine's device). The trainer behind `zinf train`,
  * usable from C: fill a struct zinf_train_opts and call zinf_train_run().
  *
