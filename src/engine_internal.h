@@ -34,8 +34,7 @@ struct egroup {
 	float *exp_avg_sq;	/* already-written state (NULL: a fresh optimizer) */
 	bool master_dirty;	/* master holds loads to write before the next step */
 	uint64_t sg_size, n_sg; /* sub-group size and count of the NVMe state */
-	uint8_t *sg_done;	/* (n_sg) stepped by the step in progress */
-	uint8_t *sg_mask;	/* (n_sg) to step in the next pipelined call */
+	uint8_t *sg_done;	/* (n_sg) updated by the step in progress */
 	bool written;		/* the NVMe state has been written once */
 };
 

@@ -59,8 +59,7 @@ static int create_group(struct zinf_engine *e, struct egroup *g)
 	g->sg_size = info.sub_group_size;
 	g->n_sg = info.n_sub_groups;
 	g->sg_done = calloc(g->n_sg + 1, 1);
-	g->sg_mask = calloc(g->n_sg + 1, 1);
-	if (!g->sg_done || !g->sg_mask)
+	if (!g->sg_done)
 		return engine_fail(e, -ENOMEM, "optimizer on nvme: sub-group flags");
 	return 0;
 }
@@ -200,69 +199,66 @@ static void count_io(struct zinf_engine *e, const struct zinf_adam_nvme_result *
 		pthread_mutex_unlock(&e->opt.lock);
 }
 
-/* Mark in g->sg_mask the sub-groups holding p that are not stepped yet; returns how
- * many were newly marked. */
-static uint64_t mark_sub_groups(struct egroup *g, const struct eparam *p)
-{
-	uint64_t n = 0, first = p->group_off / g->sg_size;
-	uint64_t last = (p->group_off + p->elems - 1) / g->sg_size;
+/* A step in progress: modules are written home in forward order as soon as every
+ * sub-group holding their parameters has been updated. */
+struct step_progress {
+	struct zinf_engine *e;
+	int group;     /* the group being stepped */
+	uint32_t next; /* the first module not written yet */
+};
 
-	for (uint64_t i = first; p->elems && i <= last; i++) {
-		if (!g->sg_done[i] && !g->sg_mask[i]) {
-			g->sg_mask[i] = 1;
-			n++;
-		}
+static bool module_stepped(const struct zinf_engine *e, const struct emodule *mod)
+{
+	for (uint32_t k = 0; k < mod->n_params; k++) {
+		const struct eparam *p = &e->params[mod->first_param + k];
+		const struct egroup *g = &e->groups[p->group];
+		uint64_t first = p->group_off / g->sg_size;
+		uint64_t last = (p->group_off + p->elems - 1) / g->sg_size;
+
+		for (uint64_t i = first; p->elems && i <= last; i++)
+			if (!g->sg_done[i])
+				return false;
 	}
-	return n;
+	return true;
 }
 
-/* Step the marked sub-groups of every group; mark them done. */
-static int step_marked(struct zinf_engine *e, const struct zinf_adam_step_info *info)
+/* Write home every module, from pr->next on, whose sub-groups are all updated. */
+static int write_stepped_modules(struct step_progress *pr)
 {
-	for (int i = 0; i < e->n_groups; i++) {
-		struct egroup *g = &e->groups[i];
-		struct zinf_adam_nvme_bufs bufs = {
-			.grad = g->grad,
-			.grad_dtype = ZINF_DTYPE_F32,
-			.param_out = g->param_out,
-			.param_dtype = g->dtype,
-			.sub_groups = g->sg_mask,
-		};
-		struct zinf_adam_nvme_result res;
-		bool any = false;
-		int rc;
+	struct zinf_engine *e = pr->e;
+	int rc;
 
-		for (uint64_t k = 0; k < g->n_sg && !any; k++)
-			any = g->sg_mask[k];
-		if (!any)
-			continue;
-		rc = zinf_adam_nvme_step(g->nvme, &bufs, info, &res);
-		count_io(e, &res);
-		if (rc)
-			return engine_fail(e, rc,
-					   "optimizer on nvme: %s (%" PRIu64 " of %" PRIu64
-					   " sub-groups updated)",
-					   zinf_adam_nvme_last_error(g->nvme), res.n_updated,
-					   res.n_sub_groups);
-		for (uint64_t k = 0; k < g->n_sg; k++) {
-			g->sg_done[k] |= g->sg_mask[k];
-			g->sg_mask[k] = 0;
+	while (pr->next < e->n_modules && module_stepped(e, &e->modules[pr->next])) {
+		const struct emodule *mod = &e->modules[pr->next];
+		for (uint32_t k = 0; k < mod->n_params; k++) {
+			const struct eparam *p = &e->params[mod->first_param + k];
+			e->srcs[k] = (const char *)e->groups[p->group].param_out + p->group_off * 2;
 		}
+		rc = zinf_store_module_write(e->store, mod->store_id, e->srcs);
+		if (rc)
+			return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+		engine_module_updated(e, pr->next++);
 	}
 	return 0;
 }
 
-/* Sub-groups stepped per pipelined call: enough for the read, the update and the write
- * of consecutive sub-groups to overlap, few enough that the first modules are home soon. */
-#define STEP_BATCH_SUB_GROUPS 4
+static int on_sub_group_updated(void *user, uint64_t i)
+{
+	struct step_progress *pr = user;
 
-/* The step in forward module order: the sub-groups the next modules' parameters live in
- * are stepped (a few per pipelined call), then those modules' new copies go to the shard
- * store and each is reported updated, so that with zinf.overlap_optimizer the next
- * forward can fetch the first modules while later ones are still being stepped. */
+	pr->e->groups[pr->group].sg_done[i] = 1;
+	return write_stepped_modules(pr);
+}
+
+/* The step: each group's pipelined NVMe step (the smallest groups, norms and biases,
+ * first), and as each sub-group is updated, the modules whose parameters are then all
+ * final go to the shard store in forward order and are reported updated. With
+ * zinf.overlap_optimizer the next forward fetches the first modules while later
+ * sub-groups are still being stepped. */
 int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *info)
 {
-	uint32_t next = 0;
+	struct step_progress pr = {.e = e};
+	int order[ENGINE_MAX_GROUPS];
 	int rc;
 
 	for (int i = 0; i < e->n_groups; i++) {
@@ -273,36 +269,39 @@ int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *in
 		free(g->master); /* a save copy is stale after this step */
 		g->master = NULL;
 		memset(g->sg_done, 0, g->n_sg);
-		memset(g->sg_mask, 0, g->n_sg);
+		order[i] = i;
 	}
-	while (next < e->n_modules) {
-		uint32_t end = next;
-		uint64_t marked = 0;
+	for (int i = 1; i < e->n_groups; i++) /* insertion sort by size */
+		for (int j = i; j > 0 && e->groups[order[j]].elems < e->groups[order[j - 1]].elems;
+		     j--) {
+			int t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	for (int i = 0; i < e->n_groups; i++) {
+		struct egroup *g = &e->groups[order[i]];
+		struct zinf_adam_nvme_bufs bufs = {
+			.grad = g->grad,
+			.grad_dtype = ZINF_DTYPE_F32,
+			.param_out = g->param_out,
+			.param_dtype = g->dtype,
+			.on_updated = on_sub_group_updated,
+			.user = &pr,
+		};
+		struct zinf_adam_nvme_result res;
 
-		while (end < e->n_modules && (end == next || marked < STEP_BATCH_SUB_GROUPS)) {
-			const struct emodule *mod = &e->modules[end++];
-			for (uint32_t k = 0; k < mod->n_params; k++) {
-				const struct eparam *p = &e->params[mod->first_param + k];
-				marked += mark_sub_groups(&e->groups[p->group], p);
-			}
-		}
-		rc = step_marked(e, info);
+		pr.group = order[i];
+		rc = zinf_adam_nvme_step(g->nvme, &bufs, info, &res);
+		count_io(e, &res);
 		if (rc)
-			return rc;
-		for (; next < end; next++) {
-			const struct emodule *mod = &e->modules[next];
-			for (uint32_t k = 0; k < mod->n_params; k++) {
-				const struct eparam *p = &e->params[mod->first_param + k];
-				e->srcs[k] = (const char *)e->groups[p->group].param_out +
-					     p->group_off * 2;
-			}
-			rc = zinf_store_module_write(e->store, mod->store_id, e->srcs);
-			if (rc)
-				return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
-			engine_module_updated(e, next);
-		}
+			return engine_fail(e, rc,
+					   "optimizer on nvme: %s (%" PRIu64 " of %" PRIu64
+					   " sub-groups updated)",
+					   zinf_adam_nvme_last_error(g->nvme), res.n_updated,
+					   res.n_sub_groups);
 	}
-	return 0;
+	/* modules without parameters, and any the last sub-group completed */
+	return write_stepped_modules(&pr);
 }
 
 void engine_nvme_destroy(struct zinf_engine *e)
@@ -316,7 +315,6 @@ void engine_nvme_destroy(struct zinf_engine *e)
 		free(g->exp_avg);
 		free(g->exp_avg_sq);
 		free(g->sg_done);
-		free(g->sg_mask);
 	}
 	e->n_groups = 0;
 }

@@ -305,6 +305,14 @@ int zinf_adam_nvme_step(struct zinf_adam_nvme *h, const struct zinf_adam_nvme_bu
 		t_update += now_s() - tu;
 		if (slot_submit(h, s, ZINF_IO_WRITE, g))
 			break;
+		if (bufs->on_updated) {
+			int rc = bufs->on_updated(bufs->user, g);
+			if (rc) {
+				fail(h, rc, (int64_t)g, "sub-group %" PRIu64 ": %s", g,
+				     "the caller stopped the step");
+				break;
+			}
+		}
 		if (!h->pipeline_write)
 			slot_retire(h, s);
 		g = g_next;

@@ -561,8 +561,10 @@ struct nvme_times {
 static int nvme_rounds(const struct bench_args *b, struct zinf_adam_nvme *h, struct step *s,
 		       struct nvme_probe *p, struct nvme_times *t)
 {
-	struct zinf_adam_nvme_bufs bufs = {s->shard.grad, s->shard.param_out, b->grad_dtype,
-					   b->param_dtype, NULL};
+	struct zinf_adam_nvme_bufs bufs = {.grad = s->shard.grad,
+					   .param_out = s->shard.param_out,
+					   .grad_dtype = b->grad_dtype,
+					   .param_dtype = b->param_dtype};
 
 	for (unsigned k = 0; k <= b->iters; k++) {
 		struct zinf_adam_nvme_result r;

@@ -173,6 +173,11 @@ struct zinf_adam_nvme_bufs {
 	 * failed step for the sub-groups it did not update gives the same bits as a step
 	 * that never failed (the update is element-wise). */
 	const uint8_t *sub_groups;
+	/* Called on the stepping thread as soon as sub-group i is updated (its param_out
+	 * range is final; its state write may still be in flight), in stepping order. A
+	 * non-zero return stops the step with that error. NULL: not called. */
+	int (*on_updated)(void *user, uint64_t i);
+	void *user;
 };
 
 /* What a step did. updated[i] is 1 when sub-group i's new state is on NVMe, 0 when its

@@ -49,7 +49,11 @@ int main(void)
 	struct zinf_adam_nvme *h;
 	struct zinf_adam_nvme_result r;
 	struct zinf_adam_step_info si = {1, 1e-3, 1.0f};
-	struct zinf_adam_nvme_bufs b = {grad, out, ZINF_DTYPE_BF16, ZINF_DTYPE_BF16, NULL}, bad;
+	struct zinf_adam_nvme_bufs b = {.grad = grad,
+					.param_out = out,
+					.grad_dtype = ZINF_DTYPE_BF16,
+					.param_dtype = ZINF_DTYPE_BF16},
+				   bad;
 	char *dir = t_mkdtemp("/var/tmp"), err[512];
 	uint64_t first, n, bytes;
 	int e;

@@ -150,7 +150,10 @@ static void run_config(struct zinf_io *io, struct zinf_adam *adam, const struct 
 			ref_p,	       ref_m,	       ref_v, grad, c->param_dtype ? ref_out : NULL,
 			c->grad_dtype, c->param_dtype, N};
 		struct zinf_adam_step_info si = {t, 1e-3 * (double)(4 - t), t == 2 ? 0.5f : 1.0f};
-		struct zinf_adam_nvme_bufs b = {grad, out, c->grad_dtype, c->param_dtype, NULL};
+		struct zinf_adam_nvme_bufs b = {.grad = grad,
+						.param_out = out,
+						.grad_dtype = c->grad_dtype,
+						.param_dtype = c->param_dtype};
 		struct zinf_adam_nvme_result r;
 
 		T_CHECK_RC(zinf_adam_step(adam, &sh, &si));

@@ -1,15 +1,19 @@
 /*
- * An I/O error during the pipelined NVMe step is reported with the sub-group and the
- * extent named, and leaves every sub-group's state on NVMe either fully old or fully new
- * (as the result's updated[] says), never torn:
+ * A step that fails (an I/O error, or the caller's on_updated callback stopping it) is
+ * reported with the sub-group (and the extent) named, and leaves every sub-group's state
+ * on NVMe either fully old or fully new (as the result's updated[] says), never torn:
  *  - a write whose first piece reaches the disk but is reported failed (the short-I/O
  *    fault fires after the kernel wrote it): a write in place would leave that sub-group
  *    half new; here it must read back bit-identical to its old state;
- *  - a failed read: nothing is updated and the state is unchanged.
+  *  - a failed read: nothing is updated and the state is unchanged;
+ *  - the callback, which a good step calls once per sub-group in order as soon as it is
+ *    updated, stops the step at sub-group 2.
  * After each failure the handle stays consistent: redoing the step for the sub-groups it
  * did not update gives the state (and param copy) of a step that never failed, and later
  * steps succeed.
  */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +26,7 @@
 #define SUB_GROUP 65536ull /* 5 sub-groups, the last of 37856 elements */
 
 static float ref_p[N], ref_m[N], ref_v[N], got_p[N], got_m[N], got_v[N];
+static float old_p[N], old_m[N], old_v[N];
 static uint16_t grad[N], out[N], ref_out[N];
 
 static uint8_t redo[8];
@@ -66,7 +71,10 @@ static void new_grads(uint32_t seed)
 
 static void good_step(struct zinf_adam_nvme *h, uint64_t t, const char *when)
 {
-	struct zinf_adam_nvme_bufs b = {grad, out, ZINF_DTYPE_BF16, ZINF_DTYPE_BF16, NULL};
+	struct zinf_adam_nvme_bufs b = {.grad = grad,
+					.param_out = out,
+					.grad_dtype = ZINF_DTYPE_BF16,
+					.param_dtype = ZINF_DTYPE_BF16};
 	struct zinf_adam_step_info si = {t, 1e-3, 1.0f};
 	struct zinf_adam_nvme_result r;
 
@@ -83,7 +91,10 @@ static void good_step(struct zinf_adam_nvme *h, uint64_t t, const char *when)
 /* A step that fails by the armed fault; returns its result, checks the message. */
 static void failed_step(struct zinf_adam_nvme *h, uint64_t t, const char *op, const char *when)
 {
-	struct zinf_adam_nvme_bufs b = {grad, out, ZINF_DTYPE_BF16, ZINF_DTYPE_BF16, NULL};
+	struct zinf_adam_nvme_bufs b = {.grad = grad,
+					.param_out = out,
+					.grad_dtype = ZINF_DTYPE_BF16,
+					.param_dtype = ZINF_DTYPE_BF16};
 	struct zinf_adam_step_info si = {t, 1e-3, 1.0f};
 	struct zinf_adam_nvme_result r;
 	const char *msg;
@@ -127,6 +138,62 @@ static void failed_step(struct zinf_adam_nvme *h, uint64_t t, const char *op, co
 	ref_step(&si, redo);
 	T_CHECK(memcmp(out, ref_out, sizeof(out)) == 0, "%s: redo: param copy differs", when);
 	check_state(h, when);
+}
+
+/* on_updated: record the order; stop (return -ECANCELED) at sub-group stop_at. */
+static uint64_t seen[8], n_seen, stop_at = UINT64_MAX;
+
+static int on_updated(void *user, uint64_t i)
+{
+	T_CHECK(user == &n_seen, "callback user pointer");
+	T_CHECK(n_seen < 8, "too many callbacks");
+	T_CHECK(memcmp(out + i * SUB_GROUP, ref_out + i * SUB_GROUP,
+		       (i == N / SUB_GROUP ? N % SUB_GROUP : SUB_GROUP) * 2) == 0,
+		"sub-group %llu: param copy not final when reported", (unsigned long long)i);
+	seen[n_seen++] = i;
+	return i == stop_at ? -ECANCELED : 0;
+}
+
+static void stopped_step(struct zinf_adam_nvme *h, uint64_t t)
+{
+	struct zinf_adam_nvme_bufs b = {.grad = grad,
+					.param_out = out,
+					.grad_dtype = ZINF_DTYPE_BF16,
+					.param_dtype = ZINF_DTYPE_BF16,
+					.on_updated = on_updated,
+					.user = &n_seen};
+	struct zinf_adam_step_info si = {t, 1e-3, 1.0f};
+	struct zinf_adam_nvme_result r;
+	const char *msg;
+	int rc;
+
+	new_grads((uint32_t)t);
+	memcpy(old_p, ref_p, sizeof(ref_p));
+	memcpy(old_m, ref_m, sizeof(ref_m));
+	memcpy(old_v, ref_v, sizeof(ref_v));
+	ref_step(&si, NULL); /* ref_out: what every sub-group's copy must be when reported */
+	n_seen = 0;
+	stop_at = 2;
+	rc = zinf_adam_nvme_step(h, &b, &si, &r);
+	msg = zinf_adam_nvme_last_error(h);
+	T_CHECK(rc == -ECANCELED && strstr(msg, "sub-group 2") && !strchr(msg, '\n'),
+		"stopped step returned %d: %s", rc, msg);
+	T_CHECK(n_seen == 3 && seen[0] == 0 && seen[1] == 1 && seen[2] == 2,
+		"%llu callbacks before the stop", (unsigned long long)n_seen);
+	/* 0..2 were updated (2's write was in flight when it stopped), 3 and 4 were not */
+	T_CHECK(r.n_updated == 3 && r.updated[2] && !r.updated[3] && !r.updated[4],
+		"stopped step updated %llu", (unsigned long long)r.n_updated);
+	stop_at = UINT64_MAX;
+	T_CHECK(zinf_adam_nvme_read_state(h, got_p, got_m, got_v) == 0, "read state");
+	for (uint64_t i = 0; i < N; i++) {
+		bool reached = i < 3 * SUB_GROUP;
+		const float *p = reached ? ref_p : old_p, *m = reached ? ref_m : old_m,
+			    *v = reached ? ref_v : old_v;
+		T_CHECK(memcmp(&got_p[i], &p[i], 4) == 0 && memcmp(&got_m[i], &m[i], 4) == 0 &&
+				memcmp(&got_v[i], &v[i], 4) == 0,
+			"element %llu: state is not the %s one", (unsigned long long)i,
+			reached ? "new" : "old");
+	}
 }
 
 int main(void)
@@ -175,6 +242,7 @@ int main(void)
 	zinf_io_fault_set(IO_FAULT_ERRNO, 1, EIO, 0, 1u << ZINF_IO_READ);
 	failed_step(h, 5, "read", "step 5 (read fault)");
 	good_step(h, 6, "step 6");
+	stopped_step(h, 7);
 
 	zinf_adam_nvme_destroy(h);
 	zinf_adam_destroy(adam);
