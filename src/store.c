@@ -706,9 +706,43 @@ static int module_write_nvme(struct zinf_store *s, struct module *mod, const voi
 	return rc;
 }
 
+/* Write-through: a module cached on the device (fetched, released, not evicted) gets the
+ * new values too, so the next fetch is a hit instead of a read of what was just
+ * written. The module is sync_busy: nothing fetches or evicts it meanwhile. Returns
+ * true when the copy is current. */
+static bool refresh_copy(struct zinf_store *s, struct module *mod, const void *const *src)
+{
+	uint64_t t0 = store_now_ns(), bytes = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (mod->state != MOD_READY || !mod->dev) {
+		pthread_mutex_unlock(&s->lock);
+		return false;
+	}
+	pthread_mutex_unlock(&s->lock);
+	for (uint32_t i = 0; i < mod->n_params && !rc; i++) {
+		const struct param *p = &s->params[mod->first_param + i];
+		rc = zinf_device_memcpy_async(s->h2d, (char *)mod->dev + p->off, src[i], p->bytes,
+					      ZINF_COPY_H2D);
+		bytes += p->bytes;
+	}
+	if (!rc)
+		rc = zinf_stream_synchronize(s->h2d);
+	if (rc) {
+		zinf_logf(ZINF_LOG_WARN, "module %s: device copy not refreshed (%s); dropped",
+			  mod->name, zinf_device_last_error(s->o.device));
+		return false;
+	}
+	count_link(s, ZINF_LINK_PINNED_TO_DEVICE, bytes, t0);
+	zinf_timeline_add(s->o.timeline, ZINF_TRACK_H2D, mod->name, t0, store_now_ns());
+	return true;
+}
+
 int zinf_store_module_write(struct zinf_store *s, uint32_t module, const void *const *src)
 {
 	struct module *mod;
+	bool fresh = false;
 	int rc;
 
 	if (!s->finalized)
@@ -727,6 +761,8 @@ int zinf_store_module_write(struct zinf_store *s, uint32_t module, const void *c
 			rc = param_chunks_rw(s, &s->params[mod->first_param + i], (void *)src[i],
 					     true);
 	}
-	sync_end_module(s, mod, !rc);
+	if (!rc && s->o.param_home != ZINF_TIER_DEVICE)
+		fresh = refresh_copy(s, mod, src);
+	sync_end_module(s, mod, !rc && !fresh);
 	return rc;
 }

@@ -119,7 +119,8 @@ int zinf_store_finalize(struct zinf_store *store);
 int zinf_store_param_write(struct zinf_store *store, uint32_t param, const void *src);
 /* Write every parameter of a module at once (src[i]: the module's i-th parameter, in
  * registration order). On NVMe each chunk is written whole, once, without reading it
- * first: the way to store an optimizer step's new parameters. Synchronous. */
+ * first: the way to store an optimizer step's new parameters. A device copy still
+ * cached is refreshed with the same values (the next fetch is a hit). Synchronous. */
 int zinf_store_module_write(struct zinf_store *store, uint32_t module, const void *const *src);
 /* Copy a parameter's bytes from its home tier into dst. Synchronous. */
 int zinf_store_param_read(struct zinf_store *store, uint32_t param, void *dst);
@@ -144,8 +145,8 @@ void zinf_store_set_next_use(struct zinf_store *store, uint32_t module, uint64_t
  * Returns 0, -EBUSY when it is held, loading, persistent or not on the device, or
  * -EINVAL. */
 int zinf_store_evict(struct zinf_store *store, uint32_t module);
-/* Keep a module on the device once fetched: eviction skips it (a rewrite of its
- * parameters still drops the stale copy). For small, often used modules. */
+/* Keep a module on the device once fetched: eviction skips it (a module write refreshes
+ * it; a parameter write drops it). For small, often used modules. */
 void zinf_store_set_persistent(struct zinf_store *store, uint32_t module, bool persistent);
 /* Device memory for someone else's use (gradient buffers) from the same budget,
  * evicting cached modules to make room. Returns 0 or ZINF_EBUDGET (message set). */

@@ -1,6 +1,8 @@
 /* zinf_store_module_write stores every parameter of a module at once, for each home:
- * the contents read back exactly (parameters spanning chunks, unaligned sizes), a cached
- * device copy is dropped, and on NVMe each chunk is written once and nothing is read. */
+ * the contents read back exactly (parameters spanning chunks, unaligned sizes); a cached
+ * device copy is refreshed with the new values (write-through: the next fetch is a hit
+ * that moves nothing from the home), and once evicted the module is fetched back from
+ * the home with the new values; on NVMe each chunk is written once and nothing is read. */
 #include "store_test_util.h"
 
 int main(void)
@@ -35,6 +37,13 @@ int main(void)
 		T_CHECK(zinf_store_module_write(t.store, m, (const void *const *)src) == 0, "%s",
 			zinf_store_last_error(t.store));
 		zinf_store_get_stats(t.store, &after);
+		if (homes[h] != ZINF_TIER_DEVICE)
+			T_CHECK(after.link[ZINF_LINK_PINNED_TO_DEVICE].bytes -
+						before.link[ZINF_LINK_PINNED_TO_DEVICE].bytes ==
+					zinf_store_param_bytes(t.store, p[0]) +
+						zinf_store_param_bytes(t.store, p[1]) +
+						zinf_store_param_bytes(t.store, p[2]),
+				"%s: the cached copy was not refreshed", zinf_tier_name(homes[h]));
 		if (homes[h] == ZINF_TIER_NVME) {
 			T_CHECK(after.link[ZINF_LINK_NVME_TO_PINNED].bytes ==
 					before.link[ZINF_LINK_NVME_TO_PINNED].bytes,
@@ -49,6 +58,9 @@ int main(void)
 		}
 		T_CHECK_RC(zinf_store_fetch(t.store, m));
 		T_CHECK_RC(zinf_store_wait(t.store, m));
+		zinf_store_get_stats(t.store, &before);
+		T_CHECK(homes[h] == ZINF_TIER_DEVICE || before.hits == after.hits + 1,
+			"%s: the fetch after the write was not a hit", zinf_tier_name(homes[h]));
 		for (int i = 0; i < 3; i++) {
 			uint64_t n = zinf_store_param_bytes(t.store, p[i]);
 			T_CHECK(memcmp(zinf_store_param_data(t.store, p[i]), src[i], n) == 0,
@@ -63,6 +75,17 @@ int main(void)
 			T_CHECK_RC(zinf_store_wait(t.store, m));
 		}
 		T_CHECK_RC(zinf_store_release(t.store, m));
+		if (homes[h] != ZINF_TIER_DEVICE) { /* from the home again */
+			T_CHECK_RC(zinf_store_evict(t.store, m));
+			T_CHECK_RC(zinf_store_fetch(t.store, m));
+			T_CHECK_RC(zinf_store_wait(t.store, m));
+			for (int i = 0; i < 3; i++)
+				T_CHECK(memcmp(zinf_store_param_data(t.store, p[i]), src[i],
+					       zinf_store_param_bytes(t.store, p[i])) == 0,
+					"%s: param %d fetched from the home after eviction",
+					zinf_tier_name(homes[h]), i);
+			T_CHECK_RC(zinf_store_release(t.store, m));
+		}
 		T_CHECK(zinf_store_module_write(t.store, 9, (const void *const *)src) == -EINVAL,
 			"unknown module");
 		for (int i = 0; i < 3; i++)

@@ -70,15 +70,15 @@ int main(void)
 			"line %d: peaks over the limits", line);
 		bytes = cJSON_GetObjectItemCaseSensitive(j, "bytes");
 		T_CHECK(cJSON_IsObject(bytes), "line %d: bytes is not an object", line);
-		/* Every step writes the new parameters to their NVMe home (dropping the cached
-		 * device copies); the next fetch of each module, by a step or an evaluation,
-		 		 * reads them back. The updates run in the background and count in the next
-		 * step's figures, except before an evaluation and at the end, where the
-		 * step waits for its own: steps 2 and 4 here. */
-		T_CHECK(line % 2 == 1 || num(bytes, "nvme_write", line) > 0,
-			"line %d: params on nvme, no writes", line);
-		num(bytes, "h2d", line);
-		num(bytes, "d2h", line);
+		/* Every step writes the new parameters to their NVMe home and refreshes the
+		 * device copies still cached (h2d: this model fits the budget, so later
+		 * fetches are hits, not reads). The updates run in the background and count in
+		 * the next step's figures, except before an evaluation and at the end, where
+		 * the step waits for its own: steps 2 and 4 here. */
+		T_CHECK(line % 2 == 1 ||
+				(num(bytes, "nvme_write", line) > 0 && num(bytes, "h2d", line) > 0),
+			"line %d: params on nvme, no writes or no refreshed copies", line);
+		T_CHECK(num(bytes, "d2h", line) > 0, "line %d: no gradients came back", line);
 		nvme_reads += num(bytes, "nvme_read", line);
 		skipped = cJSON_GetObjectItemCaseSensitive(j, "skipped");
 		T_CHECK(cJSON_IsBool(skipped) && cJSON_IsFalse(skipped), "line %d: skipped", line);
@@ -89,7 +89,8 @@ int main(void)
 	}
 	fclose(f);
 	T_CHECK(line == 4, "%d lines, expected 4", line);
-	T_CHECK(nvme_reads > 0, "parameters on nvme were never read back");
+	T_CHECK(nvme_reads == 0, "cached parameters were read back from nvme: %g bytes",
+		nvme_reads);
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }
