@@ -589,6 +589,7 @@ static int check_module(struct zinf_engine *e, uint32_t module)
 int zinf_module_fetch(struct zinf_engine *e, uint32_t module)
 {
 	int rc = check_module(e, module);
+	bool held = false;
 
 	if (rc)
 		return rc;
@@ -597,14 +598,16 @@ int zinf_module_fetch(struct zinf_engine *e, uint32_t module)
 	if (rc)
 		return rc;
 	if (e->prefetch) {
-		bool held;
 		rc = zinf_prefetch_fetch(e->prefetch, e->modules[module].store_id, &held);
 		if (rc)
 			return engine_fail(e, rc, "module %u: prefetch bookkeeping failed", module);
-		if (held)
-			return 0;
 	}
-	STORE_CALL(e, zinf_store_fetch(e->store, e->modules[module].store_id));
+	/* The model's module is queued before anything fetched ahead, which must not take
+	 * the room it needs. */
+	if (!held)
+		STORE_CALL(e, zinf_store_fetch(e->store, e->modules[module].store_id));
+	if (e->prefetch)
+		zinf_prefetch_advance(e->prefetch);
 	return 0;
 }
 

@@ -128,8 +128,8 @@ static int wait_locked(struct zinf_engine *e, uint32_t m, bool whole)
 	if (waited) {
 		t1 = zinf_timeline_now_ns();
 		o->wait_ns += t1 - t0;
-		zinf_timeline_add(e->timeline, ZINF_TRACK_WAIT,
-				  whole ? "optimizer" : e->modules[m].name, t0, t1);
+		/* named for what it waited for: the optimizer's update, not the data */
+		zinf_timeline_add(e->timeline, ZINF_TRACK_WAIT, "optimizer update", t0, t1);
 	}
 	return rc;
 }

@@ -147,11 +147,15 @@ int zinf_prefetch_fetch(struct zinf_prefetch *p, uint32_t m, bool *held)
 	}
 	if (!p->held[m]++)
 		p->live_elems += p->elems[m];
+	return 0;
+}
+
+void zinf_prefetch_advance(struct zinf_prefetch *p)
+{
 	if (p->have_trace && !p->diverged && p->o.bucket_elems) {
 		publish_next_use(p);
 		issue(p);
 	}
-	return 0;
 }
 
 /* Elements of the other modules fetched between the cursor and m's next use along the

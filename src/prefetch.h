@@ -53,6 +53,9 @@ void zinf_prefetch_destroy(struct zinf_prefetch *p);
 /* The model fetches module m. Returns 0 or a store error; *held is true when a prefetch
  * already holds m for the model (the caller must not fetch it again). */
 int zinf_prefetch_fetch(struct zinf_prefetch *p, uint32_t m, bool *held);
+/* After the model's own fetch of the module it is queued first: fetch ahead along the
+ * trace, and tell eviction each module's next use. */
+void zinf_prefetch_advance(struct zinf_prefetch *p);
 /* The model released module m (after its own store release); with a trace, a module
  * not needed again within max_reuse_elems is evicted from the device. */
 void zinf_prefetch_release(struct zinf_prefetch *p, uint32_t m);

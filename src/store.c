@@ -453,6 +453,9 @@ static void sync_end_module(struct zinf_store *s, struct module *mod, bool wrote
 {
 	pthread_mutex_lock(&s->lock);
 	mod->sync_busy = false;
+	/* The module can be evicted (or placed) again: a fetch waiting for space may fit. */
+	store_kick(s);
+	pthread_cond_broadcast(&s->ready);
 	/* A cached device copy is stale after a write to the home tier: drop it. */
 	if (wrote && s->o.param_home != ZINF_TIER_DEVICE && mod->state == MOD_READY) {
 		zinf_device_free(s->o.device, mod->dev);

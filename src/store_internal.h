@@ -125,5 +125,7 @@ int store_fail(struct zinf_store *s, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* The mover thread's body (store_move.c). */
 void *store_mover_main(void *arg);
+/* Wake the mover (lock held): something it waits for may have changed. */
+void store_kick(struct zinf_store *s);
 
 #endif /* ZINF_SRC_STORE_INTERNAL_H */

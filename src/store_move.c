@@ -39,6 +39,11 @@ static void kick(struct zinf_store *s)
 	pthread_cond_signal(&s->kick);
 }
 
+void store_kick(struct zinf_store *s)
+{
+	kick(s);
+}
+
 static void activate(struct zinf_store *s, struct chunk *ch)
 {
 	/* First in, first served: a module fetched earlier is needed earlier. */
