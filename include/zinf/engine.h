@@ -75,7 +75,9 @@ int zinf_engine_finalize(struct zinf_engine *e);
  * complete, so loading a model module by module holds one module's sources and about
  * one sub-group per optimizer group, never the whole model (see docs/engine.md). The
  * module must not be in use (-EBUSY, nothing changed); the sources are only read, and
- * may be freed on return. Bad input is -EINVAL with the module, source and value named. */
+ * may be freed on return. Bad input is -EINVAL with the module, source and value named.
+ * After an I/O error (named with the sub-group or chunk) the call may be repeated with
+ * the same sources; what was loaded before the error is kept meanwhile. */
 int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
 		     const void *const *srcs, const enum zinf_dtype *src_dtypes);
 /* Set one parameter's value, as zinf_module_load does for each. The slower path: the
