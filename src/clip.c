@@ -81,7 +81,7 @@ __attribute__((target("avx512f"))) static double sumsq_avx512(const void *g, enu
 		lo = _mm512_fmadd_pd(xl, xl, lo);
 		hi = _mm512_fmadd_pd(xh, xh, hi);
 	}
-		_mm512_storeu_pd(acc, lo);
+	_mm512_storeu_pd(acc, lo);
 	_mm512_storeu_pd(acc + 8, hi);
 	/* Leave no dirty upper register state behind: the SSE code that runs next on this
 	 * thread (OpenBLAS' kernels, libm) would pay a penalty on every instruction. */
@@ -123,7 +123,7 @@ __attribute__((target("avx2,fma,f16c"))) static double sumsq_avx2(const void *g,
 		a[2] = _mm256_fmadd_pd(d2, d2, a[2]);
 		a[3] = _mm256_fmadd_pd(d3, d3, a[3]);
 	}
-		for (int k = 0; k < 4; k++)
+	for (int k = 0; k < 4; k++)
 		_mm256_storeu_pd(acc + 4 * k, a[k]);
 	_mm256_zeroupper(); /* as above */
 	sumsq_tail(g, dt, i, n, acc);

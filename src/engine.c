@@ -387,6 +387,11 @@ static int check_pinned(struct zinf_engine *e)
 	return 0;
 }
 
+static uint64_t dtype_bytes(enum zinf_dtype t)
+{
+	return t == ZINF_DTYPE_F32 ? 4 : 2;
+}
+
 int zinf_engine_finalize(struct zinf_engine *e)
 {
 	uint64_t total = 0, off = 0, largest = 0;
@@ -403,12 +408,14 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		if (e->params[i].elems > largest)
 			largest = e->params[i].elems;
 	}
-	/* staging holds one parameter in fp32 (load, save) or a module's 16-bit copies (step) */
+	/* staging holds one parameter in fp32 (save), or a module's copies in their dtypes
+	 * (the step's 16-bit ones, zinf_module_load's) */
 	e->staging_bytes = largest * 4;
 	for (uint32_t m = 0; m < e->n_modules; m++) {
 		uint64_t b = 0;
 		for (uint32_t k = 0; k < e->modules[m].n_params; k++)
-			b += e->params[e->modules[m].first_param + k].elems * 2;
+			b += e->params[e->modules[m].first_param + k].elems *
+			     dtype_bytes(e->params[e->modules[m].first_param + k].dtype);
 		if (b > e->staging_bytes)
 			e->staging_bytes = b;
 		if (e->modules[m].n_params > max_params)
@@ -470,29 +477,30 @@ static int check_param(struct zinf_engine *e, uint32_t param)
 	return 0;
 }
 
-/* Convert n elements between the dtypes zinf stores (f32, bf16, f16). */
-static int convert(void *dst, enum zinf_dtype dt, const void *src, enum zinf_dtype st, uint64_t n)
+void engine_convert(void *dst, enum zinf_dtype dt, const void *src, enum zinf_dtype st, uint64_t n)
 {
+	const uint16_t *s16 = src;
 	const float *sf = src;
+	uint16_t *d16 = dst;
 	float *df = dst;
 
 	if (dt == st) {
-		memcpy(dst, src, n * (dt == ZINF_DTYPE_F32 ? 4 : 2));
-		return 0;
+		memcpy(dst, src, n * dtype_bytes(dt));
+	} else if (dt == ZINF_DTYPE_F32) {
+		for (uint64_t i = 0; i < n; i++)
+			df[i] = st == ZINF_DTYPE_BF16 ? zinf_bf16_to_f32(s16[i])
+						      : zinf_f16_to_f32(s16[i]);
+	} else if (st == ZINF_DTYPE_F32) {
+		for (uint64_t i = 0; i < n; i++)
+			d16[i] = dt == ZINF_DTYPE_BF16 ? zinf_f32_to_bf16(sf[i])
+						       : zinf_f32_to_f16(sf[i]);
+	} else {
+		for (uint64_t i = 0; i < n; i++) {
+			float f = st == ZINF_DTYPE_BF16 ? zinf_bf16_to_f32(s16[i])
+							: zinf_f16_to_f32(s16[i]);
+			d16[i] = dt == ZINF_DTYPE_BF16 ? zinf_f32_to_bf16(f) : zinf_f32_to_f16(f);
+		}
 	}
-	if (st != ZINF_DTYPE_F32 && dt != ZINF_DTYPE_F32)
-		return -EINVAL;
-	for (uint64_t i = 0; i < n; i++) {
-		if (st == ZINF_DTYPE_BF16)
-			df[i] = zinf_bf16_to_f32(((const uint16_t *)src)[i]);
-		else if (st == ZINF_DTYPE_F16)
-			df[i] = zinf_f16_to_f32(((const uint16_t *)src)[i]);
-		else if (dt == ZINF_DTYPE_BF16)
-			((uint16_t *)dst)[i] = zinf_f32_to_bf16(sf[i]);
-		else
-			((uint16_t *)dst)[i] = zinf_f32_to_f16(sf[i]);
-	}
-	return 0;
 }
 
 static bool valid_dtype(enum zinf_dtype t)
@@ -500,6 +508,20 @@ static bool valid_dtype(enum zinf_dtype t)
 	return t == ZINF_DTYPE_F32 || t == ZINF_DTYPE_BF16 || t == ZINF_DTYPE_F16;
 }
 
+/* Set p's optimizer state from src: fp32 master, zero moments. */
+static int load_state(struct zinf_engine *e, struct eparam *p, const void *src,
+		      enum zinf_dtype src_dtype)
+{
+	if (e->nvme_state)
+		return engine_nvme_load(e, p, src, src_dtype);
+	engine_convert(p->master, ZINF_DTYPE_F32, src, src_dtype, p->elems);
+	memset(p->exp_avg, 0, p->elems * 4);
+	memset(p->exp_avg_sq, 0, p->elems * 4);
+	return 0;
+}
+
+/* The slower path: each parameter's chunks are read, changed and written back in the
+ * store, where zinf_module_load writes a module's chunks once. */
 int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 		    enum zinf_dtype src_dtype)
 {
@@ -512,30 +534,89 @@ int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 	rc = engine_opt_drain(e);
 	if (rc)
 		return rc;
-	if (e->prefetch)
-		zinf_prefetch_drop(e->prefetch);
 	if (!valid_dtype(src_dtype))
 		return engine_fail(e, -EINVAL,
 				   "param %u: source dtype %d (expected f32, bf16 or f16)", param,
 				   (int)src_dtype);
-	if (e->nvme_state) {
-		/* The fp32 value goes to the group's pending master (written to NVMe before
-		 * the next step); staging then takes the parameter's own copy. */
-		convert(e->staging, ZINF_DTYPE_F32, src, src_dtype, p->elems);
-		rc = engine_nvme_load(e, p, e->staging);
-		if (rc)
-			return rc;
-		convert(e->staging, p->dtype, e->groups[p->group].master + p->group_off,
-			ZINF_DTYPE_F32, p->elems);
-	} else {
-		convert(p->master, ZINF_DTYPE_F32, src, src_dtype, p->elems);
-		convert(e->staging, p->dtype, p->master, ZINF_DTYPE_F32, p->elems);
-		memset(p->exp_avg, 0, p->elems * 4);
-		memset(p->exp_avg_sq, 0, p->elems * 4);
-	}
+	if (e->prefetch)
+		zinf_prefetch_drop(e->prefetch);
+	/* The parameter's own copy first: a module in use is refused before any state
+	 * changes. Its value is the fp32 master's, rounded. */
+	engine_convert(e->staging, p->dtype, src, src_dtype, p->elems);
 	rc = zinf_store_param_write(e->store, p->store_id, e->staging);
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+	return load_state(e, p, src, src_dtype);
+}
+
+static int check_module(struct zinf_engine *e, uint32_t module);
+
+static int check_module_sources(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
+				const void *const *srcs, const enum zinf_dtype *src_dtypes)
+{
+	const struct emodule *m = &e->modules[module];
+
+	if (n_srcs != m->n_params)
+		return engine_fail(e, -EINVAL,
+				   "module %u (%s): %u sources for its %u parameters (expected one "
+				   "per parameter, in registration order)",
+				   module, m->name, n_srcs, m->n_params);
+	if (n_srcs && (!srcs || !src_dtypes))
+		return engine_fail(e, -EINVAL,
+				   "module %u (%s): srcs %p, src_dtypes %p (both required)", module,
+				   m->name, (const void *)srcs, (const void *)src_dtypes);
+	for (uint32_t k = 0; k < n_srcs; k++) {
+		if (!srcs[k])
+			return engine_fail(e, -EINVAL,
+					   "module %u (%s): source %u (param %u) is NULL", module,
+					   m->name, k, m->first_param + k);
+		if (!valid_dtype(src_dtypes[k]))
+			return engine_fail(e, -EINVAL,
+					   "module %u (%s): source %u (param %u): dtype %d "
+					   "(expected f32, bf16 or f16)",
+					   module, m->name, k, m->first_param + k,
+					   (int)src_dtypes[k]);
+	}
+	return 0;
+}
+
+int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
+		     const void *const *srcs, const enum zinf_dtype *src_dtypes)
+{
+	const struct emodule *m;
+	char *copy = e->staging;
+	int rc = check_module(e, module);
+
+	if (!rc)
+		rc = check_module_sources(e, module, n_srcs, srcs, src_dtypes);
+	if (rc)
+		return rc;
+	m = &e->modules[module];
+	rc = engine_opt_drain(e); /* a step's updates still running use staging and srcs */
+	if (rc)
+		return rc;
+	if (e->prefetch)
+		zinf_prefetch_drop(e->prefetch);
+	/* The parameters' own copies, every chunk written once; a module in use is refused
+	 * there, before any optimizer state changes. */
+	for (uint32_t k = 0; k < m->n_params; k++) {
+		const struct eparam *p = &e->params[m->first_param + k];
+		if (p->dtype == src_dtypes[k]) {
+			e->srcs[k] = srcs[k];
+			continue;
+		}
+		engine_convert(copy, p->dtype, srcs[k], src_dtypes[k], p->elems);
+		e->srcs[k] = copy;
+		copy += p->elems * dtype_bytes(p->dtype);
+	}
+	rc = zinf_store_module_write(e->store, m->store_id, e->srcs);
+	if (rc)
+		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+	for (uint32_t k = 0; k < m->n_params; k++) {
+		rc = load_state(e, &e->params[m->first_param + k], srcs[k], src_dtypes[k]);
+		if (rc)
+			return rc;
+	}
 	return 0;
 }
 
@@ -556,10 +637,12 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 		rc = engine_nvme_save(e, &e->params[param], e->staging);
 		if (rc)
 			return rc;
-		return convert(dst, dst_dtype, e->staging, ZINF_DTYPE_F32, e->params[param].elems);
+		engine_convert(dst, dst_dtype, e->staging, ZINF_DTYPE_F32, e->params[param].elems);
+		return 0;
 	}
-	return convert(dst, dst_dtype, e->params[param].master, ZINF_DTYPE_F32,
+	engine_convert(dst, dst_dtype, e->params[param].master, ZINF_DTYPE_F32,
 		       e->params[param].elems);
+	return 0;
 }
 
 uint64_t zinf_param_elems(const struct zinf_engine *e, uint32_t param)

@@ -20,22 +20,42 @@
 
 #define ENGINE_MAX_GROUPS 6 /* {decay, no decay} x {f32, bf16, f16} */
 
+/* The part of a parameter that falls in one sub-group of its NVMe optimizer group: the
+ * unit a load is assembled in (a parameter may span sub-groups). */
+struct epiece {
+	uint64_t sub;	    /* sub-group of the group */
+	uint64_t sub_off;   /* first element inside the sub-group */
+	uint64_t param_off; /* first element inside the parameter */
+	uint64_t elems;
+	uint64_t stamp; /* serial of the assembly buffer this piece was last loaded into */
+};
+
+/* A sub-group being assembled from loads (engine_nvme.c): written as soon as every
+ * element has been loaded, else at the next flush. */
+struct esub {
+	uint64_t serial;       /* new per buffer: stamps the pieces loaded into it */
+	uint64_t loaded_elems; /* distinct elements loaded (each piece counted once) */
+	uint64_t bytes;	       /* of this allocation */
+	float master[];	       /* (sub-group elems) fp32: loaded values, zeros elsewhere */
+};
+
 /* Parameters whose optimizer state lives on NVMe as one flat shard. */
 struct egroup {
 	bool decay;
 	enum zinf_dtype dtype;
 	uint64_t elems;
 	struct zinf_adam_nvme *nvme;
-	float *grad;		/* (elems) fp32, host: the members' gradient accumulators */
-	void *param_out;	/* (elems) dtype, host: the new parameter copies of a step */
-	float *master;		/* (elems) fp32, host: loaded values not yet written, or the
-			      values read back for saving; NULL when neither */
-	float *exp_avg;		/* (elems) fp32, host: moments kept across a reload of an */
-	float *exp_avg_sq;	/* already-written state (NULL: a fresh optimizer) */
-	bool master_dirty;	/* master holds loads to write before the next step */
-	uint64_t sg_size, n_sg; /* sub-group size and count of the NVMe state */
-	uint8_t *sg_done;	/* (n_sg) updated by the step in progress */
-	bool written;		/* the NVMe state has been written once */
+	float *grad;		   /* (elems) fp32, host: the members' gradient accumulators */
+	void *param_out;	   /* (elems) dtype, host: the new parameter copies of a step */
+	uint64_t n_sub, sub_elems; /* sub-groups, and elements of a full one */
+	struct epiece *pieces;	   /* (n_pieces) in group order, so sub-group by sub-group */
+	uint64_t n_pieces;
+	uint64_t *sub_piece;   /* (n_sub + 1) sub-group s has pieces [sub_piece[s], [s + 1]) */
+	struct esub **pending; /* (n_sub) assembly buffers of partly loaded sub-groups */
+	bool flushed;	       /* every sub-group written, nothing pending */
+	float *save;	       /* (sub_elems) fp32: sub-group save_sub's master, read for */
+	uint64_t save_sub;     /* saving; NULL when none is held */
+	uint8_t *sg_done;      /* (n_sub) updated by the step in progress */
 };
 
 #define GRAD_ALIGN 256u
@@ -64,13 +84,14 @@ struct eparam {
 	enum zinf_dtype dtype;
 	uint64_t elems;
 	bool decay;
-	float *master;	    /* (elems) fp32, host; NULL when the state is on NVMe */
-	float *exp_avg;	    /* (elems) fp32, host; NULL when the state is on NVMe */
-	float *exp_avg_sq;  /* (elems) fp32, host; NULL when the state is on NVMe */
-	float *grad_acc;    /* (elems) fp32, host: sum over the step's micro-batches */
-	int group;	    /* NVMe state: its optimizer group; -1 otherwise */
-	uint64_t group_off; /* NVMe state: first element in the group */
-	uint64_t grad_off;  /* bytes into the module's device gradient buffer */
+	float *master;			/* (elems) fp32, host; NULL when the state is on NVMe */
+	float *exp_avg;			/* (elems) fp32, host; NULL when the state is on NVMe */
+	float *exp_avg_sq;		/* (elems) fp32, host; NULL when the state is on NVMe */
+	float *grad_acc;		/* (elems) fp32, host: sum over the step's micro-batches */
+	int group;			/* NVMe state: its optimizer group; -1 otherwise */
+	uint64_t group_off;		/* NVMe state: first element in the group */
+	uint64_t first_piece, n_pieces; /* NVMe state: its pieces in the group's list */
+	uint64_t grad_off;		/* bytes into the module's device gradient buffer */
 };
 
 struct emodule {
@@ -111,10 +132,16 @@ struct zinf_engine {
 	int n_groups;
 	uint64_t nvme_state_bytes;
 	struct zinf_link_stats nvme_opt_read, nvme_opt_write;
+	/* Host bytes of the sub-group buffers loading and flushing hold (struct esub and a
+	 * reload's merge), now and at most: bounded by the sub-groups partly loaded, never a
+	 * whole group (tests read the peak). */
+	uint64_t load_bytes, load_peak_bytes;
+	uint64_t load_serial; /* last struct esub serial handed out */
 
 	float *state; /* one host allocation carved into every eparam's buffers */
 	uint64_t state_bytes;
-	void *staging;	   /* (staging_bytes) largest param in its dtype, host */
+	void *staging;	   /* (staging_bytes) largest param in fp32, or a module's own */
+			   /* copies (fp32 or 16-bit), host */
 	const void **srcs; /* (most params in a module) sources for zinf_store_module_write */
 	uint64_t staging_bytes;
 
@@ -146,9 +173,17 @@ void engine_opt_stop(struct zinf_engine *e);
 /* engine_fail on the worker writes opt.msg instead of last_error. */
 bool engine_opt_on_worker(const struct zinf_engine *e);
 
+/* Convert n elements between the dtypes zinf stores (f32, bf16, f16); bf16 <-> f16 goes
+ * through fp32, as a load into the fp32 master and a copy from it would. */
+void engine_convert(void *dst, enum zinf_dtype dt, const void *src, enum zinf_dtype st, uint64_t n);
+
 /* engine_nvme.c: set up groups and handles at finalize; load, save, flush, step. */
 int engine_nvme_finalize(struct zinf_engine *e);
-int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const float *master);
+/* Load src (p's elements in src_dtype) as p's fp32 master with zero moments, sub-group by
+ * sub-group: a sub-group is written to NVMe once all of it has been loaded. */
+int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const void *src,
+		     enum zinf_dtype src_dtype);
+/* p's fp32 master into master (p's elements), reading one sub-group at a time. */
 int engine_nvme_save(struct zinf_engine *e, struct eparam *p, float *master);
 int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *info);
 void engine_nvme_destroy(struct zinf_engine *e);

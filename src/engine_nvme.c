@@ -4,8 +4,16 @@
  * the pipelined NVMe step (src/optim_nvme.c), which reads sub-group i+1 and writes i-1
  * while it updates i. Host memory keeps what a step must hand over: the gradient
  * accumulators (4 bytes per parameter) and the new parameter copies (2 bytes), which go
- * to the shard store after the step. Loaded values wait in a host buffer until the next
- * step writes the whole state once; saving reads the state back once per step.
+ * to the shard store after the step.
+ *
+ * Loading streams: a parameter is cut into pieces, one per sub-group it spans; a loaded
+ * piece goes into its sub-group's assembly buffer, which is written to NVMe (master and
+ * zero moments) as soon as every element of the sub-group has been loaded. Loading in
+ * registration order thus holds one sub-group per group; any order holds only the
+ * sub-groups partly loaded. The flush before a step (or a save) writes what is left:
+ * partly loaded sub-groups, merged with their state on NVMe when they have one (a reload
+ * keeps the other parameters' values and moments), and zeros for sub-groups never
+ * loaded. Saving reads one sub-group at a time.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,13 +45,11 @@ static int create_group(struct zinf_engine *e, struct egroup *g)
 
 	g->grad = calloc(g->elems, sizeof(float));
 	g->param_out = malloc(g->elems * 2);
-	g->master = calloc(g->elems, sizeof(float)); /* zeros until loaded */
-	if (!g->grad || !g->param_out || !g->master)
+	if (!g->grad || !g->param_out)
 		return engine_fail(e, -ENOMEM,
 				   "optimizer on nvme: cannot allocate %" PRIu64
 				   " bytes of host buffers",
-				   g->elems * 10);
-	g->master_dirty = true;
+				   g->elems * 6);
 	zinf_adam_nvme_opts_init(&o);
 	o.adam = g->decay ? e->adam_decay : e->adam_no_decay;
 	o.io = e->io;
@@ -56,11 +62,68 @@ static int create_group(struct zinf_engine *e, struct egroup *g)
 		return engine_fail(e, rc, "optimizer on nvme: %s", err);
 	zinf_adam_nvme_get_info(g->nvme, &info);
 	e->nvme_state_bytes += info.extent_bytes * info.n_extents;
-	g->sg_size = info.sub_group_size;
-	g->n_sg = info.n_sub_groups;
-	g->sg_done = calloc(g->n_sg + 1, 1);
-	if (!g->sg_done)
-		return engine_fail(e, -ENOMEM, "optimizer on nvme: sub-group flags");
+	g->n_sub = info.n_sub_groups;
+	g->sub_elems = info.sub_group_size < g->elems ? info.sub_group_size : g->elems;
+	g->sub_piece = calloc(g->n_sub + 1, sizeof(*g->sub_piece));
+	g->pending = calloc(g->n_sub, sizeof(*g->pending));
+	g->sg_done = calloc(g->n_sub + 1, 1);
+	if (!g->sub_piece || !g->pending || !g->sg_done)
+		return engine_fail(e, -ENOMEM,
+				   "optimizer on nvme: cannot allocate the tables of %" PRIu64
+				   " sub-groups",
+				   g->n_sub);
+	return 0;
+}
+
+/* Cut every parameter into pieces at its group's sub-group boundaries. Parameters were
+ * given group offsets in registration order, so each group's pieces come out sorted. */
+static int make_pieces(struct zinf_engine *e)
+{
+	for (uint32_t i = 0; i < e->n_params; i++) {
+		struct eparam *p = &e->params[i];
+		struct egroup *g = &e->groups[p->group];
+		uint64_t sg = g->sub_elems;
+		p->n_pieces =
+			p->elems ? (p->group_off + p->elems - 1) / sg - p->group_off / sg + 1 : 0;
+		g->n_pieces += p->n_pieces;
+	}
+	for (int k = 0; k < e->n_groups; k++) {
+		struct egroup *g = &e->groups[k];
+		g->pieces = calloc(g->n_pieces ? g->n_pieces : 1, sizeof(*g->pieces));
+		if (!g->pieces)
+			return engine_fail(e, -ENOMEM,
+					   "optimizer on nvme: cannot allocate %" PRIu64
+					   " parameter pieces",
+					   g->n_pieces);
+		g->n_pieces = 0;
+	}
+	for (uint32_t i = 0; i < e->n_params; i++) {
+		struct eparam *p = &e->params[i];
+		struct egroup *g = &e->groups[p->group];
+		uint64_t off = 0;
+		p->first_piece = g->n_pieces;
+		while (off < p->elems) {
+			struct epiece *pc = &g->pieces[g->n_pieces++];
+			uint64_t at = p->group_off + off;
+			pc->sub = at / g->sub_elems;
+			pc->sub_off = at % g->sub_elems;
+			pc->param_off = off;
+			pc->elems = g->sub_elems - pc->sub_off < p->elems - off
+					    ? g->sub_elems - pc->sub_off
+					    : p->elems - off;
+			off += pc->elems;
+		}
+	}
+	/* sub_piece[s]: the first piece in sub-group s or later */
+	for (int k = 0; k < e->n_groups; k++) {
+		struct egroup *g = &e->groups[k];
+		uint64_t j = 0;
+		for (uint64_t sub = 0; sub <= g->n_sub; sub++) {
+			while (j < g->n_pieces && g->pieces[j].sub < sub)
+				j++;
+			g->sub_piece[sub] = j;
+		}
+	}
 	return 0;
 }
 
@@ -94,6 +157,9 @@ int engine_nvme_finalize(struct zinf_engine *e)
 		if (rc)
 			return rc;
 	}
+	rc = make_pieces(e);
+	if (rc)
+		return rc;
 	for (uint32_t i = 0; i < e->n_params; i++) {
 		struct eparam *p = &e->params[i];
 		p->grad_acc = e->groups[p->group].grad + p->group_off;
@@ -115,72 +181,220 @@ int engine_nvme_finalize(struct zinf_engine *e)
 	return 0;
 }
 
-/* Write loaded values (and kept moments) as the group's whole state. */
+/* ---- loading: sub-group assembly buffers -------------------------------------------------- */
+
+static uint64_t sub_len(const struct egroup *g, uint64_t s)
+{
+	uint64_t first = s * g->sub_elems;
+
+	return g->elems - first < g->sub_elems ? g->elems - first : g->sub_elems;
+}
+
+static int nvme_fail(struct zinf_engine *e, struct egroup *g, int rc)
+{
+	return engine_fail(e, rc, "optimizer on nvme: %s", zinf_adam_nvme_last_error(g->nvme));
+}
+
+static void save_drop(struct egroup *g)
+{
+	free(g->save);
+	g->save = NULL;
+}
+
+static void load_bytes_add(struct zinf_engine *e, uint64_t bytes)
+{
+	e->load_bytes += bytes;
+	if (e->load_bytes > e->load_peak_bytes)
+		e->load_peak_bytes = e->load_bytes;
+}
+
+static void pending_free(struct zinf_engine *e, struct egroup *g, uint64_t s)
+{
+	struct esub *b = g->pending[s];
+
+	if (!b)
+		return;
+	e->load_bytes -= b->bytes;
+	free(b);
+	g->pending[s] = NULL;
+}
+
+/* Sub-group s's assembly buffer, made (zeros: the value of elements never loaded) when
+ * it has none. */
+static int pending_get(struct zinf_engine *e, struct egroup *g, uint64_t s, struct esub **out)
+{
+	struct esub *b = g->pending[s];
+	uint64_t bytes = sizeof(*b) + sub_len(g, s) * sizeof(float);
+
+	if (!b) {
+		b = calloc(1, bytes);
+		if (!b)
+			return engine_fail(e, -ENOMEM,
+					   "optimizer on nvme: sub-group %" PRIu64
+					   ": cannot allocate %" PRIu64 " bytes to assemble it",
+					   s, bytes);
+		b->serial = ++e->load_serial;
+		b->bytes = bytes;
+		g->pending[s] = b;
+		load_bytes_add(e, bytes);
+	}
+	*out = b;
+	return 0;
+}
+
+/* Sub-group s partly loaded over a state already on NVMe: read that state, put in the
+ * loaded pieces' values with zero moments (a reload resets them, as a load does), keep
+ * every other element's value and moments, and write it back. */
+static int merge_write(struct zinf_engine *e, struct egroup *g, uint64_t s, const struct esub *b)
+{
+	uint64_t n = sub_len(g, s), bytes = 3 * n * sizeof(float);
+	float *master = malloc(bytes), *m, *v;
+	int rc;
+
+	if (!master)
+		return engine_fail(e, -ENOMEM,
+				   "optimizer on nvme: sub-group %" PRIu64
+				   ": cannot allocate %" PRIu64 " bytes to merge a reload",
+				   s, bytes);
+	load_bytes_add(e, bytes);
+	m = master + n;
+	v = master + 2 * n;
+	rc = zinf_adam_nvme_read_sub_group(g->nvme, s, master, m, v);
+	for (uint64_t j = g->sub_piece[s]; !rc && j < g->sub_piece[s + 1]; j++) {
+		const struct epiece *pc = &g->pieces[j];
+		if (pc->stamp != b->serial)
+			continue;
+		memcpy(master + pc->sub_off, b->master + pc->sub_off, pc->elems * sizeof(float));
+		memset(m + pc->sub_off, 0, pc->elems * sizeof(float));
+		memset(v + pc->sub_off, 0, pc->elems * sizeof(float));
+	}
+	if (!rc)
+		rc = zinf_adam_nvme_write_sub_group(g->nvme, s, master, m, v);
+	free(master);
+	e->load_bytes -= bytes;
+	return rc ? nvme_fail(e, g, rc) : 0;
+}
+
+/* Write sub-group s's assembly buffer and free it. All of it loaded, or no state on NVMe
+ * yet: its values (zeros where nothing was loaded) with zero moments; else merged with
+ * the state on NVMe. On error the buffer stays, for the next flush to retry. */
+static int pending_write(struct zinf_engine *e, struct egroup *g, uint64_t s)
+{
+	const struct esub *b = g->pending[s];
+	int rc;
+
+	if (b->loaded_elems == sub_len(g, s) || !zinf_adam_nvme_sub_group_written(g->nvme, s)) {
+		rc = zinf_adam_nvme_write_sub_group(g->nvme, s, b->master, NULL, NULL);
+		if (rc)
+			return nvme_fail(e, g, rc);
+	} else {
+		rc = merge_write(e, g, s, b);
+		if (rc)
+			return rc;
+	}
+	pending_free(e, g, s);
+	return 0;
+}
+
+/* Everything loaded reaches NVMe: sub-groups still assembling are written, and those
+ * never written get zeros (master, m and v), the state of parameters never loaded. */
 static int flush(struct zinf_engine *e, struct egroup *g)
 {
-	int rc;
+	uint64_t zbytes = g->sub_elems * sizeof(float);
+	float *zeros = NULL;
+	int rc = 0;
 
-	if (!g->master_dirty)
+	if (g->flushed)
 		return 0;
-	rc = zinf_adam_nvme_write_state(g->nvme, g->master, g->exp_avg, g->exp_avg_sq);
-	if (rc)
-		return engine_fail(e, rc, "optimizer on nvme: %s",
-				   zinf_adam_nvme_last_error(g->nvme));
-	g->master_dirty = false;
-	g->written = true;
-	free(g->exp_avg);
-	free(g->exp_avg_sq);
-	g->exp_avg = g->exp_avg_sq = NULL;
-	return 0;
+	for (uint64_t s = 0; s < g->n_sub && !rc; s++) {
+		if (g->pending[s]) {
+			rc = pending_write(e, g, s);
+			continue;
+		}
+		if (zinf_adam_nvme_sub_group_written(g->nvme, s))
+			continue;
+		if (!zeros) {
+			zeros = calloc(g->sub_elems, sizeof(float));
+			if (!zeros) {
+				rc = engine_fail(e, -ENOMEM,
+						 "optimizer on nvme: cannot allocate %" PRIu64
+						 " bytes of zeros for the sub-groups never loaded",
+						 zbytes);
+				break;
+			}
+			load_bytes_add(e, zbytes);
+		}
+		rc = zinf_adam_nvme_write_sub_group(g->nvme, s, zeros, NULL, NULL);
+		if (rc)
+			rc = nvme_fail(e, g, rc);
+	}
+	if (zeros) {
+		free(zeros);
+		e->load_bytes -= zbytes;
+	}
+	g->flushed = rc == 0;
+	return rc;
 }
 
-int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const float *master)
+int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const void *src,
+		     enum zinf_dtype src_dtype)
 {
 	struct egroup *g = &e->groups[p->group];
+	uint64_t esize = src_dtype == ZINF_DTYPE_F32 ? 4 : 2;
 	int rc;
 
-	if (!g->master_dirty && g->written) {
-		/* Reloading after the state was written: keep every other value and the
-		 * moments, which the whole-state write below would otherwise reset. */
-		if (!g->master)
-			g->master = malloc(g->elems * sizeof(float));
-		g->exp_avg = malloc(g->elems * sizeof(float));
-		g->exp_avg_sq = malloc(g->elems * sizeof(float));
-		if (!g->master || !g->exp_avg || !g->exp_avg_sq)
-			return engine_fail(e, -ENOMEM, "optimizer on nvme: reload buffers");
-		rc = zinf_adam_nvme_read_state(g->nvme, g->master, g->exp_avg, g->exp_avg_sq);
+	save_drop(g);
+	g->flushed = false;
+	for (uint64_t k = 0; k < p->n_pieces; k++) {
+		struct epiece *pc = &g->pieces[p->first_piece + k];
+		struct esub *b = NULL;
+		rc = pending_get(e, g, pc->sub, &b);
 		if (rc)
-			return engine_fail(e, rc, "optimizer on nvme: %s",
-					   zinf_adam_nvme_last_error(g->nvme));
-		/* a reload resets this parameter's moments, as a fresh load does */
+			return rc;
+		engine_convert(b->master + pc->sub_off, ZINF_DTYPE_F32,
+			       (const char *)src + pc->param_off * esize, src_dtype, pc->elems);
+		if (pc->stamp != b->serial) { /* a piece loaded twice counts once */
+			pc->stamp = b->serial;
+			b->loaded_elems += pc->elems;
+		}
+		if (b->loaded_elems == sub_len(g, pc->sub)) {
+			rc = pending_write(e, g, pc->sub);
+			if (rc)
+				return rc;
+		}
 	}
-	memcpy(g->master + p->group_off, master, p->elems * sizeof(float));
-	if (g->exp_avg) {
-		memset(g->exp_avg + p->group_off, 0, p->elems * sizeof(float));
-		memset(g->exp_avg_sq + p->group_off, 0, p->elems * sizeof(float));
-	}
-	g->master_dirty = true;
 	return 0;
 }
+
+/* ---- saving: one sub-group at a time ------------------------------------------------------ */
 
 int engine_nvme_save(struct zinf_engine *e, struct eparam *p, float *master)
 {
 	struct egroup *g = &e->groups[p->group];
-	int rc;
+	int rc = flush(e, g);
 
-	if (!g->master) { /* read back once; kept until the next step changes it */
-		g->master = malloc(g->elems * sizeof(float));
-		if (!g->master)
-			return engine_fail(e, -ENOMEM, "optimizer on nvme: save buffer");
-		rc = zinf_adam_nvme_read_state(g->nvme, g->master, NULL, NULL);
-		if (rc) {
-			free(g->master);
-			g->master = NULL;
-			return engine_fail(e, rc, "optimizer on nvme: %s",
-					   zinf_adam_nvme_last_error(g->nvme));
+	if (rc)
+		return rc;
+	for (uint64_t k = 0; k < p->n_pieces; k++) {
+		const struct epiece *pc = &g->pieces[p->first_piece + k];
+		/* kept until a load or a step changes it: saving in order reads each once */
+		if (!g->save || g->save_sub != pc->sub) {
+			if (!g->save)
+				g->save = malloc(g->sub_elems * sizeof(float));
+			if (!g->save)
+				return engine_fail(e, -ENOMEM,
+						   "optimizer on nvme: cannot allocate %" PRIu64
+						   " bytes to read a sub-group for saving",
+						   g->sub_elems * sizeof(float));
+			g->save_sub = pc->sub;
+			rc = zinf_adam_nvme_read_sub_group(g->nvme, pc->sub, g->save, NULL, NULL);
+			if (rc) {
+				save_drop(g);
+				return nvme_fail(e, g, rc);
+			}
 		}
+		memcpy(master + pc->param_off, g->save + pc->sub_off, pc->elems * sizeof(float));
 	}
-	memcpy(master, g->master + p->group_off, p->elems * sizeof(float));
 	return 0;
 }
 
@@ -212,8 +426,8 @@ static bool module_stepped(const struct zinf_engine *e, const struct emodule *mo
 	for (uint32_t k = 0; k < mod->n_params; k++) {
 		const struct eparam *p = &e->params[mod->first_param + k];
 		const struct egroup *g = &e->groups[p->group];
-		uint64_t first = p->group_off / g->sg_size;
-		uint64_t last = (p->group_off + p->elems - 1) / g->sg_size;
+		uint64_t first = p->group_off / g->sub_elems;
+		uint64_t last = (p->group_off + p->elems - 1) / g->sub_elems;
 
 		for (uint64_t i = first; p->elems && i <= last; i++)
 			if (!g->sg_done[i])
@@ -266,9 +480,8 @@ int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *in
 		rc = flush(e, g);
 		if (rc)
 			return rc;
-		free(g->master); /* a save copy is stale after this step */
-		g->master = NULL;
-		memset(g->sg_done, 0, g->n_sg);
+		save_drop(g); /* stale after this step */
+		memset(g->sg_done, 0, g->n_sub);
 		order[i] = i;
 	}
 	for (int i = 1; i < e->n_groups; i++) /* insertion sort by size */
@@ -311,9 +524,12 @@ void engine_nvme_destroy(struct zinf_engine *e)
 		zinf_adam_nvme_destroy(g->nvme);
 		free(g->grad);
 		free(g->param_out);
-		free(g->master);
-		free(g->exp_avg);
-		free(g->exp_avg_sq);
+		for (uint64_t k = 0; g->pending && k < g->n_sub; k++)
+			pending_free(e, g, k);
+		free(g->pending);
+		free(g->pieces);
+		free(g->sub_piece);
+		save_drop(g);
 		free(g->sg_done);
 	}
 	e->n_groups = 0;

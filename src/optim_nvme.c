@@ -158,6 +158,10 @@ static int slot_retire(struct zinf_adam_nvme *h, struct nvme_slot *s)
 			h->group_extent[g] = s->extent;
 			h->updated[g] = 1;
 			h->n_updated++;
+			if (!h->written[g]) {
+				h->written[g] = 1;
+				h->n_written++;
+			}
 		} else {
 			h->spares[h->n_spares++] = s->extent;
 		}
@@ -261,10 +265,12 @@ static int check_step_input(struct zinf_adam_nvme *h, const struct zinf_adam_nvm
 			    "optimizer step: bufs.param_dtype %d with param_out %p (expected BF16 "
 			    "or F16 with a buffer, NONE without)",
 			    (int)b->param_dtype, b->param_out);
-	if (!h->state_written)
+	if (h->n_written < h->n_groups)
 		return fail(h, ZINF_ESTATE, -1,
-			    "optimizer step: the state on NVMe was never written (call "
-			    "zinf_adam_nvme_write_state first, or again after it failed)");
+			    "optimizer step: the state on NVMe was never written for %" PRIu64
+			    " of %" PRIu64 " sub-groups (call zinf_adam_nvme_write_state or "
+			    "zinf_adam_nvme_write_sub_group first, or again after it failed)",
+			    h->n_groups - h->n_written, h->n_groups);
 	return 0;
 }
 
@@ -333,14 +339,20 @@ out:
 	return h->err;
 }
 
-/* ---- whole state in and out -------------------------------------------------------- */
+/* ---- state in and out: whole, or one sub-group ------------------------------------------ */
 
-/* Fill slot s with sub-group g of the caller's state (NULL m / v: zeros); the padding of
- * each part is zeroed so the bytes on NVMe never depend on what the buffer held. */
-static void slot_fill(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
-		      const float *master, const float *m, const float *v)
+/* p + first, or NULL: where sub-group data starts in a caller's whole-state buffer. */
+static float *at(const float *p, uint64_t first)
 {
-	const float *src[3] = {master, m, v};
+	return p ? (float *)(p + first) : NULL;
+}
+
+/* Fill slot s with sub-group g from src (its master, m, v; NULL m / v: zeros); the
+ * padding of each part is zeroed so the bytes on NVMe never depend on what the buffer
+ * held. */
+static void slot_fill(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
+		      const float *const src[3])
+{
 	uint64_t first, n, part;
 
 	nvme_group_range(h, g, &first, &n);
@@ -349,7 +361,7 @@ static void slot_fill(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
 		char *dst = s->buf + (uint64_t)k * part;
 
 		if (src[k])
-			memcpy(dst, src[k] + first, n * sizeof(float));
+			memcpy(dst, src[k], n * sizeof(float));
 		else
 			memset(dst, 0, n * sizeof(float));
 		memset(dst + n * sizeof(float), 0, part - n * sizeof(float));
@@ -375,6 +387,7 @@ static void spares_fill(struct zinf_adam_nvme *h)
 			     "write state: zeroing spare extent %u (%" PRIu64 " bytes): %s",
 			     h->spares[i], h->extent_bytes, zinf_io_last_error(h->io));
 	}
+	h->spares_zeroed = h->err == 0;
 }
 
 int zinf_adam_nvme_write_state(struct zinf_adam_nvme *h, const float *master, const float *exp_avg,
@@ -387,27 +400,31 @@ int zinf_adam_nvme_write_state(struct zinf_adam_nvme *h, const float *master, co
 		return fail(h, -EINVAL, -1,
 			    "write state: master is NULL (required; exp_avg and exp_avg_sq may be "
 			    "NULL for zeros)");
-	h->state_written = false;
+	/* the whole state counts as unwritten until every sub-group of this call is */
+	memset(h->written, 0, h->n_groups);
+	h->n_written = 0;
 	for (uint64_t g = 0; g < h->n_groups && !h->err; g++) {
 		struct nvme_slot *s = &h->slots[g % h->n_slots];
+		uint64_t first, n;
 
 		if (slot_retire(h, s))
 			break;
-		slot_fill(h, s, g, master, exp_avg, exp_avg_sq);
+		nvme_group_range(h, g, &first, &n);
+		slot_fill(h, s, g,
+			  (const float *const[3]){at(master, first), at(exp_avg, first),
+						  at(exp_avg_sq, first)});
 		slot_submit(h, s, ZINF_IO_WRITE, g);
 	}
 	zinf_adam_nvme_drain(h);
 	if (!h->err)
 		spares_fill(h);
-	h->state_written = h->err == 0;
 	return h->err;
 }
 
-/* Copy the loaded sub-group of slot s out to the caller's buffers. */
-static void slot_copy_out(struct zinf_adam_nvme *h, struct nvme_slot *s, float *master, float *m,
-			  float *v)
+/* Copy the loaded sub-group of slot s out to dst (its master, m, v; NULL: skip). */
+static void slot_copy_out(struct zinf_adam_nvme *h, struct nvme_slot *s, float *const dst[3])
 {
-	float *dst[3] = {master, m, v}, *src[3];
+	float *src[3];
 	uint64_t first, n;
 
 	if (s->state != NVME_SLOT_LOADED)
@@ -416,9 +433,21 @@ static void slot_copy_out(struct zinf_adam_nvme *h, struct nvme_slot *s, float *
 	slot_parts(h, s, n, &src[0], &src[1], &src[2]);
 	for (int k = 0; k < 3; k++) {
 		if (dst[k])
-			memcpy(dst[k] + first, src[k], n * sizeof(float));
+			memcpy(dst[k], src[k], n * sizeof(float));
 	}
 	s->state = NVME_SLOT_IDLE;
+}
+
+/* The same into whole-state buffers (the sub-group at its offset). */
+static void slot_copy_out_whole(struct zinf_adam_nvme *h, struct nvme_slot *s, float *master,
+				float *m, float *v)
+{
+	uint64_t first, n;
+
+	if (s->state != NVME_SLOT_LOADED)
+		return;
+	nvme_group_range(h, s->group, &first, &n);
+	slot_copy_out(h, s, (float *const[3]){at(master, first), at(m, first), at(v, first)});
 }
 
 int zinf_adam_nvme_read_state(struct zinf_adam_nvme *h, float *master, float *exp_avg,
@@ -427,24 +456,89 @@ int zinf_adam_nvme_read_state(struct zinf_adam_nvme *h, float *master, float *ex
 	if (!h)
 		return -EINVAL;
 	call_begin(h);
-	if (!h->state_written)
+	if (h->n_written < h->n_groups)
 		return fail(h, ZINF_ESTATE, -1,
-			    "read state: the state on NVMe was never written (call "
-			    "zinf_adam_nvme_write_state first)");
+			    "read state: the state on NVMe was never written for %" PRIu64
+			    " of %" PRIu64 " sub-groups (call zinf_adam_nvme_write_state first)",
+			    h->n_groups - h->n_written, h->n_groups);
 	for (uint64_t g = 0; g < h->n_groups && !h->err; g++) {
 		struct nvme_slot *s = &h->slots[g % h->n_slots];
 
 		if (slot_retire(h, s))
 			break;
-		slot_copy_out(h, s, master, exp_avg, exp_avg_sq);
+		slot_copy_out_whole(h, s, master, exp_avg, exp_avg_sq);
 		slot_submit(h, s, ZINF_IO_READ, g);
 	}
 	for (unsigned i = 0; i < h->n_slots; i++) {
 		struct nvme_slot *s = &h->slots[i];
 
 		if (slot_retire(h, s) == 0 && !h->err)
-			slot_copy_out(h, s, master, exp_avg, exp_avg_sq);
+			slot_copy_out_whole(h, s, master, exp_avg, exp_avg_sq);
 		s->state = NVME_SLOT_IDLE;
 	}
 	return h->err;
+}
+
+/* Sub-group i of h for a ranged call named what: 0, or -EINVAL with the reason. */
+static int check_sub_group(struct zinf_adam_nvme *h, uint64_t i, const char *what)
+{
+	if (i >= h->n_groups)
+		return fail(h, -EINVAL, -1,
+			    "%s sub-group %" PRIu64 ": no such sub-group (%" PRIu64 " of %" PRIu64
+			    " elements each, %" PRIu64 " in all)",
+			    what, i, h->sub_group_size, h->n_elems, h->n_groups);
+	return 0;
+}
+
+int zinf_adam_nvme_write_sub_group(struct zinf_adam_nvme *h, uint64_t i, const float *master,
+				   const float *exp_avg, const float *exp_avg_sq)
+{
+	struct nvme_slot *s;
+
+	if (!h)
+		return -EINVAL;
+	call_begin(h);
+	if (check_sub_group(h, i, "write"))
+		return h->err;
+	if (!master)
+		return fail(h, -EINVAL, (int64_t)i,
+			    "write sub-group %" PRIu64 ": master is NULL (required; exp_avg and "
+			    "exp_avg_sq may be NULL for zeros)",
+			    i);
+	/* Between calls every slot is idle: the first one stages the write, which goes to
+	 * a spare extent and replaces the old one only when it completed (as in a step). */
+	s = &h->slots[0];
+	slot_fill(h, s, i, (const float *const[3]){master, exp_avg, exp_avg_sq});
+	if (slot_submit(h, s, ZINF_IO_WRITE, i) == 0)
+		slot_retire(h, s);
+	if (!h->err && h->n_written == h->n_groups && !h->spares_zeroed)
+		spares_fill(h);
+	return h->err;
+}
+
+int zinf_adam_nvme_read_sub_group(struct zinf_adam_nvme *h, uint64_t i, float *master,
+				  float *exp_avg, float *exp_avg_sq)
+{
+	struct nvme_slot *s;
+
+	if (!h)
+		return -EINVAL;
+	call_begin(h);
+	if (check_sub_group(h, i, "read"))
+		return h->err;
+	if (!h->written[i])
+		return fail(h, ZINF_ESTATE, (int64_t)i,
+			    "read sub-group %" PRIu64 ": its state on NVMe was never written "
+			    "(write it with zinf_adam_nvme_write_sub_group or _write_state first)",
+			    i);
+	s = &h->slots[0];
+	if (slot_submit(h, s, ZINF_IO_READ, i) == 0 && slot_retire(h, s) == 0)
+		slot_copy_out(h, s, (float *const[3]){master, exp_avg, exp_avg_sq});
+	s->state = NVME_SLOT_IDLE;
+	return h->err;
+}
+
+bool zinf_adam_nvme_sub_group_written(const struct zinf_adam_nvme *h, uint64_t i)
+{
+	return h && i < h->n_groups && h->written[i];
 }

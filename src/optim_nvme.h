@@ -63,7 +63,9 @@ struct zinf_adam_nvme {
 	uint64_t n_alloc; /* extents allocated at create */
 	uint8_t *updated; /* (n_groups) this step's new states */
 	uint64_t n_updated;
-	bool state_written; /* write_state succeeded: steps allowed */
+	uint8_t *written;   /* (n_groups) 1: the sub-group's state on NVMe was written */
+	uint64_t n_written; /* sub-groups written; steps need all of them */
+	bool spares_zeroed; /* the spares were zeroed once the state was complete */
 	/* the call in progress: its first error wins */
 	int err;
 	int64_t err_group;

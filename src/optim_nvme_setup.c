@@ -233,8 +233,9 @@ int zinf_adam_nvme_create_in_pool(const struct zinf_adam_nvme_opts *opts, struct
 	pthread_cond_init(&h->cond, NULL);
 	h->group_extent = calloc(h->n_groups, sizeof(*h->group_extent));
 	h->updated = calloc(h->n_groups, 1);
+	h->written = calloc(h->n_groups, 1);
 	h->spares = calloc(h->n_slots, sizeof(*h->spares));
-	if (!h->group_extent || !h->updated || !h->spares) {
+	if (!h->group_extent || !h->updated || !h->written || !h->spares) {
 		snprintf(msg, sizeof(msg),
 			 "NVMe optimizer: out of memory for %" PRIu64 " sub-groups", h->n_groups);
 		goto out_destroy;
@@ -285,6 +286,7 @@ void zinf_adam_nvme_destroy(struct zinf_adam_nvme *h)
 		zinf_pinned_destroy(h->pool);
 	free(h->spares);
 	free(h->updated);
+	free(h->written);
 	free(h->group_extent);
 	pthread_cond_destroy(&h->cond);
 	pthread_mutex_destroy(&h->lock);

@@ -67,8 +67,22 @@ int zinf_engine_finalize(struct zinf_engine *e);
 
 /* ---- contents ------------------------------------------------------------------------ */
 
-/* Set a parameter's value (fp32 master and its dtype copy) from src, n elements of
- * src_dtype. The module must not be in use. */
+/* Set the values of a module's parameters (fp32 master, zero Adam moments, and each
+ * parameter's copy in its dtype): srcs[k] holds the module's k-th parameter (in
+ * registration order; n_srcs must be the module's parameter count) as src_dtypes[k]
+ * (f32, bf16 or f16; converted through fp32). The module's chunks are written once, and
+ * with optimizer state on NVMe each sub-group of it is written as soon as it is
+ * complete, so loading a model module by module holds one module's sources and about
+ * one sub-group per optimizer group, never the whole model (see docs/engine.md). The
+ * module must not be in use (-EBUSY, nothing changed); the sources are only read, and
+ * may be freed on return. Bad input is -EINVAL with the module, source and value named.
+ * After an I/O error (named with the sub-group or chunk) the call may be repeated with
+ * the same sources; what was loaded before the error is kept meanwhile. */
+int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
+		     const void *const *srcs, const enum zinf_dtype *src_dtypes);
+/* Set one parameter's value, as zinf_module_load does for each. The slower path: the
+ * chunks the parameter touches are read, changed and written back, per parameter. The
+ * module must not be in use. */
 int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 		    enum zinf_dtype src_dtype);
 /* Write a parameter's value (from the fp32 master) to dst as dst_dtype. */

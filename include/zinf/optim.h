@@ -156,12 +156,32 @@ const char *zinf_adam_nvme_last_error(const struct zinf_adam_nvme *h);
  * exp_avg / exp_avg_sq NULL write zeros (a fresh optimizer). Used to initialise and to
  * load a checkpoint; the spare extents are written with zeros too, so that no step
  * writes into preallocated-but-unwritten blocks. On error the state counts as unwritten
- * (steps are refused). */
+ * (steps are refused) but for the sub-groups this call wrote before the error. */
 int zinf_adam_nvme_write_state(struct zinf_adam_nvme *h, const float *master, const float *exp_avg,
 			       const float *exp_avg_sq);
 /* Read the whole state into caller buffers of n_elems floats (NULL: skip that part). */
 int zinf_adam_nvme_read_state(struct zinf_adam_nvme *h, float *master, float *exp_avg,
 			      float *exp_avg_sq);
+
+/* Ranged state I/O: the master, m and v of sub-group i alone (its elements and request
+ * size from zinf_adam_nvme_sub_group), from or to caller buffers of the sub-group's
+ * n_elems floats, one request each way through the first staging buffer, with the same
+ * CRC32C (when the I/O handle checks) and one-line errors (sub-group, elements, extent,
+ * the I/O layer's message) as the whole-state calls. For loading and saving a state
+ * larger than memory one sub-group at a time. Synchronous; no step may be in progress.
+ *
+ * write_sub_group: master is required; exp_avg / exp_avg_sq NULL write zeros. As in a
+ * step, the write goes to a spare extent that replaces the sub-group's old one only once
+ * it completed, so a failed write leaves the old state (or none) in place. Steps and
+ * read_state need every sub-group written (by write_state or this call); when the last
+ * one is, the spare extents are zeroed once, as write_state does. */
+int zinf_adam_nvme_write_sub_group(struct zinf_adam_nvme *h, uint64_t i, const float *master,
+				   const float *exp_avg, const float *exp_avg_sq);
+/* read_sub_group: NULL skips that part; ZINF_ESTATE for a sub-group never written. */
+int zinf_adam_nvme_read_sub_group(struct zinf_adam_nvme *h, uint64_t i, float *master,
+				  float *exp_avg, float *exp_avg_sq);
+/* Whether sub-group i's state has been written (false for i out of range). */
+bool zinf_adam_nvme_sub_group_written(const struct zinf_adam_nvme *h, uint64_t i);
 
 /* The caller's side of one step: host buffers of n_elems elements. */
 struct zinf_adam_nvme_bufs {

@@ -43,7 +43,7 @@ int train_model_config(struct train_model *tm, const struct zinf_train_opts *o, 
 		       size_t errlen);
 /* Register modules and parameters (dtype tm->param_dtype) with e and finalize. */
 int train_model_register(struct train_model *tm, struct zinf_engine *e, char *err, size_t errlen);
-/* Load the parameters: from the checkpoint in o->model_dir, tensor by tensor, or a seeded
+/* Load the parameters: from the checkpoint in o->model_dir, module by module (zinf_module_load), or a seeded
  * random init (normal(0, 0.02) matrices and embeddings, ones for norms, zeros for
  * biases). */
 int train_model_load(struct train_model *tm, struct zinf_engine *e, const struct zinf_train_opts *o,

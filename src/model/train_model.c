@@ -201,46 +201,121 @@ int train_model_check_checkpoint(struct train_model *tm, const char *dir, char *
 
 /* ---- loading ------------------------------------------------------------------------------ */
 
-static int load_checkpoint(struct train_model *tm, struct zinf_engine *e, const char *dir,
-			   void *buf, char *err, size_t errlen)
+/* One module's tensors, gathered for zinf_module_load: the sources in registration
+ * order, carved out of one buffer sized for the largest module. */
+struct module_srcs {
+	char *buf;
+	uint64_t used;
+	uint32_t n;
+	const void *src[ZINF_LLAMA_MAX_PARAMS];
+	enum zinf_dtype dtype[ZINF_LLAMA_MAX_PARAMS];
+};
+
+static void *module_srcs_add(struct module_srcs *ms, uint64_t bytes, enum zinf_dtype dtype)
 {
+	void *p = ms->buf + ms->used;
+
+	ms->src[ms->n] = p;
+	ms->dtype[ms->n++] = dtype;
+	ms->used += (bytes + 63) / 64 * 64;
+	return p;
+}
+
+static int module_srcs_load(struct module_srcs *ms, struct zinf_engine *e, uint32_t module,
+			    char *err, size_t errlen)
+{
+	int rc = zinf_module_load(e, module, ms->n, ms->src, ms->dtype);
+
+	if (rc)
+		snprintf(err, errlen, "%s", zinf_last_error(e));
+	ms->n = 0;
+	ms->used = 0;
+	return rc;
+}
+
+/* The checkpoint's tensor for module mod's parameter slot s, checked against the config. */
+static int find_tensor(struct train_model *tm, struct zinf_st_reader *r, const char *dir, int mod,
+		       int s, const struct zinf_st_tensor_info **out, char *err, size_t errlen)
+{
+	struct zinf_llama_param_info info;
+	const struct zinf_st_tensor_info *t;
+
+	zinf_llama_param_info(&tm->lc, train_module_kind(tm, mod), module_layer(mod), s, &info);
+	t = zinf_st_reader_find(r, info.name);
+	if (!t || t->n_elems != info.elems) {
+		snprintf(err, errlen, "%s: tensor %s: missing or wrong size", dir, info.name);
+		return ZINF_EFORMAT;
+	}
+	*out = t;
+	return 0;
+}
+
+/* Bytes of the largest module's tensors as stored (each padded to 64 bytes). */
+static int largest_module_bytes(struct train_model *tm, struct zinf_st_reader *r, const char *dir,
+				uint64_t *out, char *err, size_t errlen)
+{
+	*out = 0;
+	for (int mod = 0; mod < tm->L + 2; mod++) {
+		uint64_t bytes = 0;
+		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
+			const struct zinf_st_tensor_info *t;
+			int rc;
+			if (tm->param[mod][s] == TRAIN_NO_PARAM)
+				continue;
+			rc = find_tensor(tm, r, dir, mod, s, &t, err, errlen);
+			if (rc)
+				return rc;
+			bytes += (t->nbytes + 63) / 64 * 64;
+		}
+		if (bytes > *out)
+			*out = bytes;
+	}
+	return 0;
+}
+
+/* Module by module: read its tensors in their stored dtype, then hand them to the engine
+ * at once, which converts them once into the fp32 master and the parameters' dtype. */
+static int load_checkpoint(struct train_model *tm, struct zinf_engine *e, const char *dir,
+			   char *err, size_t errlen)
+{
+	struct module_srcs ms = {0};
 	struct zinf_st_reader *r;
+	uint64_t bytes;
 	int rc;
 
 	rc = open_checkpoint(tm, dir, &r, err, errlen);
 	if (rc)
 		return rc;
-	for (int mod = 0; mod < tm->L + 2; mod++) {
+	rc = largest_module_bytes(tm, r, dir, &bytes, err, errlen);
+	if (rc)
+		goto out_reader;
+	ms.buf = malloc(bytes ? bytes : 1);
+	if (!ms.buf) {
+		snprintf(err, errlen, "model: out of memory for a module of %llu bytes",
+			 (unsigned long long)bytes);
+		rc = -ENOMEM;
+		goto out_reader;
+	}
+	for (int mod = 0; mod < tm->L + 2 && !rc; mod++) {
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
-			struct zinf_llama_param_info info;
 			const struct zinf_st_tensor_info *t;
-			uint32_t p = tm->param[mod][s];
-
-			if (p == TRAIN_NO_PARAM)
+			if (tm->param[mod][s] == TRAIN_NO_PARAM)
 				continue;
-			zinf_llama_param_info(&tm->lc, train_module_kind(tm, mod),
-					      module_layer(mod), s, &info);
-			t = zinf_st_reader_find(r, info.name);
-			if (!t || t->n_elems != info.elems) {
-				snprintf(err, errlen, "%s: tensor %s: missing or wrong size", dir,
-					 info.name);
-				rc = ZINF_EFORMAT;
-				goto out_reader;
-			}
-			/* Read in the stored dtype: the engine converts once into fp32 master
-			 * and the parameter's dtype. */
-			rc = zinf_st_reader_read(r, t, buf, t->dtype);
+			rc = find_tensor(tm, r, dir, mod, s, &t, err, errlen);
+			if (rc)
+				goto out_buf;
+			rc = zinf_st_reader_read(
+				r, t, module_srcs_add(&ms, t->nbytes, dtype_of_st(t->dtype)),
+				t->dtype);
 			if (rc) {
 				snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
-				goto out_reader;
-			}
-			rc = zinf_param_load(e, p, buf, dtype_of_st(t->dtype));
-			if (rc) {
-				snprintf(err, errlen, "%s", zinf_last_error(e));
-				goto out_reader;
+				goto out_buf;
 			}
 		}
+		rc = module_srcs_load(&ms, e, tm->module[mod], err, errlen);
 	}
+out_buf:
+	free(ms.buf);
 out_reader:
 	zinf_st_reader_destroy(r);
 	return rc;
@@ -285,49 +360,62 @@ static void init_tensor(const struct zinf_llama_param_info *info, uint64_t seed,
 	}
 }
 
-static int load_random(struct train_model *tm, struct zinf_engine *e, uint64_t seed, float *buf,
-		       char *err, size_t errlen)
+/* Bytes of the largest module's parameters in fp32 (each padded to 64 bytes). */
+static uint64_t largest_module_f32_bytes(struct train_model *tm)
 {
-	uint64_t k = 0;
-	int rc;
+	uint64_t largest = 0;
 
 	for (int mod = 0; mod < tm->L + 2; mod++) {
-		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++, k++) {
+		uint64_t bytes = 0;
+		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
 			struct zinf_llama_param_info info;
-			uint32_t p = tm->param[mod][s];
-
-			if (p == TRAIN_NO_PARAM)
+			if (tm->param[mod][s] == TRAIN_NO_PARAM)
 				continue;
 			zinf_llama_param_info(&tm->lc, train_module_kind(tm, mod),
 					      module_layer(mod), s, &info);
-			init_tensor(&info, seed, k, buf);
-			rc = zinf_param_load(e, p, buf, ZINF_DTYPE_F32);
-			if (rc) {
-				snprintf(err, errlen, "%s", zinf_last_error(e));
-				return rc;
-			}
+			bytes += (info.elems * sizeof(float) + 63) / 64 * 64;
 		}
+		if (bytes > largest)
+			largest = bytes;
 	}
-	return 0;
+	return largest;
+}
+
+static int load_random(struct train_model *tm, struct zinf_engine *e, uint64_t seed, char *err,
+		       size_t errlen)
+{
+	uint64_t bytes = largest_module_f32_bytes(tm), k = 0;
+	struct module_srcs ms = {.buf = malloc(bytes ? bytes : 1)};
+	int rc = 0;
+
+	if (!ms.buf) {
+		snprintf(err, errlen, "model: out of memory for a module of %llu bytes",
+			 (unsigned long long)bytes);
+		return -ENOMEM;
+	}
+	for (int mod = 0; mod < tm->L + 2 && !rc; mod++) {
+		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++, k++) {
+			struct zinf_llama_param_info info;
+			if (tm->param[mod][s] == TRAIN_NO_PARAM)
+				continue;
+			zinf_llama_param_info(&tm->lc, train_module_kind(tm, mod),
+					      module_layer(mod), s, &info);
+			init_tensor(
+				&info, seed, k,
+				module_srcs_add(&ms, info.elems * sizeof(float), ZINF_DTYPE_F32));
+		}
+		rc = module_srcs_load(&ms, e, tm->module[mod], err, errlen);
+	}
+	free(ms.buf);
+	return rc;
 }
 
 int train_model_load(struct train_model *tm, struct zinf_engine *e, const struct zinf_train_opts *o,
 		     char *err, size_t errlen)
 {
-	void *buf = malloc(tm->largest_tensor_elems * sizeof(float));
-	int rc;
-
-	if (!buf) {
-		snprintf(err, errlen, "model: out of memory for a tensor of %llu elements",
-			 (unsigned long long)tm->largest_tensor_elems);
-		return -ENOMEM;
-	}
 	if (o->model_dir)
-		rc = load_checkpoint(tm, e, o->model_dir, buf, err, errlen);
-	else
-		rc = load_random(tm, e, o->seed, buf, err, errlen);
-	free(buf);
-	return rc;
+		return load_checkpoint(tm, e, o->model_dir, err, errlen);
+	return load_random(tm, e, o->seed, err, errlen);
 }
 
 void train_model_free(struct train_model *tm)

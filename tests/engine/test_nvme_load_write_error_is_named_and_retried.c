@@ -1,0 +1,98 @@
+/* With optimizer state on NVMe, a write of a loaded sub-group that fails is an error of
+ * the load call that completed it, on one line naming the sub-group, its elements and
+ * the extent, and the call can simply be repeated: the run then trains exactly as one
+ * without the fault (same losses, same saved parameters). A failed read while merging a
+ * partial reload (at a save's flush) is named the same way, keeps the reloaded values in
+ * host memory, and the next flush (the step's) merges them. */
+#include <unistd.h>
+
+#include "io_internal.h"
+#include "load_fixture.h"
+
+#define SUB 300ull
+
+static void *src[2][LF_N_MOD][2]; /* [variant][module][param] */
+
+static int load_module(struct lf_engine *le, int m, int variant)
+{
+	const void *s[2] = {src[variant][m][0], src[variant][m][1]};
+	enum zinf_dtype t[2] = {lf_src_dtype(m, 0), lf_src_dtype(m, 1)};
+
+	return zinf_module_load(le->e, le->mod[m], 2, s, t);
+}
+
+static void expect_named(struct lf_engine *le, int rc, const char *op)
+{
+	const char *msg = zinf_last_error(le->e);
+
+	T_CHECK(rc == -EIO, "%s fault: load returned %d (%s)", op, rc, msg);
+	T_CHECK(strstr(msg, "optimizer on nvme: sub-group ") && strstr(msg, "(elements ") &&
+			strstr(msg, op) && strstr(msg, "of extent") && !strchr(msg, '\n'),
+		"%s fault: want one line naming the sub-group and the extent: %s", op, msg);
+	fprintf(stderr, "%s fault: %s\n", op, msg);
+}
+
+/* Load (a write fault on the first sub-group written: the load is repeated), 2 steps,
+ * reload a parameter and save it (a read fault on the merge), 2 steps. */
+static float *run(const char *dir, bool faults, double *loss)
+{
+	struct lf_engine le;
+	float *out, *bias = malloc(lf_elems(2, 1) * 4);
+	int rc;
+
+	lf_create(&le, "none", "nvme", ZINF_DTYPE_BF16, dir, SUB);
+	if (faults) {
+		zinf_io_fault_set(IO_FAULT_ERRNO, 1, EIO, 0, 1u << ZINF_IO_WRITE);
+		rc = load_module(&le, 0, 0);
+		zinf_io_fault_clear();
+		expect_named(&le, rc, "write");
+	}
+	for (int m = 0; m < LF_N_MOD; m++)
+		T_CHECK(load_module(&le, m, 0) == 0, "%s", zinf_last_error(le.e));
+	loss[0] = lf_step(&le);
+	loss[1] = lf_step(&le);
+	/* block2's bias shares its sub-group with its neighbours: a merge at the flush */
+	T_CHECK(zinf_param_load(le.e, le.par[2][1], src[1][2][1], lf_src_dtype(2, 1)) == 0, "%s",
+		zinf_last_error(le.e));
+	if (faults) {
+		zinf_io_fault_set(IO_FAULT_ERRNO, 1, EIO, 0, 1u << ZINF_IO_READ);
+		rc = zinf_param_save(le.e, le.par[2][1], bias, ZINF_DTYPE_F32);
+		zinf_io_fault_clear();
+		expect_named(&le, rc, "read");
+	}
+	loss[2] = lf_step(&le);
+	loss[3] = lf_step(&le);
+	out = lf_save(&le);
+	lf_destroy(&le);
+	free(bias);
+	return out;
+}
+
+int main(void)
+{
+	char dir[] = "/var/tmp/zinf-nvme-load-fault-XXXXXX";
+	double clean_loss[4], fault_loss[4];
+	float *clean, *fault;
+
+	zinf_log_set_level(ZINF_LOG_ERROR);
+	T_CHECK(mkdtemp(dir), "mkdtemp");
+	for (int v = 0; v < 2; v++)
+		for (int m = 0; m < LF_N_MOD; m++)
+			for (int k = 0; k < 2; k++)
+				src[v][m][k] = lf_source(m, k, lf_src_dtype(m, k), v);
+	clean = run(dir, false, clean_loss);
+	fault = run(dir, true, fault_loss);
+	for (int s = 0; s < 4; s++)
+		T_CHECK(clean_loss[s] == fault_loss[s], "step %d loss %.17g, %.17g with faults",
+			s + 1, clean_loss[s], fault_loss[s]);
+	T_CHECK(memcmp(clean, fault, lf_total() * 4) == 0,
+		"saved parameters differ after the faults were retried");
+	free(clean);
+	free(fault);
+	for (int v = 0; v < 2; v++)
+		for (int m = 0; m < LF_N_MOD; m++)
+			for (int k = 0; k < 2; k++)
+				free(src[v][m][k]);
+	T_CHECK(rmdir(dir) == 0, "scratch directory not empty after the engines closed");
+	return T_EXIT_PASS;
+}

@@ -1,0 +1,253 @@
+/*
+ * Ranged state I/O of the NVMe optimizer (zinf_adam_nvme_write_sub_group /
+ * _read_sub_group) gives the state the whole-state calls give, bit for bit:
+ *  - sub-groups written one by one, out of order (the last one shorter), read back equal
+ *    one by one and through read_state, and a step from them equals a step from the same
+ *    state written whole (master, m, v and the parameter copy);
+ *  - NULL moments write zeros; a steps and read_state are refused (ZINF_ESTATE) until
+ *    every sub-group was written, reading a sub-group never written too;
+ *  - a failed write (its first piece reaches the disk, then reports failure) names the
+ *    sub-group and the extent and leaves the sub-group's old state whole; a failed read
+ *    names them too; with CRC32C on, a corrupted extent is reported as a mismatch;
+ *  - bad input (sub-group out of range, master NULL, NULL handle) is refused with one
+ *    line.
+ * On every I/O backend available.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io/io_test_util.h"
+#include "optim_nvme.h"
+#include "test.h"
+#include "zinf/error.h"
+
+#define N 300000ull
+#define SUB_GROUP 65536ull /* 5 sub-groups, the last of 37856 elements */
+#define N_SUB 5
+
+static float p0[N], m0[N], v0[N], got_p[N], got_m[N], got_v[N], ref_p[N], ref_m[N], ref_v[N];
+static uint16_t grad[N], out_a[N], out_b[N];
+
+static void fill(uint32_t seed)
+{
+	for (uint64_t i = 0; i < N; i++) {
+		seed = seed * 1664525u + 1013904223u;
+		p0[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
+		m0[i] = p0[i] * 1e-3f;
+		v0[i] = p0[i] * p0[i] * 1e-4f;
+		grad[i] = (uint16_t)(0x3a00u + (seed >> 21));
+	}
+}
+
+static void expect_error(struct zinf_adam_nvme *h, int rc, int want, const char *needle,
+			 const char *what)
+{
+	const char *msg = zinf_adam_nvme_last_error(h);
+
+	T_CHECK(rc == want, "%s returned %d, want %d (%s)", what, rc, want, msg);
+	T_CHECK(strstr(msg, needle) && !strchr(msg, '\n'), "%s: want one line with '%s': %s", what,
+		needle, msg);
+}
+
+static struct zinf_adam_nvme *create(struct zinf_adam *adam, struct zinf_io *io)
+{
+	struct zinf_adam_nvme_opts no;
+	struct zinf_adam_nvme *h;
+	char err[512];
+
+	zinf_adam_nvme_opts_init(&no);
+	no.adam = adam;
+	no.io = io;
+	no.n_elems = N;
+	no.sub_group_size = SUB_GROUP;
+	T_CHECK(zinf_adam_nvme_create(&no, &h, err, sizeof(err)) == 0, "create: %s", err);
+	return h;
+}
+
+static void check_equal(const float *a, const float *b, uint64_t n, const char *what)
+{
+	T_CHECK(memcmp(a, b, n * sizeof(float)) == 0, "%s differs", what);
+}
+
+/* Written sub-group by sub-group, out of order, against the whole-state calls. */
+static void ranged_matches_whole(struct zinf_adam *adam, struct zinf_io *io, const char *engine)
+{
+	static const uint64_t order[N_SUB] = {3, 0, 4, 1, 2};
+	struct zinf_adam_nvme *a = create(adam, io), *b = create(adam, io);
+	struct zinf_adam_step_info si = {1, 1e-3, 1.0f};
+	struct zinf_adam_nvme_bufs bufs = {.grad = grad,
+					   .param_out = out_a,
+					   .grad_dtype = ZINF_DTYPE_BF16,
+					   .param_dtype = ZINF_DTYPE_BF16};
+	struct zinf_adam_nvme_result r;
+	uint64_t first, n;
+
+	fill(7);
+	for (int k = 0; k < N_SUB; k++) {
+		uint64_t g = order[k];
+		T_CHECK_RC(zinf_adam_nvme_sub_group(a, g, &first, &n, NULL));
+		if (k == N_SUB - 1) {
+			expect_error(a, zinf_adam_nvme_step(a, &bufs, &si, &r), ZINF_ESTATE,
+				     "never written for 1 of 5 sub-groups", "step before the last");
+			expect_error(a, zinf_adam_nvme_read_state(a, got_p, NULL, NULL),
+				     ZINF_ESTATE, "never written for 1 of 5", "read_state");
+			expect_error(a, zinf_adam_nvme_read_sub_group(a, g, got_p, NULL, NULL),
+				     ZINF_ESTATE, "read sub-group 2: its state on NVMe was never",
+				     "read of an unwritten sub-group");
+		}
+		T_CHECK(!zinf_adam_nvme_sub_group_written(a, g), "%s: %llu written early", engine,
+			(unsigned long long)g);
+		T_CHECK(zinf_adam_nvme_write_sub_group(a, g, p0 + first, m0 + first, v0 + first) ==
+				0,
+			"%s: write sub-group %llu: %s", engine, (unsigned long long)g,
+			zinf_adam_nvme_last_error(a));
+		T_CHECK(zinf_adam_nvme_sub_group_written(a, g), "%s: %llu not written", engine,
+			(unsigned long long)g);
+		T_CHECK(zinf_adam_nvme_read_sub_group(a, g, got_p, got_m, got_v) == 0, "%s: %s",
+			engine, zinf_adam_nvme_last_error(a));
+		check_equal(got_p, p0 + first, n, "sub-group master");
+		check_equal(got_m, m0 + first, n, "sub-group m");
+		check_equal(got_v, v0 + first, n, "sub-group v");
+	}
+	T_CHECK(zinf_adam_nvme_read_state(a, got_p, got_m, got_v) == 0, "%s: read state: %s",
+		engine, zinf_adam_nvme_last_error(a));
+	check_equal(got_p, p0, N, "master read whole");
+	check_equal(got_m, m0, N, "m read whole");
+	check_equal(got_v, v0, N, "v read whole");
+
+	/* the same step from a state written whole */
+	T_CHECK(zinf_adam_nvme_write_state(b, p0, m0, v0) == 0, "%s", zinf_adam_nvme_last_error(b));
+	T_CHECK(zinf_adam_nvme_step(a, &bufs, &si, &r) == 0 && r.n_updated == N_SUB, "%s: step: %s",
+		engine, zinf_adam_nvme_last_error(a));
+	bufs.param_out = out_b;
+	T_CHECK(zinf_adam_nvme_step(b, &bufs, &si, &r) == 0, "%s", zinf_adam_nvme_last_error(b));
+	T_CHECK(memcmp(out_a, out_b, sizeof(out_a)) == 0, "%s: parameter copies differ", engine);
+	T_CHECK_RC(zinf_adam_nvme_read_state(a, got_p, got_m, got_v));
+	T_CHECK_RC(zinf_adam_nvme_read_state(b, ref_p, ref_m, ref_v));
+	check_equal(got_p, ref_p, N, "master after a step");
+	check_equal(got_m, ref_m, N, "m after a step");
+	check_equal(got_v, ref_v, N, "v after a step");
+
+	/* NULL moments: zeros; the other sub-groups keep theirs */
+	T_CHECK_RC(zinf_adam_nvme_sub_group(a, 4, &first, &n, NULL));
+	T_CHECK(zinf_adam_nvme_write_sub_group(a, 4, p0 + first, NULL, NULL) == 0, "%s",
+		zinf_adam_nvme_last_error(a));
+	T_CHECK_RC(zinf_adam_nvme_read_state(a, got_p, got_m, got_v));
+	check_equal(got_p + first, p0 + first, n, "master of a rewritten sub-group");
+	for (uint64_t i = first; i < N; i++)
+		T_CHECK(got_m[i] == 0 && got_v[i] == 0, "%s: moment %llu not zeroed", engine,
+			(unsigned long long)i);
+	check_equal(got_m, ref_m, first, "m of the other sub-groups");
+	check_equal(got_v, ref_v, first, "v of the other sub-groups");
+	zinf_adam_nvme_destroy(a);
+	zinf_adam_nvme_destroy(b);
+}
+
+/* Faults: a failed write keeps the old state whole; reads and CRC mismatches named. */
+static void faults(struct zinf_adam *adam, struct zinf_io *io, const char *engine)
+{
+	struct zinf_adam_nvme *h = create(adam, io);
+	const char *path;
+	uint64_t foff, first, n;
+	int fd;
+
+	fill(11);
+	T_CHECK_RC(zinf_adam_nvme_write_state(h, p0, m0, v0));
+	T_CHECK_RC(zinf_adam_nvme_sub_group(h, 1, &first, &n, NULL));
+	zinf_io_fault_set(IO_FAULT_SHORT, 1, 0, 0, 1u << ZINF_IO_WRITE);
+	expect_error(h, zinf_adam_nvme_write_sub_group(h, 1, ref_p, NULL, NULL), -EIO,
+		     "sub-group 1 (elements 65536..131071): write of extent", "write fault");
+	zinf_io_fault_clear();
+	T_CHECK(zinf_adam_nvme_read_sub_group(h, 1, got_p, got_m, got_v) == 0,
+		"%s: read after a failed write: %s", engine, zinf_adam_nvme_last_error(h));
+	check_equal(got_p, p0 + first, n, "master after a failed write");
+	check_equal(got_m, m0 + first, n, "m after a failed write");
+
+	zinf_io_fault_set(IO_FAULT_ERRNO, 1, EIO, 0, 1u << ZINF_IO_READ);
+	expect_error(h, zinf_adam_nvme_read_sub_group(h, 1, got_p, NULL, NULL), -EIO,
+		     "sub-group 1 (elements 65536..131071): read of extent", "read fault");
+	zinf_io_fault_clear();
+
+	/* a full sub-group fills its extent, whose CRC32C the I/O layer keeps */
+	T_CHECK_RC(zinf_io_extent_locate(io, h->group_extent[0], 0, &path, &foff));
+	fd = open(path, O_WRONLY);
+	T_CHECK(fd >= 0 && pwrite(fd, "XXXX", 4, (off_t)foff) == 4, "%s: corrupt %s", engine, path);
+	fsync(fd);
+	close(fd);
+	expect_error(h, zinf_adam_nvme_read_sub_group(h, 0, got_p, NULL, NULL), ZINF_ECHECKSUM,
+		     "CRC32C mismatch", "corrupted extent");
+	T_CHECK(strstr(zinf_adam_nvme_last_error(h), "sub-group 0 (elements 0..65535)"),
+		"%s: mismatch does not name the sub-group: %s", engine,
+		zinf_adam_nvme_last_error(h));
+
+	/* bad input */
+	expect_error(h, zinf_adam_nvme_write_sub_group(h, 5, p0, NULL, NULL), -EINVAL,
+		     "write sub-group 5: no such sub-group", "write out of range");
+	expect_error(h, zinf_adam_nvme_read_sub_group(h, 9, got_p, NULL, NULL), -EINVAL,
+		     "read sub-group 9: no such sub-group", "read out of range");
+	expect_error(h, zinf_adam_nvme_write_sub_group(h, 0, NULL, m0, v0), -EINVAL,
+		     "write sub-group 0: master is NULL", "write without master");
+	T_CHECK(zinf_adam_nvme_write_sub_group(NULL, 0, p0, NULL, NULL) == -EINVAL &&
+			zinf_adam_nvme_read_sub_group(NULL, 0, p0, NULL, NULL) == -EINVAL &&
+			!zinf_adam_nvme_sub_group_written(NULL, 0) &&
+			!zinf_adam_nvme_sub_group_written(h, 5),
+		"NULL handle or range");
+	zinf_adam_nvme_destroy(h);
+}
+
+/* An I/O handle on a scratch directory with CRC32C, on backend e; NULL if unavailable. */
+static struct zinf_io *io_create(int e, char **dir)
+{
+	struct zinf_io_opts o;
+	struct zinf_io *io = NULL;
+
+	*dir = t_mkdtemp("/var/tmp");
+	T_CHECK(*dir, "cannot make a scratch directory under /var/tmp");
+	zinf_io_opts_init(&o);
+	o.nvme_paths[0] = *dir;
+	o.n_paths = 1;
+	o.block_size = 64 << 10; /* 12 pieces per sub-group request */
+	o.file_size = 16 << 20;
+	o.checksum = ZINF_IO_CHECKSUM_CRC32C;
+	if (t_create(&o, &io, e) == 77) {
+		t_rmrf(*dir);
+		*dir = NULL;
+		return NULL;
+	}
+	return io;
+}
+
+int main(void)
+{
+	struct zinf_adam_opts ao;
+	struct zinf_adam *adam;
+	int ran = 0;
+
+	zinf_log_set_level(ZINF_LOG_ERROR);
+	zinf_adam_opts_init(&ao);
+	T_CHECK_RC(zinf_adam_create(&adam, &ao));
+	for (int e = 0; e < T_N_ENGINES; e++) {
+		/* One I/O handle per part: each part's first NVMe optimizer handle registers
+		 * its pinned pool with a handle that never had one (see docs/optim.md). */
+		char *dir;
+		struct zinf_io *io = io_create(e, &dir);
+
+		if (!io)
+			continue;
+		ranged_matches_whole(adam, io, t_engine_names[e]);
+		zinf_io_destroy(io);
+		t_rmrf(dir);
+		io = io_create(e, &dir);
+		faults(adam, io, t_engine_names[e]);
+		zinf_io_destroy(io);
+		t_rmrf(dir);
+		ran++;
+	}
+	zinf_adam_destroy(adam);
+	if (!ran)
+		T_SKIP("no I/O backend available");
+	return T_EXIT_PASS;
+}
