@@ -94,13 +94,18 @@ __global__ void embed_forward_kernel(float *x, const float *table, const int32_t
 	}
 }
 
-__global__ void embed_backward_kernel(float *dtable, const float *dx, const int32_t *tokens, int c,
-				      size_t total)
+/* One block per distinct token: its rows are added in row order (as the CPU runtime does),
+ * so the result does not depend on scheduling; no two blocks write the same row. */
+__global__ void embed_backward_kernel(float *dtable, const float *dx, const int32_t *uniq_tok,
+				      const int32_t *start, const int32_t *rows, int c)
 {
-	GRID_STRIDE(i, total)
-	{
-		size_t r = i / c, k = i % c;
-		atomicAdd(&dtable[(size_t)tokens[r] * c + k], dx[i]);
+	float *dst = dtable + (size_t)uniq_tok[blockIdx.x] * c;
+
+	for (int k = threadIdx.x; k < c; k += blockDim.x) {
+		float acc = dst[k];
+		for (int j = start[blockIdx.x]; j < start[blockIdx.x + 1]; j++)
+			acc += dx[(size_t)rows[j] * c + k];
+		dst[k] = acc;
 	}
 }
 
@@ -116,14 +121,13 @@ extern "C" cudaError_t zinf_cuda_llama_embed_forward(float *x, const float *tabl
 }
 
 extern "C" cudaError_t zinf_cuda_llama_embed_backward(float *dtable, const float *dx,
-						      const int32_t *tokens, int n, int c,
+						      const int32_t *uniq_tok, const int32_t *start,
+						      const int32_t *rows, int n_uniq, int c,
 						      cudaStream_t s)
 {
-	size_t total = (size_t)n * c;
-	if (!total)
+	if (!n_uniq || !c)
 		return cudaSuccess;
-	embed_backward_kernel<<<elem_grid(total), ELEM_THREADS, 0, s>>>(dtable, dx, tokens, c,
-									total);
+	embed_backward_kernel<<<n_uniq, ROW_THREADS, 0, s>>>(dtable, dx, uniq_tok, start, rows, c);
 	return cudaGetLastError();
 }
 

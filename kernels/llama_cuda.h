@@ -28,9 +28,12 @@ cudaError_t zinf_cuda_llama_f16_to_f32(float *dst, const uint16_t *src, size_t n
 /* x (n, c) = table rows of tokens (validated by the caller). */
 cudaError_t zinf_cuda_llama_embed_forward(float *x, const float *table, const int32_t *tokens,
 					  int n, int c, cudaStream_t s);
-/* dtable (V, c) += dx rows at tokens (atomic adds: the order of repeated tokens varies). */
-cudaError_t zinf_cuda_llama_embed_backward(float *dtable, const float *dx, const int32_t *tokens,
-					   int n, int c, cudaStream_t s);
+/* dtable (V, c) += dx rows: distinct token uniq_tok[u] (u < n_uniq) gets the rows
+ * rows[start[u] .. start[u + 1]) added in that order (ascending rows: deterministic, the
+ * CPU runtime's order). */
+cudaError_t zinf_cuda_llama_embed_backward(float *dtable, const float *dx, const int32_t *uniq_tok,
+					   const int32_t *start, const int32_t *rows, int n_uniq,
+					   int c, cudaStream_t s);
 
 /* y (n, c) = x * rsqrt(mean(x^2) + eps) * w, the mean in double; rstd (n). */
 cudaError_t zinf_cuda_llama_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w,

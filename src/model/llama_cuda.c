@@ -52,6 +52,11 @@ struct cuda_rt {
 	double *rowloss; /* (N) per-row loss of the head forward */
 	int32_t *tokens, *targets;
 	double *h_rowloss; /* host (N) */
+	/* embedding backward: the micro-batch's rows grouped by token (set_tokens) */
+	int32_t *emb_tok, *emb_start, *emb_rows; /* device: (N), (N + 1), (N) */
+	int32_t *h_emb;				 /* host: 3N + 1, the same, uploaded */
+	int64_t *h_key;				 /* host (N): token << 32 | row, sorted */
+	int n_uniq;
 	bool have_targets, head_ready;
 	int64_t head_count;
 	char op[64]; /* the op running or last queued, for messages */
@@ -219,6 +224,9 @@ static uint64_t runtime_layout(struct cuda_rt *m, void *base)
 	m->rowloss = carve(base, &off, N * sizeof(double));
 	m->tokens = carve(base, &off, N * sizeof(int32_t));
 	m->targets = carve(base, &off, N * sizeof(int32_t));
+	m->emb_tok = carve(base, &off, (3 * N + 1) * sizeof(int32_t)); /* tok | start | rows */
+	m->emb_start = m->emb_tok ? m->emb_tok + N : NULL;
+	m->emb_rows = m->emb_tok ? m->emb_tok + 2 * N + 1 : NULL;
 	return off;
 }
 
@@ -261,10 +269,15 @@ static void cuda_destroy(struct llama_rt *rt)
 	if (m->stream)
 		cudaStreamDestroy(m->stream);
 	free(m->h_rowloss);
+	free(m->h_emb);
+	free(m->h_key);
 	free(m);
 }
 
 /* Streams, cuBLAS, buffers and the RoPE tables of a new runtime. */
+static int cuda_copy(struct cuda_rt *m, void *dst, const void *src, uint64_t bytes,
+		     enum cudaMemcpyKind kind);
+
 static int cuda_setup(struct cuda_rt *m, int ordinal)
 {
 	const struct zinf_llama_config *cfg = &m->cfg;
@@ -288,9 +301,11 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 	TRY(dev_alloc(m, runtime_layout(m, NULL), &m->arena, "runtime buffers"));
 	runtime_layout(m, m->arena);
 	m->h_rowloss = malloc((size_t)m->N * sizeof(double));
+	m->h_emb = malloc((3 * (size_t)m->N + 1) * sizeof(int32_t));
+	m->h_key = malloc((size_t)m->N * sizeof(int64_t));
 	cos_t = malloc(tbytes);
 	sin_t = malloc(tbytes);
-	if (!m->h_rowloss || !cos_t || !sin_t) {
+	if (!m->h_rowloss || !m->h_emb || !m->h_key || !cos_t || !sin_t) {
 		free(cos_t);
 		free(sin_t);
 		return rt_fail(m, -ENOMEM, "model runtime (cuda): out of host memory");
@@ -300,12 +315,10 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 			    cfg->rope_factor, cfg->rope_low_freq_factor, cfg->rope_high_freq_factor,
 			    cfg->rope_original_max_position_embeddings);
 	llama_rope_tables(cos_t, sin_t, inv_freq, m->T, cfg->head_dim);
-	rc = 0;
-	ce = cudaMemcpy(m->rope_cos, cos_t, tbytes, cudaMemcpyHostToDevice);
-	if (ce == cudaSuccess)
-		ce = cudaMemcpy(m->rope_sin, sin_t, tbytes, cudaMemcpyHostToDevice);
-	if (ce != cudaSuccess)
-		rc = cuda_fail(m, ce, "cudaMemcpy", "RoPE tables");
+	/* on the runtime's stream, finished before the first kernel can read them */
+	rc = cuda_copy(m, m->rope_cos, cos_t, tbytes, cudaMemcpyHostToDevice);
+	if (!rc)
+		rc = cuda_copy(m, m->rope_sin, sin_t, tbytes, cudaMemcpyHostToDevice);
 	free(cos_t);
 	free(sin_t);
 	return rc;
@@ -634,6 +647,38 @@ static int cuda_bind(struct llama_rt *rt, enum zinf_llama_module_kind kind, int 
 	return 0;
 }
 
+static int cmp_key(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The rows of each distinct token, in row order, for the deterministic embedding
+ * backward: keys token << 32 | row sorted, then cut where the token changes. */
+static int group_rows_by_token(struct cuda_rt *m, const int32_t *tokens)
+{
+	int32_t *tok = m->h_emb, *start = m->h_emb + m->N, *rows = m->h_emb + 2 * m->N + 1;
+	int u = 0;
+
+	for (int n = 0; n < m->N; n++)
+		m->h_key[n] = ((int64_t)tokens[n] << 32) | n;
+	qsort(m->h_key, (size_t)m->N, sizeof(*m->h_key), cmp_key);
+	for (int n = 0; n < m->N; n++) {
+		int32_t t = (int32_t)(m->h_key[n] >> 32);
+		if (n == 0 || t != tok[u - 1]) {
+			tok[u] = t;
+			start[u++] = n;
+		}
+		rows[n] = (int32_t)(m->h_key[n] & 0xffffffff);
+	}
+	start[u] = m->N;
+	m->n_uniq = u;
+	/* tok | start | rows as one array: start and rows at fixed offsets N and 2N + 1 */
+	return cuda_copy(m, m->emb_tok, m->h_emb, (3 * (size_t)m->N + 1) * sizeof(int32_t),
+			 cudaMemcpyHostToDevice);
+}
+
 static int cuda_set_tokens(struct llama_rt *rt, const int32_t *tokens, const int32_t *targets)
 {
 	struct cuda_rt *m = to_cuda(rt);
@@ -660,6 +705,7 @@ static int cuda_set_tokens(struct llama_rt *rt, const int32_t *tokens, const int
 		m->head_count += targets[n] != -1;
 	}
 	TRY(cuda_copy(m, m->tokens, tokens, bytes, cudaMemcpyHostToDevice));
+	TRY(group_rows_by_token(m, tokens));
 	if (targets)
 		TRY(cuda_copy(m, m->targets, targets, bytes, cudaMemcpyHostToDevice));
 	m->have_targets = targets != NULL;
@@ -682,7 +728,9 @@ static int cuda_embed_backward(struct llama_rt *rt, const float *dx, float *cons
 
 	set_op(m, "embedding backward");
 	CU(zinf_cuda_llama_embed_backward,
-	   (g[ZINF_LLAMA_EMBED_TOKENS], dx, m->tokens, m->N, m->cfg.hidden_size, m->stream), NULL);
+	   (g[ZINF_LLAMA_EMBED_TOKENS], dx, m->emb_tok, m->emb_start, m->emb_rows, m->n_uniq,
+	    m->cfg.hidden_size, m->stream),
+	   NULL);
 	return 0;
 }
 
@@ -827,8 +875,10 @@ static int cuda_head_forward(struct llama_rt *rt, const float *const *w, const f
 		    m->have_targets ? m->targets + r0 : NULL, rows, V, m->stream),
 		   "cross-entropy");
 	}
-	if (!m->have_targets)
+	if (!m->have_targets) { /* synchronous either way (llama_backend.h) */
+		CU(cudaStreamSynchronize, (m->stream), NULL);
 		return 0;
+	}
 	TRY(cuda_copy(m, m->h_rowloss, m->rowloss, (size_t)m->N * sizeof(double),
 		      cudaMemcpyDeviceToHost));
 	for (int n = 0; n < m->N; n++)
