@@ -148,9 +148,21 @@ static int uring_buffer_register(struct io_lane *lane, void *base, uint64_t len)
 static void uring_buffer_unregister(struct io_lane *lane)
 {
 	struct uring_lane *u = lane->be;
+	int rc;
 
-	if (u->bufs_registered)
-		io_uring_unregister_buffers(&u->ring);
+	if (!u->bufs_registered)
+		return;
+	do {
+		rc = io_uring_unregister_buffers(&u->ring);
+	} while (rc == -EINTR);
+	if (rc < 0 && rc != -ENXIO) {
+		/* The ring keeps its old table. It is never used (the layer has no range
+		 * registered, so no piece gets a buffer index) and the next register on
+		 * this ring fails with EBUSY, so the layer falls back to plain I/O. */
+		zinf_logf(ZINF_LOG_WARN, "zinf io: lane %d: io_uring unregister buffers: %s",
+			  lane->idx, strerror(-rc));
+		return;
+	}
 	u->bufs_registered = false;
 }
 

@@ -416,6 +416,30 @@ void zinf_io_destroy(struct zinf_io *io)
 
 /* ---- fixed buffers and counters -------------------------------------------------- */
 
+/*
+ * Before the region changes, wait until no request is in flight. Refusing instead was
+ * wrong: a request's callback runs before the request stops counting as in flight, so a
+ * caller woken by its last callback (the NVMe optimizer, zinf_io_rw) could be refused,
+ * free its pool anyway and leave the old range registered; a new pool mapped at the same
+ * address then moved the old pool's pinned pages (see docs/io.md, "Fixed buffers"). A
+ * callback itself must not wait for its own request: refused there.
+ */
+static int io_quiesce(struct zinf_io *io, const char *what)
+{
+	pthread_t self = pthread_self();
+
+	for (int l = 0; l < io->n_lanes; l++) {
+		if (io->lanes[l].thread_started && pthread_equal(io->lanes[l].thread, self)) {
+			io_set_error(io,
+				     "%s: called from a completion callback (lane %d), which "
+				     "would wait for its own request; call it from another thread",
+				     what, l);
+			return ZINF_ESTATE;
+		}
+	}
+	return zinf_io_drain(io);
+}
+
 int zinf_io_register_buffer(struct zinf_io *io, void *base, uint64_t len)
 {
 	int rc = 0;
@@ -434,14 +458,9 @@ int zinf_io_register_buffer(struct zinf_io *io, void *base, uint64_t len)
 			     base, io->reg_base, io->reg_len);
 		return ZINF_ESTATE;
 	}
-	pthread_mutex_lock(&io->done_lock);
-	if (io->inflight_reqs)
-		rc = ZINF_ESTATE;
-	pthread_mutex_unlock(&io->done_lock);
-	if (rc) {
-		io_set_error(io, "register buffer %p: requests are in flight (drain first)", base);
+	rc = io_quiesce(io, "register buffer");
+	if (rc)
 		return rc;
-	}
 	for (int l = 0; io->ops->buffer_register && l < io->n_lanes; l++) {
 		rc = io->ops->buffer_register(&io->lanes[l], base, len);
 		if (rc) {
@@ -461,16 +480,10 @@ int zinf_io_register_buffer(struct zinf_io *io, void *base, uint64_t len)
 
 int zinf_io_unregister_buffer(struct zinf_io *io)
 {
-	int rc = 0;
+	int rc = io_quiesce(io, "unregister buffer");
 
-	pthread_mutex_lock(&io->done_lock);
-	if (io->inflight_reqs)
-		rc = ZINF_ESTATE;
-	pthread_mutex_unlock(&io->done_lock);
-	if (rc) {
-		io_set_error(io, "unregister buffer: requests are in flight (drain first)");
+	if (rc)
 		return rc;
-	}
 	if (io->reg_len && io->ops->buffer_unregister) {
 		for (int l = 0; l < io->n_lanes; l++)
 			io->ops->buffer_unregister(&io->lanes[l]);

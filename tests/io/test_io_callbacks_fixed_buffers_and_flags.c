@@ -1,7 +1,7 @@
 /*
  * Per-request callbacks run exactly once each; drain waits for all; a registered
  * (fixed) buffer round-trips on every backend; single_submit and overlap_events=false
- * give the same data; registration refuses a second region and in-flight I/O.
+ * give the same data; registration refuses a second region.
  */
 #include "io_test_util.h"
 #include "zinf/error.h"
