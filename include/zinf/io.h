@@ -103,8 +103,11 @@ uint64_t zinf_io_extent_len(struct zinf_io *io, uint32_t id);
 /* ---- pinned buffer registration (io_uring fixed buffers) ------------------------ */
 
 /* Register [base, base+len) so pieces inside it use fixed-buffer reads and writes.
- * One region at a time; no I/O may be in flight. A backend without fixed buffers
- * accepts and ignores it. Returns 0 or a negative code (the handle stays usable). */
+ * One region at a time. Both calls first wait for the requests in flight to end (as
+ * zinf_io_drain); from a completion callback they are refused with ZINF_ESTATE. A backend
+ * without fixed buffers accepts and ignores it. Returns 0 or a negative code (the handle
+ * stays usable). Never free a region whose unregister failed: the kernel may still use
+ * its pages. */
 int zinf_io_register_buffer(struct zinf_io *io, void *base, uint64_t len);
 int zinf_io_unregister_buffer(struct zinf_io *io);
 
