@@ -457,14 +457,8 @@ static void sync_end_module(struct zinf_store *s, struct module *mod, bool wrote
 	store_kick(s);
 	pthread_cond_broadcast(&s->ready);
 	/* A cached device copy is stale after a write to the home tier: drop it. */
-	if (wrote && s->o.param_home != ZINF_TIER_DEVICE && mod->state == MOD_READY) {
-		zinf_device_free(s->o.device, mod->dev);
-		mod->dev = NULL;
-		mod->state = MOD_HOME;
-		mod->resident = 0;
-		for (uint32_t c = 0; c < mod->n_chunks; c++)
-			s->chunks[mod->first_chunk + c].state = CHUNK_HOME;
-	}
+	if (wrote && s->o.param_home != ZINF_TIER_DEVICE && mod->state == MOD_READY)
+		store_drop_copy(s, mod);
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -125,6 +125,8 @@ int store_fail(struct zinf_store *s, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* The mover thread's body (store_move.c). */
 void *store_mover_main(void *arg);
+/* Give a cached module's device buffer back (its home keeps the values). Lock held. */
+void store_drop_copy(struct zinf_store *s, struct module *mod);
 /* Wake the mover (lock held): something it waits for may have changed. */
 void store_kick(struct zinf_store *s);
 

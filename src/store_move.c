@@ -54,16 +54,14 @@ static void activate(struct zinf_store *s, struct chunk *ch)
 	s->active_tail = &ch->next_active;
 }
 
-/* Give a cached module's device buffer back; its home keeps the values. Lock held. */
-static void drop_copy(struct zinf_store *s, struct module *victim)
+void store_drop_copy(struct zinf_store *s, struct module *mod)
 {
-	zinf_device_free(s->o.device, victim->dev);
-	victim->dev = NULL;
-	victim->state = MOD_HOME;
-	victim->resident = 0;
-	for (uint32_t c = 0; c < victim->n_chunks; c++)
-		s->chunks[victim->first_chunk + c].state = CHUNK_HOME;
-	s->evictions++;
+	zinf_device_free(s->o.device, mod->dev);
+	mod->dev = NULL;
+	mod->state = MOD_HOME;
+	mod->resident = 0;
+	for (uint32_t c = 0; c < mod->n_chunks; c++)
+		s->chunks[mod->first_chunk + c].state = CHUNK_HOME;
 }
 
 /* The victim is the cached module needed furthest in the future (Belady), when the
@@ -86,7 +84,8 @@ static bool evict_one(struct zinf_store *s, const struct module *keep)
 	}
 	if (!victim)
 		return false;
-	drop_copy(s, victim);
+	store_drop_copy(s, victim);
+	s->evictions++;
 	return true;
 }
 
@@ -524,7 +523,8 @@ int zinf_store_evict(struct zinf_store *s, uint32_t module)
 	pthread_mutex_lock(&s->lock);
 	if (s->o.param_home != ZINF_TIER_DEVICE && mod->state == MOD_READY && !mod->refs &&
 	    !mod->sync_busy && !mod->persistent) {
-		drop_copy(s, mod);
+		store_drop_copy(s, mod);
+		s->evictions++;
 		kick(s); /* a waiting module may fit now */
 		rc = 0;
 	}

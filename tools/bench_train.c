@@ -304,17 +304,7 @@ out:
 static int parse(int argc, char **argv, struct run *off, struct run *res, bool *json)
 {
 	static const struct option longopts[] = {
-		{"model", required_argument, NULL, TF_MODEL},
-		{"init", required_argument, NULL, TF_INIT},
-		{"config", required_argument, NULL, TF_CONFIG},
-		{"set", required_argument, NULL, TF_SET},
-		{"data", required_argument, NULL, TF_DATA},
-		{"data-format", required_argument, NULL, TF_DATA_FORMAT},
-		{"seq-len", required_argument, NULL, TF_SEQ_LEN},
-		{"steps", required_argument, NULL, TF_STEPS},
-		{"seed", required_argument, NULL, TF_SEED},
-		{"shuffle", required_argument, NULL, TF_SHUFFLE},
-		{"activation-checkpointing", no_argument, NULL, TF_CKPT},
+		TRAIN_FLAG_RUN_OPTIONS,
 		{"resident-set", required_argument, NULL, BT_RESIDENT_SET},
 		{"json", no_argument, NULL, BT_JSON},
 		{"help", no_argument, NULL, 'h'},

@@ -106,17 +106,7 @@ static void on_step(const struct zinf_train_step *s, void *user)
 int cmd_train(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"model", required_argument, NULL, TF_MODEL},
-		{"init", required_argument, NULL, TF_INIT},
-		{"config", required_argument, NULL, TF_CONFIG},
-		{"set", required_argument, NULL, TF_SET},
-		{"data", required_argument, NULL, TF_DATA},
-		{"data-format", required_argument, NULL, TF_DATA_FORMAT},
-		{"seq-len", required_argument, NULL, TF_SEQ_LEN},
-		{"steps", required_argument, NULL, TF_STEPS},
-		{"seed", required_argument, NULL, TF_SEED},
-		{"shuffle", required_argument, NULL, TF_SHUFFLE},
-		{"activation-checkpointing", no_argument, NULL, TF_CKPT},
+		TRAIN_FLAG_RUN_OPTIONS,
 		{"eval-data", required_argument, NULL, TF_EVAL_DATA},
 		{"eval-every", required_argument, NULL, TF_EVAL_EVERY},
 		{"eval-batches", required_argument, NULL, TF_EVAL_BATCHES},

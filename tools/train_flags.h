@@ -6,6 +6,7 @@
 #ifndef ZINF_TOOLS_TRAIN_FLAGS_H
 #define ZINF_TOOLS_TRAIN_FLAGS_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -34,6 +35,23 @@ enum train_flag {
 };
 
 #define TRAIN_FLAGS_MAX_SETS 64
+
+/* The getopt_long entries of the flags that describe a training run (what zinf train and
+ * zinf bench train both take). */
+/* clang-format off */
+#define TRAIN_FLAG_RUN_OPTIONS                                                  \
+	{"model", required_argument, NULL, TF_MODEL},                           \
+	{"init", required_argument, NULL, TF_INIT},                             \
+	{"config", required_argument, NULL, TF_CONFIG},                         \
+	{"set", required_argument, NULL, TF_SET},                               \
+	{"data", required_argument, NULL, TF_DATA},                             \
+	{"data-format", required_argument, NULL, TF_DATA_FORMAT},               \
+	{"seq-len", required_argument, NULL, TF_SEQ_LEN},                       \
+	{"steps", required_argument, NULL, TF_STEPS},                           \
+	{"seed", required_argument, NULL, TF_SEED},                             \
+	{"shuffle", required_argument, NULL, TF_SHUFFLE},                       \
+	{"activation-checkpointing", no_argument, NULL, TF_CKPT}
+/* clang-format on */
 
 struct train_flags {
 	const char *prog; /* "zinf train": the prefix of error lines */

@@ -248,6 +248,17 @@ static uint64_t module_elems(const struct zinf_llama_config *cfg, enum zinf_llam
 	return total;
 }
 
+uint64_t zinf_llama_largest_module_elems(const struct zinf_llama_config *cfg)
+{
+	uint64_t most = 0;
+
+	for (int kind = ZINF_LLAMA_EMBED; kind <= ZINF_LLAMA_HEAD; kind++) {
+		uint64_t n = module_elems(cfg, (enum zinf_llama_module_kind)kind);
+		most = n > most ? n : most;
+	}
+	return most;
+}
+
 /* ---- runtime ----------------------------------------------------------------------------- */
 
 /* Lay m's buffers out in base (NULL: only measure); returns the floats needed. */
@@ -258,12 +269,8 @@ static uint64_t runtime_layout(struct zinf_llama *m, float *base)
 	uint64_t V = cfg->vocab_size, half = cfg->head_dim / 2;
 	uint64_t qd = (uint64_t)cfg->num_attention_heads * cfg->head_dim;
 	uint64_t kvd = (uint64_t)cfg->num_key_value_heads * cfg->head_dim;
-	uint64_t wel = module_elems(cfg, ZINF_LLAMA_LAYER), off = 0;
+	uint64_t wel = zinf_llama_largest_module_elems(cfg), off = 0;
 
-	if (module_elems(cfg, ZINF_LLAMA_HEAD) > wel)
-		wel = module_elems(cfg, ZINF_LLAMA_HEAD);
-	if (module_elems(cfg, ZINF_LLAMA_EMBED) > wel)
-		wel = module_elems(cfg, ZINF_LLAMA_EMBED);
 	m->rope_cos = llama_carve(base, &off, T * half);
 	m->rope_sin = llama_carve(base, &off, T * half);
 	m->wscratch = llama_carve(base, &off, wel);

@@ -116,6 +116,10 @@ int zinf_llama_module_nparams(enum zinf_llama_module_kind kind);
 int zinf_llama_param_info(const struct zinf_llama_config *cfg, enum zinf_llama_module_kind kind,
 			  int layer, int idx, struct zinf_llama_param_info *info);
 
+/* fp32 elements of the largest module's present tensors (the scratch that 16-bit weights
+ * are converted into). */
+uint64_t zinf_llama_largest_module_elems(const struct zinf_llama_config *cfg);
+
 /* ---- weights as they arrive from the engine --------------------------------------------- */
 
 enum zinf_llama_dtype { ZINF_LLAMA_F32 = 0, ZINF_LLAMA_BF16 = 1 };

@@ -38,23 +38,6 @@ static struct cpu_rt *to_cpu(struct llama_rt *rt)
 	return (struct cpu_rt *)rt;
 }
 
-/* Elements of the largest module's present tensors. */
-static uint64_t largest_module_elems(const struct zinf_llama_config *cfg)
-{
-	struct zinf_llama_param_info info;
-	uint64_t most = 0;
-
-	for (int kind = ZINF_LLAMA_EMBED; kind <= ZINF_LLAMA_HEAD; kind++) {
-		uint64_t sum = 0;
-
-		for (int s = 0; s < zinf_llama_module_nparams(kind); s++)
-			if (!zinf_llama_param_info(cfg, kind, 0, s, &info) && info.present)
-				sum += info.elems;
-		most = sum > most ? sum : most;
-	}
-	return most;
-}
-
 static void cpu_destroy(struct llama_rt *rt)
 {
 	struct cpu_rt *c = to_cpu(rt);
@@ -82,7 +65,7 @@ static int cpu_create(const struct zinf_llama_config *cfg, const struct llama_rt
 		return rc;
 	}
 	if (opts->weight_dtype == ZINF_DTYPE_F16) {
-		uint64_t n = largest_module_elems(cfg) +
+		uint64_t n = zinf_llama_largest_module_elems(cfg) +
 			     (uint64_t)cfg->vocab_size * (uint64_t)cfg->hidden_size;
 
 		c->f16_scratch = malloc(n * sizeof(float));

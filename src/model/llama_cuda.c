@@ -177,23 +177,6 @@ static void *carve(void *base, uint64_t *off, uint64_t bytes)
 
 #define CARVE_F(base, off, elems) ((float *)carve((base), (off), (uint64_t)(elems) * sizeof(float)))
 
-/* fp32 elements the largest module's present tensors need (bf16/fp16 conversion). */
-static uint64_t largest_module_elems(const struct zinf_llama_config *cfg)
-{
-	struct zinf_llama_param_info info;
-	uint64_t most = 0;
-
-	for (int kind = ZINF_LLAMA_EMBED; kind <= ZINF_LLAMA_HEAD; kind++) {
-		uint64_t sum = 0;
-
-		for (int s = 0; s < zinf_llama_module_nparams(kind); s++)
-			if (!zinf_llama_param_info(cfg, kind, 0, s, &info) && info.present)
-				sum += info.elems;
-		most = sum > most ? sum : most;
-	}
-	return most;
-}
-
 static uint64_t runtime_layout(struct cuda_rt *m, void *base)
 {
 	const struct zinf_llama_config *cfg = &m->cfg;
@@ -353,7 +336,8 @@ static int cuda_create(const struct zinf_llama_config *cfg, const struct llama_r
 	m->T = T;
 	m->N = B * T;
 	row_bytes = (uint64_t)cfg->vocab_size * sizeof(float);
-	m->wscratch_elems = opts->weight_dtype == ZINF_DTYPE_F32 ? 0 : largest_module_elems(cfg);
+	m->wscratch_elems =
+		opts->weight_dtype == ZINF_DTYPE_F32 ? 0 : zinf_llama_largest_module_elems(cfg);
 	m->head_rows = m->N;
 	if (opts->llama.head_chunk_bytes &&
 	    (uint64_t)m->N * row_bytes > opts->llama.head_chunk_bytes)

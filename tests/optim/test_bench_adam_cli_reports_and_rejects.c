@@ -7,31 +7,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
-#include "test.h"
-
-static int run(const char *cmd, char *out, size_t len)
-{
-	FILE *f = popen(cmd, "r");
-	size_t got;
-	int status;
-
-	T_CHECK(f, "popen %s", cmd);
-	got = fread(out, 1, len - 1, f);
-	out[got] = '\0';
-	status = pclose(f);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static double field(const char *json, const char *name)
-{
-	char key[64];
-	const char *p;
-
-	snprintf(key, sizeof(key), "\"%s\": ", name);
-	p = strstr(json, key);
-	T_CHECK(p, "no field %s in %s", name, json);
-	return strtod(p + strlen(key), NULL);
-}
+#include "cli_util.h"
 
 static void expect_usage_error(const char *zinf, const char *args, const char *needle)
 {
@@ -39,7 +15,7 @@ static void expect_usage_error(const char *zinf, const char *args, const char *n
 	int rc;
 
 	snprintf(cmd, sizeof(cmd), "%s bench adam %s 2>&1", zinf, args);
-	rc = run(cmd, out, sizeof(out));
+	rc = t_run(cmd, out, sizeof(out));
 	T_CHECK(rc == 2, "'%s' exited %d", args, rc);
 	T_CHECK(strstr(out, needle) && strchr(out, '\n') == out + strlen(out) - 1,
 		"'%s' said '%s', want one line with '%s'", args, out, needle);
@@ -54,15 +30,16 @@ int main(int argc, char **argv)
 	snprintf(cmd, sizeof(cmd),
 		 "%s bench adam --elems 1000000 --threads 2 --grad-dtype fp32 --iters 2 --json",
 		 argv[1]);
-	rc = run(cmd, out, sizeof(out));
+	rc = t_run(cmd, out, sizeof(out));
 	T_CHECK(rc == 0, "bench exited %d: %s", rc, out);
 	T_CHECK(out[0] == '{' && strstr(out, "}\n"), "not one JSON object: %s", out);
-	T_CHECK(field(out, "params_per_second") > 0, "params_per_second");
-	T_CHECK(field(out, "bytes_per_second") > 0, "bytes_per_second");
-	T_CHECK(field(out, "triad_bytes_per_second") > 0, "triad_bytes_per_second");
-	T_CHECK(field(out, "ratio_to_triad") > 0, "ratio_to_triad");
-	T_CHECK(field(out, "bytes_per_param") == 30, "fp32 grads + bf16 copy is 30 B/param");
-	T_CHECK(field(out, "elems") == 1000000, "elems");
+	T_CHECK(t_json_number(out, "params_per_second") > 0, "params_per_second");
+	T_CHECK(t_json_number(out, "bytes_per_second") > 0, "bytes_per_second");
+	T_CHECK(t_json_number(out, "triad_bytes_per_second") > 0, "triad_bytes_per_second");
+	T_CHECK(t_json_number(out, "ratio_to_triad") > 0, "ratio_to_triad");
+	T_CHECK(t_json_number(out, "bytes_per_param") == 30,
+		"fp32 grads + bf16 copy is 30 B/param");
+	T_CHECK(t_json_number(out, "elems") == 1000000, "elems");
 
 	expect_usage_error(argv[1], "--elems 0", "--elems 0");
 	expect_usage_error(argv[1], "--grad-dtype fp8", "--grad-dtype fp8");

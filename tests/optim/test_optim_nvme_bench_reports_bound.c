@@ -12,32 +12,8 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include "cli_util.h"
 #include "io/io_test_util.h"
-#include "test.h"
-
-static int run(const char *cmd, char *out, size_t len)
-{
-	FILE *f = popen(cmd, "r");
-	size_t got;
-	int status;
-
-	T_CHECK(f, "popen %s", cmd);
-	got = fread(out, 1, len - 1, f);
-	out[got] = '\0';
-	status = pclose(f);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static double field(const char *json, const char *name)
-{
-	char key[64];
-	const char *p;
-
-	snprintf(key, sizeof(key), "\"%s\": ", name);
-	p = strstr(json, key);
-	T_CHECK(p, "no field %s in %s", name, json);
-	return strtod(p + strlen(key), NULL);
-}
 
 static void expect_error(const char *zinf, const char *args, int want_rc, const char *needle)
 {
@@ -45,7 +21,7 @@ static void expect_error(const char *zinf, const char *args, int want_rc, const 
 	int rc;
 
 	snprintf(cmd, sizeof(cmd), "%s bench adam %s 2>&1", zinf, args);
-	rc = run(cmd, out, sizeof(out));
+	rc = t_run(cmd, out, sizeof(out));
 	T_CHECK(rc == want_rc, "'%s' exited %d: %s", args, rc, out);
 	T_CHECK(strstr(out, needle) && strchr(out, '\n') == out + strlen(out) - 1,
 		"'%s' said '%s', want one line with '%s'", args, out, needle);
@@ -76,19 +52,21 @@ int main(int argc, char **argv)
 	snprintf(cmd, sizeof(cmd),
 		 "%s bench adam --nvme %s --elems 2000000 --sub-group 300000 --iters 3 --json",
 		 argv[1], dir);
-	rc = run(cmd, out, sizeof(out));
+	rc = t_run(cmd, out, sizeof(out));
 	T_CHECK(rc == 0, "bench exited %d: %s", rc, out);
 	T_CHECK(out[0] == '{' && strstr(out, "}\n"), "not one JSON object: %s", out);
 	T_CHECK(strstr(out, "\"mode\": \"nvme\""), "mode: %s", out);
-	T_CHECK(field(out, "elems") == 2000000 && field(out, "sub_group_size") == 300000 &&
-			field(out, "n_sub_groups") == 7 && field(out, "pinned_buffers") == 3,
+	T_CHECK(t_json_number(out, "elems") == 2000000 &&
+			t_json_number(out, "sub_group_size") == 300000 &&
+			t_json_number(out, "n_sub_groups") == 7 &&
+			t_json_number(out, "pinned_buffers") == 3,
 		"run parameters: %s", out);
-	step = field(out, "nvme_step_seconds");
-	bound = field(out, "nvme_bound_seconds");
-	rbw = field(out, "nvme_read_bytes_per_second");
-	wbw = field(out, "nvme_write_bytes_per_second");
-	rbytes = field(out, "nvme_read_bytes");
-	wbytes = field(out, "nvme_write_bytes");
+	step = t_json_number(out, "nvme_step_seconds");
+	bound = t_json_number(out, "nvme_bound_seconds");
+	rbw = t_json_number(out, "nvme_read_bytes_per_second");
+	wbw = t_json_number(out, "nvme_write_bytes_per_second");
+	rbytes = t_json_number(out, "nvme_read_bytes");
+	wbytes = t_json_number(out, "nvme_write_bytes");
 	/* 6 sub-groups of 300000 (3 x 1200128 B) and one of 200000 (3 x 802816 B) */
 	T_CHECK(rbytes == 6 * 3 * 1200128.0 + 3 * 802816.0 && wbytes == rbytes,
 		"bytes per step: read %.0f, written %.0f", rbytes, wbytes);
@@ -96,10 +74,13 @@ int main(int argc, char **argv)
 	T_CHECK(fabs(bound - (rbytes / rbw + wbytes / wbw)) <= 1e-3 * bound + 2e-6,
 		"bound %.6f is not read/read_bw + written/write_bw (%.6f)", bound,
 		rbytes / rbw + wbytes / wbw);
-	T_CHECK(fabs(field(out, "nvme_step_to_bound") - step / bound) <= 1e-3 * step / bound,
-		"ratio %.4f vs %.4f", field(out, "nvme_step_to_bound"), step / bound);
-	T_CHECK(field(out, "nvme_update_seconds") > 0 && field(out, "nvme_update_seconds") < step,
-		"update time %.6f of a %.6f s step", field(out, "nvme_update_seconds"), step);
+	T_CHECK(fabs(t_json_number(out, "nvme_step_to_bound") - step / bound) <=
+			1e-3 * step / bound,
+		"ratio %.4f vs %.4f", t_json_number(out, "nvme_step_to_bound"), step / bound);
+	T_CHECK(t_json_number(out, "nvme_update_seconds") > 0 &&
+			t_json_number(out, "nvme_update_seconds") < step,
+		"update time %.6f of a %.6f s step", t_json_number(out, "nvme_update_seconds"),
+		step);
 	fprintf(stderr, "%s", out);
 	T_CHECK(entries(dir) == 0, "the bench left %d entries in %s", entries(dir), dir);
 
@@ -108,7 +89,7 @@ int main(int argc, char **argv)
 		 "%s bench adam --nvme %s --elems 600000 --sub-group 200000 --iters 1 "
 		 "--io-engine psync --no-pipeline-write",
 		 argv[1], dir);
-	rc = run(cmd, out, sizeof(out));
+	rc = t_run(cmd, out, sizeof(out));
 	T_CHECK(rc == 0 && strstr(out, "step / bound:") && strstr(out, "psync") &&
 			strstr(out, "2 pinned buffers"),
 		"text mode exited %d: %s", rc, out);
@@ -120,7 +101,7 @@ int main(int argc, char **argv)
 	/* the library logs its own line too; the bench's line names the option and path */
 	snprintf(cmd, sizeof(cmd), "%s bench adam --nvme %s/missing/deeper --elems 1000 2>&1",
 		 argv[1], dir);
-	rc = run(cmd, out, sizeof(out));
+	rc = t_run(cmd, out, sizeof(out));
 	snprintf(args, sizeof(args), "zinf bench adam: --nvme %s/missing/deeper: ", dir);
 	T_CHECK(rc == 1 && strstr(out, args) && strchr(strstr(out, args), '\n') &&
 			strstr(strstr(out, args), "No such file") < strchr(strstr(out, args), '\n'),

@@ -8,8 +8,7 @@
  * and the demo's DeepSpeed config (parameters and optimizer on NVMe, a 1.5 MiB device
  * budget).
  */
-#include <sys/wait.h>
-
+#include "cli_util.h"
 #include "train_fixture.h"
 
 static const char *zinf_bin, *model, *ds;
@@ -18,32 +17,13 @@ static struct tf_dir d;
 static int run(const char *args, char *out, size_t len)
 {
 	char cmd[4096];
-	size_t got;
-	int status;
-	FILE *f;
 
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' bench train --init '%s' --data '%s' --data-format text --seq-len 32 "
 		 "--set zero_optimization.offload_param.nvme_path='%s' "
 		 "--set zero_optimization.offload_optimizer.nvme_path='%s' %s 2>&1",
 		 zinf_bin, model, d.data, d.nvme, d.nvme, args);
-	f = popen(cmd, "r");
-	T_CHECK(f, "popen %s", cmd);
-	got = fread(out, 1, len - 1, f);
-	out[got] = '\0';
-	status = pclose(f);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static double field(const char *json, const char *name)
-{
-	char key[96];
-	const char *p;
-
-	snprintf(key, sizeof(key), "\"%s\": ", name);
-	p = strstr(json, key);
-	T_CHECK(p, "no field %s in %s", name, json);
-	return strtod(p + strlen(key), NULL);
+	return t_run(cmd, out, len);
 }
 
 /* The object after "name": {. */
@@ -84,16 +64,18 @@ int main(int argc, char **argv)
 	T_CHECK(rc == 0, "bench exited %d: %s", rc, out);
 	T_CHECK(out[0] == '{' && strstr(out, "}\n"), "not one JSON object: %s", out);
 	T_CHECK(strstr(out, "\"losses_identical\": true"), "losses differ: %s", out);
-	T_CHECK(field(out, "measured_steps") == 2, "steps 2 and 3 are measured");
-	T_CHECK(field(out, "fwd_bwd_ratio") > 0, "ratio");
+	T_CHECK(t_json_number(out, "measured_steps") == 2, "steps 2 and 3 are measured");
+	T_CHECK(t_json_number(out, "fwd_bwd_ratio") > 0, "ratio");
 	off = object(out, "offloaded");
 	res = object(out, "resident");
-	T_CHECK(field(off, "fwd_bwd_median_s") > 0 && field(res, "fwd_bwd_median_s") > 0, "times");
-	T_CHECK(field(off, "peak_device_bytes") <= field(off, "device_limit_bytes"),
+	T_CHECK(t_json_number(off, "fwd_bwd_median_s") > 0 &&
+			t_json_number(res, "fwd_bwd_median_s") > 0,
+		"times");
+	T_CHECK(t_json_number(off, "peak_device_bytes") <= t_json_number(off, "device_limit_bytes"),
 		"offloaded peak within its limit");
-	T_CHECK(field(res, "peak_device_bytes") > field(off, "device_limit_bytes"),
+	T_CHECK(t_json_number(res, "peak_device_bytes") > t_json_number(off, "device_limit_bytes"),
 		"the resident run holds more than the offloaded limit: %s", out);
-	T_CHECK(field(off, "nvme_read_bytes_per_step") > 0, "the offloaded run reads NVMe");
+	T_CHECK(t_json_number(off, "nvme_read_bytes_per_step") > 0, "the offloaded run reads NVMe");
 
 	snprintf(args, sizeof(args), "--config '%s' --steps 1", ds);
 	expect_usage_error(args, "--steps");
