@@ -141,7 +141,9 @@ struct zinf_step_result {
 };
 
 /* Run the optimizer over every parameter with the accumulated gradients, write the new
- * values to their home tiers and clear the accumulators. */
+ * values to their home tiers and clear the accumulators. With zinf.overlap_optimizer
+ * (the default) it computes the norm, clipping and fp16 check, and the updates then run
+ * in the background (see zinf_engine_sync); their results are the same. */
 int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
 
 /* With zinf.overlap_optimizer (the default) zinf_step computes the norm and returns; the
