@@ -270,8 +270,11 @@ static void cuda_event_destroy(struct zinf_event *ze)
 
 static int cuda_event_record(struct zinf_event *ze, struct zinf_stream *zs)
 {
-	return CU(ze->dev, cudaEventRecord,
-		  (((struct cuda_event *)ze)->e, ((struct cuda_stream *)zs)->s));
+	int rc = set_device(ze->dev); /* as for copies: the caller may be any thread */
+
+	return rc ? rc
+		  : CU(ze->dev, cudaEventRecord,
+		       (((struct cuda_event *)ze)->e, ((struct cuda_stream *)zs)->s));
 }
 
 static int cuda_event_query(struct zinf_event *ze)
@@ -305,8 +308,12 @@ static int cuda_memcpy_async(struct zinf_stream *zs, void *dst, const void *src,
 	struct zinf_device *dev = zs->dev;
 	struct cuda_stream *cs = (struct cuda_stream *)zs;
 	struct cuda_timing *t;
-	int rc;
+	/* Any thread may queue work (the mover, the optimizer thread): make the stream's
+	 * device current on this one first. */
+	int rc = set_device(dev);
 
+	if (rc)
+		return rc;
 	pthread_mutex_lock(&cs->lock);
 	if (cs->count == TIMING_SLOTS)
 		harvest(dev, cs, true);
@@ -327,7 +334,10 @@ static int cuda_memcpy_async(struct zinf_stream *zs, void *dst, const void *src,
 
 static int cuda_memset_async(struct zinf_stream *zs, void *dst, int value, uint64_t len)
 {
-	int rc = CU(zs->dev, cudaMemsetAsync, (dst, value, len, ((struct cuda_stream *)zs)->s));
+	int rc = set_device(zs->dev);
+
+	if (!rc)
+		rc = CU(zs->dev, cudaMemsetAsync, (dst, value, len, ((struct cuda_stream *)zs)->s));
 
 	if (!rc)
 		__atomic_fetch_add(&zs->dev->memset_bytes, len, __ATOMIC_RELAXED);
