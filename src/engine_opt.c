@@ -125,6 +125,13 @@ static int wait_locked(struct zinf_engine *e, uint32_t m, bool whole)
 	rc = (whole || o->pending[m]) ? o->error : 0;
 	if (rc)
 		engine_fail(e, rc, "optimizer step %" PRIu64 ": %s", e->steps, o->msg);
+	if (rc && whole) {
+		/* Reported once, like a failed synchronous step: the modules the update did
+		 * not write keep their old values, and the engine is usable again (save,
+		 * load, another step). */
+		o->error = 0;
+		memset(o->pending, 0, e->n_modules);
+	}
 	if (waited) {
 		t1 = zinf_timeline_now_ns();
 		if (!whole) /* compute waited for a module; a drain is the step's own time */

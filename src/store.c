@@ -428,6 +428,17 @@ static int sync_begin_module(struct zinf_store *s, struct module *mod, const cha
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
+	/* A load nobody holds any more (a prefetch given up) ends on its own: wait for it. */
+	while (!mod->refs && !mod->sync_busy && mod->state == MOD_LOADING) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 1000000;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->ready, &s->lock, &ts);
+	}
 	if (mod->refs || mod->sync_busy || mod->state == MOD_LOADING ||
 	    mod->state == MOD_WAITING_SPACE)
 		rc = store_fail(s, -EBUSY, "%s: module %s is in use", what, mod->name);
@@ -709,7 +720,7 @@ static int module_write_nvme(struct zinf_store *s, struct module *mod, const voi
  * true when the copy is current. */
 static bool refresh_copy(struct zinf_store *s, struct module *mod, const void *const *src)
 {
-	uint64_t t0 = store_now_ns(), bytes = 0;
+	uint64_t t0 = store_now_ns();
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
@@ -722,7 +733,6 @@ static bool refresh_copy(struct zinf_store *s, struct module *mod, const void *c
 		const struct param *p = &s->params[mod->first_param + i];
 		rc = zinf_device_memcpy_async(s->h2d, (char *)mod->dev + p->off, src[i], p->bytes,
 					      ZINF_COPY_H2D);
-		bytes += p->bytes;
 	}
 	if (!rc)
 		rc = zinf_stream_synchronize(s->h2d);
@@ -731,7 +741,7 @@ static bool refresh_copy(struct zinf_store *s, struct module *mod, const void *c
 			  mod->name, zinf_device_last_error(s->o.device));
 		return false;
 	}
-	count_link(s, ZINF_LINK_PINNED_TO_DEVICE, bytes, t0);
+	/* the device counts the bytes on its H2D link */
 	zinf_timeline_add(s->o.timeline, ZINF_TRACK_H2D, mod->name, t0, store_now_ns());
 	return true;
 }

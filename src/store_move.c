@@ -368,14 +368,21 @@ out:
 }
 
 /* Whether device space can still come without a release by the caller: a cached
- * module to evict, or an unheld module still loading (or failing) that will become one.
- * Persistent modules are never evicted, so they count only while failing. */
+ * module to evict, or an unheld module still loading (or failing) that will become one,
+ * or a cached module another thread is writing (it is evictable again when the write
+ * ends: sync_end_module wakes the waiters). Persistent modules are never evicted, so
+ * they count only while failing. */
 static bool space_can_come(struct zinf_store *s, const struct module *mod)
 {
 	for (uint32_t m = 0; m < s->n_modules; m++) {
 		const struct module *o = &s->modules[m];
-		if (o == mod || o->refs || o->sync_busy)
+		if (o == mod || o->refs)
 			continue;
+		if (o->sync_busy) {
+			if (o->state == MOD_READY && !o->persistent)
+				return true;
+			continue;
+		}
 		if (o->persistent && o->state != MOD_FAILED)
 			continue;
 		if (o->state == MOD_READY || o->active)

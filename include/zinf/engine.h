@@ -149,7 +149,11 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
 /* With zinf.overlap_optimizer (the default) zinf_step computes the norm and returns; the
  * updates run in the background, module by module in forward order, and a fetch waits
  * only for its own module. Wait until the last step's updates are all home; returns 0
- * or the error of a failed update (which later fetches and steps also return). */
+ * or the error of a failed update. That error is returned by fetches of the modules the
+ * update did not write, and once by the first of zinf_engine_sync, zinf_step,
+ * zinf_param_load/save and zinf_module_load, which all wait for the update; after that
+ * the engine is usable again, the modules not written keeping their old values (as after
+ * a failed synchronous step). */
 int zinf_engine_sync(struct zinf_engine *e);
 
 /* ---- counters ------------------------------------------------------------------------- */
@@ -173,7 +177,8 @@ struct zinf_stats {
 	uint64_t prefetches;	    /* modules fetched ahead along the recorded trace */
 	uint64_t prefetch_hits;	    /* model fetches a prefetch had already started */
 	uint64_t trace_divergences; /* steps whose fetch order left the trace */
-	/* released modules evicted at once: next use beyond stage3_max_reuse_distance */
+	/* released modules evicted at once: next use beyond stage3_max_reuse_distance
+	 * (also counted in evictions) */
 	uint64_t reuse_evictions;
 	uint64_t steps, skipped_steps;
 	double optimizer_seconds; /* updating, in the background or not */

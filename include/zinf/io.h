@@ -104,7 +104,8 @@ uint64_t zinf_io_extent_len(struct zinf_io *io, uint32_t id);
 
 /* Register [base, base+len) so pieces inside it use fixed-buffer reads and writes.
  * One region at a time. Both calls first wait for the requests in flight to end (as
- * zinf_io_drain); from a completion callback they are refused with ZINF_ESTATE. A backend
+ * zinf_io_drain; no other thread may submit meanwhile); from a completion callback they
+ * are refused with ZINF_ESTATE. A backend
  * without fixed buffers accepts and ignores it. Returns 0 or a negative code (the handle
  * stays usable). Never free a region whose unregister failed: the kernel may still use
  * its pages. */
