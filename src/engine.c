@@ -4,7 +4,9 @@
  * the optimizer runs on the CPU. Its fp32 master weights and Adam moments live in host
  * memory (offload_optimizer none or cpu: one allocation carved per parameter) or on NVMe
  * (offload_optimizer nvme: engine_nvme.c). Gradients come from the device one module at
- * a time through a pinned staging buffer.
+ * a time through a pinned staging buffer. This file: bring-up, registration, finalize and
+ * the per-micro-batch calls; loading and saving are in engine_load.c, the optimizer step
+ * in engine_step.c (its background thread in engine_opt.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,10 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cast.h"
-#include "clip.h"
 #include "engine_internal.h"
-#include "optim.h" /* zinf_f32_to_f16, zinf_f16_to_f32 */
 #include "prefetch.h"
 #include "tier_opts.h"
 #include "timeline.h"
@@ -35,14 +34,6 @@ int engine_fail(struct zinf_engine *e, int code, const char *fmt, ...)
 		vsnprintf(e->last_error, sizeof(e->last_error), fmt, ap);
 	va_end(ap);
 	return code;
-}
-
-static double seconds_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 const char *zinf_last_error(const struct zinf_engine *e)
@@ -387,7 +378,7 @@ static int check_pinned(struct zinf_engine *e)
 	return 0;
 }
 
-static uint64_t dtype_bytes(enum zinf_dtype t)
+uint64_t engine_dtype_bytes(enum zinf_dtype t)
 {
 	return t == ZINF_DTYPE_F32 ? 4 : 2;
 }
@@ -415,7 +406,7 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		uint64_t b = 0;
 		for (uint32_t k = 0; k < e->modules[m].n_params; k++)
 			b += e->params[e->modules[m].first_param + k].elems *
-			     dtype_bytes(e->params[e->modules[m].first_param + k].dtype);
+			     engine_dtype_bytes(e->params[e->modules[m].first_param + k].dtype);
 		if (b > e->staging_bytes)
 			e->staging_bytes = b;
 		if (e->modules[m].n_params > max_params)
@@ -465,194 +456,9 @@ int zinf_engine_finalize(struct zinf_engine *e)
 	return 0;
 }
 
-/* ---- contents ----------------------------------------------------------------------- */
-
-static int check_param(struct zinf_engine *e, uint32_t param)
-{
-	if (!e->finalized)
-		return engine_fail(e, ZINF_ESTATE, "param %u: used before finalize", param);
-	if (param >= e->n_params)
-		return engine_fail(e, -EINVAL, "param %u: no such parameter (%u registered)", param,
-				   e->n_params);
-	return 0;
-}
-
-void engine_convert(void *dst, enum zinf_dtype dt, const void *src, enum zinf_dtype st, uint64_t n)
-{
-	const uint16_t *s16 = src;
-	const float *sf = src;
-	uint16_t *d16 = dst;
-	float *df = dst;
-
-	if (dt == st) {
-		memcpy(dst, src, n * dtype_bytes(dt));
-	} else if (dt == ZINF_DTYPE_F32) {
-		for (uint64_t i = 0; i < n; i++)
-			df[i] = st == ZINF_DTYPE_BF16 ? zinf_bf16_to_f32(s16[i])
-						      : zinf_f16_to_f32(s16[i]);
-	} else if (st == ZINF_DTYPE_F32) {
-		for (uint64_t i = 0; i < n; i++)
-			d16[i] = dt == ZINF_DTYPE_BF16 ? zinf_f32_to_bf16(sf[i])
-						       : zinf_f32_to_f16(sf[i]);
-	} else {
-		for (uint64_t i = 0; i < n; i++) {
-			float f = st == ZINF_DTYPE_BF16 ? zinf_bf16_to_f32(s16[i])
-							: zinf_f16_to_f32(s16[i]);
-			d16[i] = dt == ZINF_DTYPE_BF16 ? zinf_f32_to_bf16(f) : zinf_f32_to_f16(f);
-		}
-	}
-}
-
-static bool valid_dtype(enum zinf_dtype t)
-{
-	return t == ZINF_DTYPE_F32 || t == ZINF_DTYPE_BF16 || t == ZINF_DTYPE_F16;
-}
-
-/* Set p's optimizer state from src: fp32 master, zero moments. */
-static int load_state(struct zinf_engine *e, struct eparam *p, const void *src,
-		      enum zinf_dtype src_dtype)
-{
-	if (e->nvme_state)
-		return engine_nvme_load(e, p, src, src_dtype);
-	engine_convert(p->master, ZINF_DTYPE_F32, src, src_dtype, p->elems);
-	memset(p->exp_avg, 0, p->elems * 4);
-	memset(p->exp_avg_sq, 0, p->elems * 4);
-	return 0;
-}
-
-/* The slower path: each parameter's chunks are read, changed and written back in the
- * store, where zinf_module_load writes a module's chunks once. */
-int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
-		    enum zinf_dtype src_dtype)
-{
-	struct eparam *p;
-	int rc = check_param(e, param);
-
-	if (rc)
-		return rc;
-	p = &e->params[param];
-	rc = engine_opt_drain(e);
-	if (rc)
-		return rc;
-	if (!valid_dtype(src_dtype))
-		return engine_fail(e, -EINVAL,
-				   "param %u: source dtype %d (expected f32, bf16 or f16)", param,
-				   (int)src_dtype);
-	if (e->prefetch)
-		zinf_prefetch_drop(e->prefetch);
-	/* The parameter's own copy first: a module in use is refused before any state
-	 * changes. Its value is the fp32 master's, rounded. */
-	engine_convert(e->staging, p->dtype, src, src_dtype, p->elems);
-	rc = zinf_store_param_write(e->store, p->store_id, e->staging);
-	if (rc)
-		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
-	return load_state(e, p, src, src_dtype);
-}
-
-static int check_module(struct zinf_engine *e, uint32_t module);
-
-static int check_module_sources(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
-				const void *const *srcs, const enum zinf_dtype *src_dtypes)
-{
-	const struct emodule *m = &e->modules[module];
-
-	if (n_srcs != m->n_params)
-		return engine_fail(e, -EINVAL,
-				   "module %u (%s): %u sources for its %u parameters (expected one "
-				   "per parameter, in registration order)",
-				   module, m->name, n_srcs, m->n_params);
-	if (n_srcs && (!srcs || !src_dtypes))
-		return engine_fail(e, -EINVAL,
-				   "module %u (%s): srcs %p, src_dtypes %p (both required)", module,
-				   m->name, (const void *)srcs, (const void *)src_dtypes);
-	for (uint32_t k = 0; k < n_srcs; k++) {
-		if (!srcs[k])
-			return engine_fail(e, -EINVAL,
-					   "module %u (%s): source %u (param %u) is NULL", module,
-					   m->name, k, m->first_param + k);
-		if (!valid_dtype(src_dtypes[k]))
-			return engine_fail(e, -EINVAL,
-					   "module %u (%s): source %u (param %u): dtype %d "
-					   "(expected f32, bf16 or f16)",
-					   module, m->name, k, m->first_param + k,
-					   (int)src_dtypes[k]);
-	}
-	return 0;
-}
-
-int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
-		     const void *const *srcs, const enum zinf_dtype *src_dtypes)
-{
-	const struct emodule *m;
-	char *copy = e->staging;
-	int rc = check_module(e, module);
-
-	if (!rc)
-		rc = check_module_sources(e, module, n_srcs, srcs, src_dtypes);
-	if (rc)
-		return rc;
-	m = &e->modules[module];
-	rc = engine_opt_drain(e); /* a step's updates still running use staging and srcs */
-	if (rc)
-		return rc;
-	if (e->prefetch)
-		zinf_prefetch_drop(e->prefetch);
-	/* The parameters' own copies, every chunk written once; a module in use is refused
-	 * there, before any optimizer state changes. */
-	for (uint32_t k = 0; k < m->n_params; k++) {
-		const struct eparam *p = &e->params[m->first_param + k];
-		if (p->dtype == src_dtypes[k]) {
-			e->srcs[k] = srcs[k];
-			continue;
-		}
-		engine_convert(copy, p->dtype, srcs[k], src_dtypes[k], p->elems);
-		e->srcs[k] = copy;
-		copy += p->elems * dtype_bytes(p->dtype);
-	}
-	rc = zinf_store_module_write(e->store, m->store_id, e->srcs);
-	if (rc)
-		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
-	for (uint32_t k = 0; k < m->n_params; k++) {
-		rc = load_state(e, &e->params[m->first_param + k], srcs[k], src_dtypes[k]);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_dtype dst_dtype)
-{
-	int rc = check_param(e, param);
-
-	if (rc)
-		return rc;
-	if (!valid_dtype(dst_dtype))
-		return engine_fail(e, -EINVAL,
-				   "param %u: target dtype %d (expected f32, bf16 or f16)", param,
-				   (int)dst_dtype);
-	rc = engine_opt_drain(e);
-	if (rc)
-		return rc;
-	if (e->nvme_state) {
-		rc = engine_nvme_save(e, &e->params[param], e->staging);
-		if (rc)
-			return rc;
-		engine_convert(dst, dst_dtype, e->staging, ZINF_DTYPE_F32, e->params[param].elems);
-		return 0;
-	}
-	engine_convert(dst, dst_dtype, e->params[param].master, ZINF_DTYPE_F32,
-		       e->params[param].elems);
-	return 0;
-}
-
-uint64_t zinf_param_elems(const struct zinf_engine *e, uint32_t param)
-{
-	return param < e->n_params ? e->params[param].elems : 0;
-}
-
 /* ---- per micro-batch ---------------------------------------------------------------- */
 
-static int check_module(struct zinf_engine *e, uint32_t module)
+int engine_check_module(struct zinf_engine *e, uint32_t module)
 {
 	if (!e->finalized)
 		return engine_fail(e, ZINF_ESTATE, "module %u: used before finalize", module);
@@ -671,7 +477,7 @@ static int check_module(struct zinf_engine *e, uint32_t module)
 
 int zinf_module_fetch(struct zinf_engine *e, uint32_t module)
 {
-	int rc = check_module(e, module);
+	int rc = engine_check_module(e, module);
 	bool held = false;
 
 	if (rc)
@@ -696,7 +502,7 @@ int zinf_module_fetch(struct zinf_engine *e, uint32_t module)
 
 int zinf_module_wait(struct zinf_engine *e, uint32_t module)
 {
-	int rc = check_module(e, module);
+	int rc = engine_check_module(e, module);
 
 	if (rc)
 		return rc;
@@ -722,7 +528,7 @@ void *zinf_param_data(struct zinf_engine *e, uint32_t param)
 
 int zinf_module_release(struct zinf_engine *e, uint32_t module)
 {
-	int rc = check_module(e, module);
+	int rc = engine_check_module(e, module);
 
 	if (rc)
 		return rc;
@@ -740,7 +546,7 @@ int zinf_module_release(struct zinf_engine *e, uint32_t module)
 int zinf_module_grads(struct zinf_engine *e, uint32_t module)
 {
 	struct emodule *m;
-	int rc = check_module(e, module);
+	int rc = engine_check_module(e, module);
 
 	if (rc)
 		return rc;
@@ -787,7 +593,7 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 	struct emodule *m;
 	void *stage = NULL;
 	uint64_t t0;
-	int rc = check_module(e, module);
+	int rc = engine_check_module(e, module);
 
 	if (rc)
 		return rc;
@@ -826,133 +632,4 @@ out:
 double zinf_loss_scale(const struct zinf_engine *e)
 {
 	return e->fp16 ? zinf_loss_scaler_scale(&e->scaler) : 1.0;
-}
-
-/* ---- the optimizer step ------------------------------------------------------------- */
-
-static void clear_grads(struct zinf_engine *e)
-{
-	for (uint32_t i = 0; i < e->n_params; i++)
-		memset(e->params[i].grad_acc, 0, e->params[i].elems * 4);
-}
-
-/* Host-resident state: update a module's parameters, then write all of them to the
- * store at once (each NVMe chunk written whole, once). */
-static int step_module(struct zinf_engine *e, struct emodule *m,
-		       const struct zinf_adam_step_info *info)
-{
-	char *copy = e->staging;
-	int rc;
-
-	for (uint32_t k = 0; k < m->n_params; k++) {
-		struct eparam *p = &e->params[m->first_param + k];
-		struct zinf_adam *adam = p->decay ? e->adam_decay : e->adam_no_decay;
-		struct zinf_adam_shard sh = {
-			.master = p->master,
-			.exp_avg = p->exp_avg,
-			.exp_avg_sq = p->exp_avg_sq,
-			.grad = p->grad_acc,
-			.grad_dtype = ZINF_DTYPE_F32,
-			.param_out = p->dtype == ZINF_DTYPE_F32 ? NULL : copy,
-			.param_dtype = p->dtype == ZINF_DTYPE_F32 ? ZINF_DTYPE_NONE : p->dtype,
-			.n_elems = p->elems,
-		};
-		rc = zinf_adam_step(adam, &sh, info);
-		if (rc)
-			return engine_fail(e, rc, "param %u: %s", m->first_param + k,
-					   zinf_adam_last_error(adam));
-		e->srcs[k] = p->dtype == ZINF_DTYPE_F32 ? (const void *)p->master : copy;
-		if (p->dtype != ZINF_DTYPE_F32)
-			copy += p->elems * 2;
-	}
-	rc = zinf_store_module_write(e->store, m->store_id, e->srcs);
-	return rc ? engine_fail(e, rc, "%s", zinf_store_last_error(e->store)) : 0;
-}
-
-int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)
-{
-	int rc;
-
-	if (e->nvme_state)
-		return engine_nvme_step(e, info);
-	for (uint32_t m = 0; m < e->n_modules; m++) {
-		rc = step_module(e, &e->modules[m], info);
-		if (rc)
-			return rc;
-		engine_module_updated(e, m);
-	}
-	return 0;
-}
-
-int zinf_engine_sync(struct zinf_engine *e)
-{
-	return engine_opt_drain(e);
-}
-
-int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
-{
-	double t0 = seconds_now(), sumsq = 0, loss_scale = zinf_loss_scale(e);
-	struct zinf_grad_clip clip;
-	struct zinf_adam_step_info info;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if (!e->finalized)
-		return engine_fail(e, ZINF_ESTATE, "step before finalize");
-	rc = engine_opt_drain(e); /* the previous step's updates, if still running */
-	if (rc)
-		return rc;
-	for (uint32_t m = 0; m < e->n_modules; m++)
-		if (e->modules[m].grads)
-			return engine_fail(e, ZINF_ESTATE,
-					   "step with the gradients of module %u still out", m);
-	/* The step ends the prefetcher's window; nothing may stay fetched ahead while the
-	 * parameters are rewritten. */
-	if (e->prefetch)
-		zinf_prefetch_end_step(e->prefetch);
-	for (uint32_t i = 0; i < e->n_params; i++)
-		sumsq += zinf_grad_sumsq(e->params[i].grad_acc, ZINF_DTYPE_F32, e->params[i].elems);
-	/* The accumulators hold the sum over gas micro-batches: average them. */
-	zinf_grad_clip_compute(sumsq / (double)(e->gas * e->gas), loss_scale, e->max_norm, &clip);
-	out->grad_norm = clip.norm;
-	out->loss_scale = loss_scale;
-	if (e->fp16) {
-		rc = zinf_loss_scaler_update(&e->scaler, clip.overflow);
-		if (rc)
-			return engine_fail(e, rc, "fp16: %s", e->scaler.last_error);
-	}
-	if (clip.overflow) {
-		e->skipped++;
-		out->skipped = true;
-		out->step = e->steps;
-		clear_grads(e);
-		if (e->prefetch)
-			zinf_prefetch_start_step(e->prefetch);
-		zinf_logf(ZINF_LOG_INFO, "step skipped: gradient overflow at loss scale %g",
-			  loss_scale);
-		out->seconds = seconds_now() - t0;
-		return 0;
-	}
-	info.step = e->steps + 1;
-	info.lr = zinf_lr_at(&e->sched, (int64_t)e->steps - 1);
-	info.grad_scale = clip.grad_scale / (float)e->gas;
-	if (e->opt.on) {
-		/* The updates run in the background; fetches wait per module. */
-		engine_opt_submit(e, &info);
-	} else {
-		rc = engine_update(e, &info);
-		if (rc)
-			return rc;
-	}
-	e->steps++;
-	if (e->prefetch)
-		zinf_prefetch_start_step(e->prefetch);
-	out->step = e->steps;
-	out->lr = info.lr;
-	out->seconds = seconds_now() - t0;
-	if (!e->opt.on)
-		e->optimizer_seconds += out->seconds;
-	zinf_timeline_add(e->timeline, ZINF_TRACK_OPTIMIZER, "step", (uint64_t)(t0 * 1e9),
-			  (uint64_t)(seconds_now() * 1e9));
-	return 0;
 }

@@ -7,6 +7,7 @@
 #define ZINF_SRC_ENGINE_INTERNAL_H
 
 #include <pthread.h>
+#include <time.h>
 
 #include "config.h"
 #include "device.h"
@@ -153,6 +154,19 @@ struct zinf_engine {
 
 int engine_fail(struct zinf_engine *e, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* engine.c: 0, or -EINVAL / ZINF_ESTATE (message set) for an unknown module or a call
+ * before finalize; bytes per element of a stored dtype. */
+int engine_check_module(struct zinf_engine *e, uint32_t module);
+uint64_t engine_dtype_bytes(enum zinf_dtype t);
+
+static inline double engine_now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* engine.c: run the updates of one step module by module in forward order (host state:
  * module by module; NVMe state: engine_nvme_step), calling engine_module_updated after

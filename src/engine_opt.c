@@ -21,14 +21,6 @@ bool engine_opt_on_worker(const struct zinf_engine *e)
 	return e->opt.started && pthread_equal(pthread_self(), e->opt.thread);
 }
 
-static double now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void *worker(void *arg)
 {
 	struct zinf_engine *e = arg;
@@ -46,12 +38,12 @@ static void *worker(void *arg)
 			break;
 		info = o->info;
 		pthread_mutex_unlock(&o->lock);
-		t0 = now_seconds();
+		t0 = engine_now_seconds();
 		rc = engine_update(e, &info);
 		zinf_timeline_add(e->timeline, ZINF_TRACK_OPTIMIZER, "step (background)",
-				  (uint64_t)(t0 * 1e9), (uint64_t)(now_seconds() * 1e9));
+				  (uint64_t)(t0 * 1e9), (uint64_t)(engine_now_seconds() * 1e9));
 		pthread_mutex_lock(&o->lock);
-		e->optimizer_seconds += now_seconds() - t0;
+		e->optimizer_seconds += engine_now_seconds() - t0;
 		if (rc && !o->error)
 			o->error = rc;
 		o->job = false;

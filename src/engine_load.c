@@ -1,0 +1,198 @@
+/*
+ * Engine contents (include/zinf/engine.h): loading parameters (one at a time, or a whole
+ * module with each chunk written once), saving them from the fp32 masters, and the dtype
+ * conversions between what a checkpoint holds and what the engine stores. Optimizer
+ * state on NVMe is streamed by engine_nvme.c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "cast.h"
+#include "engine_internal.h"
+#include "optim.h" /* zinf_f32_to_f16, zinf_f16_to_f32 */
+#include "prefetch.h"
+#include "zinf/error.h"
+
+/* ---- contents ----------------------------------------------------------------------- */
+
+static int check_param(struct zinf_engine *e, uint32_t param)
+{
+	if (!e->finalized)
+		return engine_fail(e, ZINF_ESTATE, "param %u: used before finalize", param);
+	if (param >= e->n_params)
+		return engine_fail(e, -EINVAL, "param %u: no such parameter (%u registered)", param,
+				   e->n_params);
+	return 0;
+}
+
+void engine_convert(void *dst, enum zinf_dtype dt, const void *src, enum zinf_dtype st, uint64_t n)
+{
+	const uint16_t *s16 = src;
+	const float *sf = src;
+	uint16_t *d16 = dst;
+	float *df = dst;
+
+	if (dt == st) {
+		memcpy(dst, src, n * engine_dtype_bytes(dt));
+	} else if (dt == ZINF_DTYPE_F32) {
+		for (uint64_t i = 0; i < n; i++)
+			df[i] = st == ZINF_DTYPE_BF16 ? zinf_bf16_to_f32(s16[i])
+						      : zinf_f16_to_f32(s16[i]);
+	} else if (st == ZINF_DTYPE_F32) {
+		for (uint64_t i = 0; i < n; i++)
+			d16[i] = dt == ZINF_DTYPE_BF16 ? zinf_f32_to_bf16(sf[i])
+						       : zinf_f32_to_f16(sf[i]);
+	} else {
+		for (uint64_t i = 0; i < n; i++) {
+			float f = st == ZINF_DTYPE_BF16 ? zinf_bf16_to_f32(s16[i])
+							: zinf_f16_to_f32(s16[i]);
+			d16[i] = dt == ZINF_DTYPE_BF16 ? zinf_f32_to_bf16(f) : zinf_f32_to_f16(f);
+		}
+	}
+}
+
+static bool valid_dtype(enum zinf_dtype t)
+{
+	return t == ZINF_DTYPE_F32 || t == ZINF_DTYPE_BF16 || t == ZINF_DTYPE_F16;
+}
+
+/* Set p's optimizer state from src: fp32 master, zero moments. */
+static int load_state(struct zinf_engine *e, struct eparam *p, const void *src,
+		      enum zinf_dtype src_dtype)
+{
+	if (e->nvme_state)
+		return engine_nvme_load(e, p, src, src_dtype);
+	engine_convert(p->master, ZINF_DTYPE_F32, src, src_dtype, p->elems);
+	memset(p->exp_avg, 0, p->elems * 4);
+	memset(p->exp_avg_sq, 0, p->elems * 4);
+	return 0;
+}
+
+/* The slower path: each parameter's chunks are read, changed and written back in the
+ * store, where zinf_module_load writes a module's chunks once. */
+int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
+		    enum zinf_dtype src_dtype)
+{
+	struct eparam *p;
+	int rc = check_param(e, param);
+
+	if (rc)
+		return rc;
+	p = &e->params[param];
+	rc = engine_opt_drain(e);
+	if (rc)
+		return rc;
+	if (!valid_dtype(src_dtype))
+		return engine_fail(e, -EINVAL,
+				   "param %u: source dtype %d (expected f32, bf16 or f16)", param,
+				   (int)src_dtype);
+	if (e->prefetch)
+		zinf_prefetch_drop(e->prefetch);
+	/* The parameter's own copy first: a module in use is refused before any state
+	 * changes. Its value is the fp32 master's, rounded. */
+	engine_convert(e->staging, p->dtype, src, src_dtype, p->elems);
+	rc = zinf_store_param_write(e->store, p->store_id, e->staging);
+	if (rc)
+		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+	return load_state(e, p, src, src_dtype);
+}
+
+static int check_module_sources(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
+				const void *const *srcs, const enum zinf_dtype *src_dtypes)
+{
+	const struct emodule *m = &e->modules[module];
+
+	if (n_srcs != m->n_params)
+		return engine_fail(e, -EINVAL,
+				   "module %u (%s): %u sources for its %u parameters (expected one "
+				   "per parameter, in registration order)",
+				   module, m->name, n_srcs, m->n_params);
+	if (n_srcs && (!srcs || !src_dtypes))
+		return engine_fail(e, -EINVAL,
+				   "module %u (%s): srcs %p, src_dtypes %p (both required)", module,
+				   m->name, (const void *)srcs, (const void *)src_dtypes);
+	for (uint32_t k = 0; k < n_srcs; k++) {
+		if (!srcs[k])
+			return engine_fail(e, -EINVAL,
+					   "module %u (%s): source %u (param %u) is NULL", module,
+					   m->name, k, m->first_param + k);
+		if (!valid_dtype(src_dtypes[k]))
+			return engine_fail(e, -EINVAL,
+					   "module %u (%s): source %u (param %u): dtype %d "
+					   "(expected f32, bf16 or f16)",
+					   module, m->name, k, m->first_param + k,
+					   (int)src_dtypes[k]);
+	}
+	return 0;
+}
+
+int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
+		     const void *const *srcs, const enum zinf_dtype *src_dtypes)
+{
+	const struct emodule *m;
+	char *copy = e->staging;
+	int rc = engine_check_module(e, module);
+
+	if (!rc)
+		rc = check_module_sources(e, module, n_srcs, srcs, src_dtypes);
+	if (rc)
+		return rc;
+	m = &e->modules[module];
+	rc = engine_opt_drain(e); /* a step's updates still running use staging and srcs */
+	if (rc)
+		return rc;
+	if (e->prefetch)
+		zinf_prefetch_drop(e->prefetch);
+	/* The parameters' own copies, every chunk written once; a module in use is refused
+	 * there, before any optimizer state changes. */
+	for (uint32_t k = 0; k < m->n_params; k++) {
+		const struct eparam *p = &e->params[m->first_param + k];
+		if (p->dtype == src_dtypes[k]) {
+			e->srcs[k] = srcs[k];
+			continue;
+		}
+		engine_convert(copy, p->dtype, srcs[k], src_dtypes[k], p->elems);
+		e->srcs[k] = copy;
+		copy += p->elems * engine_dtype_bytes(p->dtype);
+	}
+	rc = zinf_store_module_write(e->store, m->store_id, e->srcs);
+	if (rc)
+		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+	for (uint32_t k = 0; k < m->n_params; k++) {
+		rc = load_state(e, &e->params[m->first_param + k], srcs[k], src_dtypes[k]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_dtype dst_dtype)
+{
+	int rc = check_param(e, param);
+
+	if (rc)
+		return rc;
+	if (!valid_dtype(dst_dtype))
+		return engine_fail(e, -EINVAL,
+				   "param %u: target dtype %d (expected f32, bf16 or f16)", param,
+				   (int)dst_dtype);
+	rc = engine_opt_drain(e);
+	if (rc)
+		return rc;
+	if (e->nvme_state) {
+		rc = engine_nvme_save(e, &e->params[param], e->staging);
+		if (rc)
+			return rc;
+		engine_convert(dst, dst_dtype, e->staging, ZINF_DTYPE_F32, e->params[param].elems);
+		return 0;
+	}
+	engine_convert(dst, dst_dtype, e->params[param].master, ZINF_DTYPE_F32,
+		       e->params[param].elems);
+	return 0;
+}
+
+uint64_t zinf_param_elems(const struct zinf_engine *e, uint32_t param)
+{
+	return param < e->n_params ? e->params[param].elems : 0;
+}

@@ -1,0 +1,143 @@
+/*
+ * The optimizer step (zinf_step): the global gradient norm, clipping, the fp16 overflow
+ * check and the schedule, then the updates, module by module in forward order, either
+ * here or on the optimizer thread (engine_opt.c); zinf_engine_sync waits for them.
+ * Host-resident state is updated here; NVMe state by engine_nvme.c.
+ */
+#include <string.h>
+
+#include "clip.h"
+#include "engine_internal.h"
+#include "prefetch.h"
+#include "timeline.h"
+#include "zinf/error.h"
+#include "zinf/log.h"
+
+/* ---- the optimizer step ------------------------------------------------------------- */
+
+static void clear_grads(struct zinf_engine *e)
+{
+	for (uint32_t i = 0; i < e->n_params; i++)
+		memset(e->params[i].grad_acc, 0, e->params[i].elems * 4);
+}
+
+/* Host-resident state: update a module's parameters, then write all of them to the
+ * store at once (each NVMe chunk written whole, once). */
+static int step_module(struct zinf_engine *e, struct emodule *m,
+		       const struct zinf_adam_step_info *info)
+{
+	char *copy = e->staging;
+	int rc;
+
+	for (uint32_t k = 0; k < m->n_params; k++) {
+		struct eparam *p = &e->params[m->first_param + k];
+		struct zinf_adam *adam = p->decay ? e->adam_decay : e->adam_no_decay;
+		struct zinf_adam_shard sh = {
+			.master = p->master,
+			.exp_avg = p->exp_avg,
+			.exp_avg_sq = p->exp_avg_sq,
+			.grad = p->grad_acc,
+			.grad_dtype = ZINF_DTYPE_F32,
+			.param_out = p->dtype == ZINF_DTYPE_F32 ? NULL : copy,
+			.param_dtype = p->dtype == ZINF_DTYPE_F32 ? ZINF_DTYPE_NONE : p->dtype,
+			.n_elems = p->elems,
+		};
+		rc = zinf_adam_step(adam, &sh, info);
+		if (rc)
+			return engine_fail(e, rc, "param %u: %s", m->first_param + k,
+					   zinf_adam_last_error(adam));
+		e->srcs[k] = p->dtype == ZINF_DTYPE_F32 ? (const void *)p->master : copy;
+		if (p->dtype != ZINF_DTYPE_F32)
+			copy += p->elems * 2;
+	}
+	rc = zinf_store_module_write(e->store, m->store_id, e->srcs);
+	return rc ? engine_fail(e, rc, "%s", zinf_store_last_error(e->store)) : 0;
+}
+
+int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)
+{
+	int rc;
+
+	if (e->nvme_state)
+		return engine_nvme_step(e, info);
+	for (uint32_t m = 0; m < e->n_modules; m++) {
+		rc = step_module(e, &e->modules[m], info);
+		if (rc)
+			return rc;
+		engine_module_updated(e, m);
+	}
+	return 0;
+}
+
+int zinf_engine_sync(struct zinf_engine *e)
+{
+	return engine_opt_drain(e);
+}
+
+int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
+{
+	double t0 = engine_now_seconds(), sumsq = 0, loss_scale = zinf_loss_scale(e);
+	struct zinf_grad_clip clip;
+	struct zinf_adam_step_info info;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!e->finalized)
+		return engine_fail(e, ZINF_ESTATE, "step before finalize");
+	rc = engine_opt_drain(e); /* the previous step's updates, if still running */
+	if (rc)
+		return rc;
+	for (uint32_t m = 0; m < e->n_modules; m++)
+		if (e->modules[m].grads)
+			return engine_fail(e, ZINF_ESTATE,
+					   "step with the gradients of module %u still out", m);
+	/* The step ends the prefetcher's window; nothing may stay fetched ahead while the
+	 * parameters are rewritten. */
+	if (e->prefetch)
+		zinf_prefetch_end_step(e->prefetch);
+	for (uint32_t i = 0; i < e->n_params; i++)
+		sumsq += zinf_grad_sumsq(e->params[i].grad_acc, ZINF_DTYPE_F32, e->params[i].elems);
+	/* The accumulators hold the sum over gas micro-batches: average them. */
+	zinf_grad_clip_compute(sumsq / (double)(e->gas * e->gas), loss_scale, e->max_norm, &clip);
+	out->grad_norm = clip.norm;
+	out->loss_scale = loss_scale;
+	if (e->fp16) {
+		rc = zinf_loss_scaler_update(&e->scaler, clip.overflow);
+		if (rc)
+			return engine_fail(e, rc, "fp16: %s", e->scaler.last_error);
+	}
+	if (clip.overflow) {
+		e->skipped++;
+		out->skipped = true;
+		out->step = e->steps;
+		clear_grads(e);
+		if (e->prefetch)
+			zinf_prefetch_start_step(e->prefetch);
+		zinf_logf(ZINF_LOG_INFO, "step skipped: gradient overflow at loss scale %g",
+			  loss_scale);
+		out->seconds = engine_now_seconds() - t0;
+		return 0;
+	}
+	info.step = e->steps + 1;
+	info.lr = zinf_lr_at(&e->sched, (int64_t)e->steps - 1);
+	info.grad_scale = clip.grad_scale / (float)e->gas;
+	if (e->opt.on) {
+		/* The updates run in the background; fetches wait per module. */
+		engine_opt_submit(e, &info);
+	} else {
+		rc = engine_update(e, &info);
+		if (rc)
+			return rc;
+	}
+	e->steps++;
+	if (e->prefetch)
+		zinf_prefetch_start_step(e->prefetch);
+	out->step = e->steps;
+	out->lr = info.lr;
+	out->seconds = engine_now_seconds() - t0;
+	if (!e->opt.on)
+		e->optimizer_seconds += out->seconds;
+	zinf_timeline_add(e->timeline, ZINF_TRACK_OPTIMIZER, "step", (uint64_t)(t0 * 1e9),
+			  (uint64_t)(engine_now_seconds() * 1e9));
+	return 0;
+}
