@@ -430,14 +430,7 @@ static int sync_begin_module(struct zinf_store *s, struct module *mod, const cha
 	pthread_mutex_lock(&s->lock);
 	/* A load nobody holds any more (a prefetch given up) ends on its own: wait for it. */
 	while (!mod->refs && !mod->sync_busy && mod->state == MOD_LOADING) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 1000000;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&s->ready, &s->lock, &ts);
+		store_wait_ms(s);
 	}
 	if (mod->refs || mod->sync_busy || mod->state == MOD_LOADING ||
 	    mod->state == MOD_WAITING_SPACE)

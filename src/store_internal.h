@@ -127,6 +127,9 @@ int store_fail(struct zinf_store *s, int code, const char *fmt, ...)
 void *store_mover_main(void *arg);
 /* Give a cached module's device buffer back (its home keeps the values). Lock held. */
 void store_drop_copy(struct zinf_store *s, struct module *mod);
+/* Wait on s->ready for at most a millisecond (lock held): the waits that re-check a
+ * condition no single event signals (room that may come, a load settling). */
+void store_wait_ms(struct zinf_store *s);
 /* Wake the mover (lock held): something it waits for may have changed. */
 void store_kick(struct zinf_store *s);
 

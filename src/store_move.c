@@ -44,6 +44,19 @@ void store_kick(struct zinf_store *s)
 	kick(s);
 }
 
+void store_wait_ms(struct zinf_store *s)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 1000000;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(&s->ready, &s->lock, &ts);
+}
+
 static void activate(struct zinf_store *s, struct chunk *ch)
 {
 	/* First in, first served: a module fetched earlier is needed earlier. */
@@ -425,7 +438,6 @@ int zinf_store_wait(struct zinf_store *s, uint32_t module)
 		goto out;
 	}
 	while (mod->state != MOD_READY && !(mod->state == MOD_FAILED && !mod->retry)) {
-		struct timespec ts;
 		if (!t0)
 			t0 = store_now_ns();
 		if (mod->state == MOD_WAITING_SPACE && !space_can_come(s, mod)) {
@@ -439,13 +451,7 @@ int zinf_store_wait(struct zinf_store *s, uint32_t module)
 			rc = fail_no_space(s, mod);
 			goto out_time;
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 1000000; /* re-check the no-space rule every millisecond */
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&s->ready, &s->lock, &ts);
+		store_wait_ms(s); /* re-check every millisecond */
 	}
 	if (mod->state == MOD_FAILED)
 		rc = mod->error;
@@ -566,7 +572,6 @@ int zinf_store_alloc_scratch(struct zinf_store *s, uint64_t bytes, void **out)
 	/* Under the store's lock the mover cannot place a module into the room made here.
 	 * An unheld module still loading becomes evictable when it is ready: wait for it. */
 	for (;;) {
-		struct timespec ts;
 		rc = zinf_device_alloc(s->o.device, bytes, out);
 		if (rc != ZINF_EBUDGET)
 			break;
@@ -574,13 +579,7 @@ int zinf_store_alloc_scratch(struct zinf_store *s, uint64_t bytes, void **out)
 			continue;
 		if (!space_can_come(s, NULL))
 			break;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 1000000;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&s->ready, &s->lock, &ts);
+		store_wait_ms(s); /* re-check every millisecond */
 	}
 	if (rc)
 		store_fail(s, rc, "%s", zinf_device_last_error(s->o.device));
