@@ -18,6 +18,7 @@ enum zinf_offload_device { ZINF_OFFLOAD_NONE, ZINF_OFFLOAD_CPU, ZINF_OFFLOAD_NVM
 enum zinf_device_kind { ZINF_DEVICE_AUTO, ZINF_DEVICE_CUDA, ZINF_DEVICE_HOST };
 enum zinf_io_engine_kind { ZINF_IO_AUTO, ZINF_IO_URING, ZINF_IO_LIBAIO, ZINF_IO_PSYNC };
 enum zinf_checksum_kind { ZINF_CHECKSUM_NONE, ZINF_CHECKSUM_CRC32C };
+enum zinf_grads_home { ZINF_GRADS_AUTO, ZINF_GRADS_CPU, ZINF_GRADS_NVME };
 enum zinf_optimizer_type { ZINF_OPT_ADAM, ZINF_OPT_ADAMW };
 
 struct zinf_strlist {
@@ -123,6 +124,7 @@ struct zinf_config_values {
 		int checksum;	     /* enum zinf_checksum_kind */
 		char *trace;
 		bool overlap_optimizer;
+		int offload_gradients; /* enum zinf_grads_home */
 	} zinf;
 };
 

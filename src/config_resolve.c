@@ -210,6 +210,11 @@ int zinf_config_validate(struct zinf_config *cfg, int world_size)
 	if (!rc)
 		rc = check_offload(cfg, "offload_optimizer", v->zero.offload_optimizer.device,
 				   v->zero.offload_optimizer.nvme_path);
+	if (!rc && v->zinf.offload_gradients == ZINF_GRADS_NVME &&
+	    v->zero.offload_optimizer.device != ZINF_OFFLOAD_NVME)
+		rc = zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"zinf.offload_gradients: nvme needs zero_optimization.offload_optimizer.device nvme (expected auto or cpu, or the optimizer state on NVMe)");
 	if (!rc)
 		rc = check_scheduler(cfg);
 	if (!rc)

@@ -619,6 +619,14 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 	for (uint32_t i = 0; i < m->n_params; i++) {
 		struct eparam *p = &e->params[m->first_param + i];
 		const float *g = (const float *)((const char *)stage + p->grad_off);
+		if (!p->grad_acc) { /* zinf.offload_gradients nvme */
+			rc = engine_grad_add(e, p, g);
+			if (rc) { /* added in part: the step will be dropped */
+				e->grads_lost = true;
+				break;
+			}
+			continue;
+		}
 		for (uint64_t k = 0; k < p->elems; k++)
 			p->grad_acc[k] += g[k];
 	}

@@ -28,7 +28,9 @@ struct epiece {
 	uint64_t sub_off;   /* first element inside the sub-group */
 	uint64_t param_off; /* first element inside the parameter */
 	uint64_t elems;
-	uint64_t stamp; /* serial of the assembly buffer this piece was last loaded into */
+	uint64_t stamp;	 /* serial of the assembly buffer this piece was last loaded into */
+	uint64_t gstamp; /* serial of the gradient accumulator it was last added to */
+	uint32_t param;	 /* the parameter it belongs to */
 };
 
 /* A sub-group being assembled from loads (engine_nvme.c): written as soon as every
@@ -40,14 +42,44 @@ struct esub {
 	float master[];	       /* (sub-group elems) fp32: loaded values, zeros elsewhere */
 };
 
+/* A group's gradient accumulators with zinf.offload_gradients nvme (engine_grad.c): one
+ * NVMe extent per sub-group; in host memory only the sub-groups being accumulated (open)
+ * and the step's read-ahead. */
+enum egrad_state {
+	EGRAD_ZERO = 0, /* no gradient this step: reads as zeros */
+	EGRAD_OPEN,	/* being accumulated in acc[s] (from NVMe when it was there) */
+	EGRAD_NVME,	/* the step's sum so far is on NVMe */
+};
+
+struct egrad_read {
+	struct zinf_engine *e;
+	struct zinf_io_req req;
+	float *buf;  /* (sub_elems rounded up) aligned */
+	int64_t sub; /* sub-group read into buf, -1 when none */
+	bool busy;   /* a read is in flight */
+	bool done;   /* set by the completion, under grad_lock */
+};
+
+struct egroup_grads {
+	uint8_t *state;	  /* (n_sub) enum egrad_state */
+	float **acc;	  /* (n_sub) open accumulators (aligned), NULL otherwise */
+	uint64_t *serial; /* (n_sub) serial of the open accumulator */
+	uint64_t *filled; /* (n_sub) distinct elements added since it was opened */
+	double *sumsq;	  /* (n_sub) sum of squares when it was last closed */
+	uint32_t *extent; /* (n_sub) its NVMe extent */
+	uint64_t n_extents;
+};
+
 /* Parameters whose optimizer state lives on NVMe as one flat shard. */
 struct egroup {
 	bool decay;
 	enum zinf_dtype dtype;
 	uint64_t elems;
 	struct zinf_adam_nvme *nvme;
-	float *grad;		   /* (elems) fp32, host: the members' gradient accumulators */
-	void *param_out;	   /* (elems) dtype, host: the new parameter copies of a step */
+	/* (elems) fp32, host: the members' gradient accumulators with offload_gradients
+	 * cpu; NULL with nvme (gr below) */
+	float *grad;
+	struct egroup_grads gr;
 	uint64_t n_sub, sub_elems; /* sub-groups, and elements of a full one */
 	struct epiece *pieces;	   /* (n_pieces) in group order, so sub-group by sub-group */
 	uint64_t n_pieces;
@@ -58,6 +90,14 @@ struct egroup {
 	uint64_t save_sub;     /* saving; NULL when none is held */
 	uint8_t *sg_done;      /* (n_sub) updated by the step in progress */
 };
+
+/* Elements of sub-group s of g (the last one may be short). */
+static inline uint64_t engine_sub_len(const struct egroup *g, uint64_t s)
+{
+	uint64_t first = s * g->sub_elems;
+
+	return g->elems - first < g->sub_elems ? g->elems - first : g->sub_elems;
+}
 
 #define GRAD_ALIGN 256u
 
@@ -93,6 +133,7 @@ struct eparam {
 	uint64_t group_off;		/* NVMe state: first element in the group */
 	uint64_t first_piece, n_pieces; /* NVMe state: its pieces in the group's list */
 	uint64_t grad_off;		/* bytes into the module's device gradient buffer */
+	void *out; /* NVMe state: its new 16-bit copy while a step assembles it, or NULL */
 };
 
 struct emodule {
@@ -138,6 +179,17 @@ struct zinf_engine {
 	 * whole group (tests read the peak). */
 	uint64_t load_bytes, load_peak_bytes;
 	uint64_t load_serial; /* last struct esub serial handed out */
+	/* offload_gradients nvme (engine_grad.c): accumulators on NVMe per sub-group */
+	bool grads_nvme;
+	bool grad_setup;      /* engine_grad_setup ran (lock made) */
+	bool grads_lost;      /* an accumulation failed: zinf_step drops this step */
+	uint64_t grad_serial; /* last accumulator serial handed out */
+	uint64_t grad_host_bytes, grad_host_peak; /* open accumulators and read-ahead */
+	uint64_t out_bytes, out_peak;		  /* new copies being assembled (p->out) */
+	struct egrad_read grad_rd[2];		  /* the step's read-ahead, alternating */
+	pthread_mutex_t grad_lock;		  /* read-ahead completions */
+	pthread_cond_t grad_cv;
+	void *sub_out; /* (largest sub-group) 16-bit: the step's new copy of one sub-group */
 
 	float *state; /* one host allocation carved into every eparam's buffers */
 	uint64_t state_bytes;
@@ -201,5 +253,25 @@ int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const void *src,
 int engine_nvme_save(struct zinf_engine *e, struct eparam *p, float *master);
 int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *info);
 void engine_nvme_destroy(struct zinf_engine *e);
+
+/* engine_grad.c: the gradient accumulators of NVMe optimizer state. setup at finalize
+ * (after the groups and their pieces): zinf.offload_gradients decides host memory (one
+ * fp32 buffer per group, p->grad_acc) or NVMe (per sub-group, grads_nvme). */
+int engine_grad_setup(struct zinf_engine *e);
+/* With grads_nvme: add p's gradient g (p->elems floats) to its sub-groups' sums; a
+ * sub-group is written to NVMe as soon as all of it has been added since it was opened. */
+int engine_grad_add(struct zinf_engine *e, struct eparam *p, const float *g);
+/* The sum of squares of every accumulator (closes the open sub-groups first). */
+int engine_grad_sumsq(struct zinf_engine *e, double *sumsq);
+/* Forget every gradient of this step (a skipped step). */
+void engine_grad_clear(struct zinf_engine *e);
+/* The step (its thread): sub-group s of group gi's gradient, read ahead from NVMe when it
+ * is there; then, once it is updated, consumed (the sub-group starts the next step at
+ * zero). */
+int engine_grad_for_step(struct zinf_engine *e, int gi, uint64_t s, const float **grad);
+void engine_grad_consumed(struct zinf_engine *e, int gi, uint64_t s);
+/* Wait for the read-ahead (end of a group's step, or a failed one). */
+void engine_grad_step_end(struct zinf_engine *e);
+void engine_grad_destroy(struct zinf_engine *e);
 
 #endif /* ZINF_SRC_ENGINE_INTERNAL_H */

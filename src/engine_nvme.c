@@ -2,9 +2,12 @@
  * Optimizer state on NVMe (offload_optimizer.device: nvme). Parameters are grouped by
  * (weight decay, dtype); each group's fp32 master, m and v are one flat shard stepped by
  * the pipelined NVMe step (src/optim_nvme.c), which reads sub-group i+1 and writes i-1
- * while it updates i. Host memory keeps what a step must hand over: the gradient
- * accumulators (4 bytes per parameter) and the new parameter copies (2 bytes), which go
- * to the shard store after the step.
+ * while it updates i. The gradient accumulators are in host memory or on NVMe
+ * (engine_grad.c); the step takes them one sub-group at a time. A sub-group's new 16-bit
+ * copy is spread over the parameters it holds, each assembled in a buffer of its own
+ * until its module is written home (in forward order, as soon as all of the module's
+ * sub-groups are updated), so host memory holds the copies of a few modules, not of the
+ * group.
  *
  * Loading streams: a parameter is cut into pieces, one per sub-group it spans; a loaded
  * piece goes into its sub-group's assembly buffer, which is written to NVMe (master and
@@ -43,13 +46,6 @@ static int create_group(struct zinf_engine *e, struct egroup *g)
 	char err[512];
 	int rc;
 
-	g->grad = calloc(g->elems, sizeof(float));
-	g->param_out = malloc(g->elems * 2);
-	if (!g->grad || !g->param_out)
-		return engine_fail(e, -ENOMEM,
-				   "optimizer on nvme: cannot allocate %" PRIu64
-				   " bytes of host buffers",
-				   g->elems * 6);
 	zinf_adam_nvme_opts_init(&o);
 	o.adam = g->decay ? e->adam_decay : e->adam_no_decay;
 	o.io = e->io;
@@ -105,6 +101,7 @@ static int make_pieces(struct zinf_engine *e)
 		while (off < p->elems) {
 			struct epiece *pc = &g->pieces[g->n_pieces++];
 			uint64_t at = p->group_off + off;
+			pc->param = i;
 			pc->sub = at / g->sub_elems;
 			pc->sub_off = at % g->sub_elems;
 			pc->param_off = off;
@@ -130,7 +127,7 @@ static int make_pieces(struct zinf_engine *e)
 int engine_nvme_finalize(struct zinf_engine *e)
 {
 	struct zinf_pinned_stats ps;
-	uint64_t total = 0, need = e->cfg->v.zinf.chunk_size;
+	uint64_t need = e->cfg->v.zinf.chunk_size;
 	char a[32], b[32];
 	int rc;
 
@@ -150,7 +147,6 @@ int engine_nvme_finalize(struct zinf_engine *e)
 		g = &e->groups[p->group];
 		p->group_off = g->elems;
 		g->elems += p->elems;
-		total += p->elems;
 	}
 	for (int g = 0; g < e->n_groups; g++) {
 		rc = create_group(e, &e->groups[g]);
@@ -160,11 +156,9 @@ int engine_nvme_finalize(struct zinf_engine *e)
 	rc = make_pieces(e);
 	if (rc)
 		return rc;
-	for (uint32_t i = 0; i < e->n_params; i++) {
-		struct eparam *p = &e->params[i];
-		p->grad_acc = e->groups[p->group].grad + p->group_off;
-	}
-	e->state_bytes = total * 6; /* gradient accumulators and parameter copies */
+	rc = engine_grad_setup(e); /* the gradient accumulators: host memory or NVMe */
+	if (rc)
+		return rc;
 	/* The pipeline keeps its staging buffers; what is left must still stage a chunk
 	 * of parameters and a module's gradients, or a fetch would wait forever. */
 	for (uint32_t m = 0; m < e->n_modules; m++)
@@ -182,13 +176,6 @@ int engine_nvme_finalize(struct zinf_engine *e)
 }
 
 /* ---- loading: sub-group assembly buffers -------------------------------------------------- */
-
-static uint64_t sub_len(const struct egroup *g, uint64_t s)
-{
-	uint64_t first = s * g->sub_elems;
-
-	return g->elems - first < g->sub_elems ? g->elems - first : g->sub_elems;
-}
 
 static int nvme_fail(struct zinf_engine *e, struct egroup *g, int rc)
 {
@@ -224,7 +211,7 @@ static void pending_free(struct zinf_engine *e, struct egroup *g, uint64_t s)
 static int pending_get(struct zinf_engine *e, struct egroup *g, uint64_t s, struct esub **out)
 {
 	struct esub *b = g->pending[s];
-	uint64_t bytes = sizeof(*b) + sub_len(g, s) * sizeof(float);
+	uint64_t bytes = sizeof(*b) + engine_sub_len(g, s) * sizeof(float);
 
 	if (!b) {
 		b = calloc(1, bytes);
@@ -247,7 +234,7 @@ static int pending_get(struct zinf_engine *e, struct egroup *g, uint64_t s, stru
  * every other element's value and moments, and write it back. */
 static int merge_write(struct zinf_engine *e, struct egroup *g, uint64_t s, const struct esub *b)
 {
-	uint64_t n = sub_len(g, s), bytes = 3 * n * sizeof(float);
+	uint64_t n = engine_sub_len(g, s), bytes = 3 * n * sizeof(float);
 	float *master = malloc(bytes), *m, *v;
 	int rc;
 
@@ -283,7 +270,8 @@ static int pending_write(struct zinf_engine *e, struct egroup *g, uint64_t s)
 	const struct esub *b = g->pending[s];
 	int rc;
 
-	if (b->loaded_elems == sub_len(g, s) || !zinf_adam_nvme_sub_group_written(g->nvme, s)) {
+	if (b->loaded_elems == engine_sub_len(g, s) ||
+	    !zinf_adam_nvme_sub_group_written(g->nvme, s)) {
 		rc = zinf_adam_nvme_write_sub_group(g->nvme, s, b->master, NULL, NULL);
 		if (rc)
 			return nvme_fail(e, g, rc);
@@ -357,7 +345,7 @@ int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const void *src,
 			pc->stamp = b->serial;
 			b->loaded_elems += pc->elems;
 		}
-		if (b->loaded_elems == sub_len(g, pc->sub)) {
+		if (b->loaded_elems == engine_sub_len(g, pc->sub)) {
 			rc = pending_write(e, g, pc->sub);
 			if (rc)
 				return rc;
@@ -417,9 +405,53 @@ static void count_io(struct zinf_engine *e, const struct zinf_adam_nvme_result *
  * sub-group holding their parameters has been updated. */
 struct step_progress {
 	struct zinf_engine *e;
-	int group;     /* the group being stepped */
-	uint32_t next; /* the first module not written yet */
+	int group;	  /* the group being stepped */
+	uint32_t next;	  /* the first module not written yet */
+	bool own_message; /* a callback failed and set e's message */
 };
+
+/* The new copies being assembled (p->out), now and at most; the stats read them from
+ * another thread. */
+static void out_bytes(struct zinf_engine *e, int64_t delta)
+{
+	uint64_t now = __atomic_add_fetch(&e->out_bytes, (uint64_t)delta, __ATOMIC_RELAXED);
+
+	if (now > __atomic_load_n(&e->out_peak, __ATOMIC_RELAXED))
+		__atomic_store_n(&e->out_peak, now, __ATOMIC_RELAXED);
+}
+
+static void out_free(struct zinf_engine *e, struct eparam *p)
+{
+	if (!p->out)
+		return;
+	free(p->out);
+	p->out = NULL;
+	out_bytes(e, -(int64_t)(p->elems * 2));
+}
+
+/* Sub-group s of group gi is updated: its new copy (e->sub_out) goes to the parameters it
+ * holds, each assembled in a buffer of its own until its module is written. */
+static int scatter_sub_out(struct zinf_engine *e, int gi, uint64_t s)
+{
+	struct egroup *g = &e->groups[gi];
+
+	for (uint64_t k = g->sub_piece[s]; k < g->sub_piece[s + 1]; k++) {
+		const struct epiece *pc = &g->pieces[k];
+		struct eparam *p = &e->params[pc->param];
+		if (!p->out) {
+			p->out = malloc(p->elems * 2);
+			if (!p->out)
+				return engine_fail(e, -ENOMEM,
+						   "optimizer on nvme: cannot allocate the %" PRIu64
+						   "-byte new copy of param %u",
+						   p->elems * 2, pc->param);
+			out_bytes(e, (int64_t)(p->elems * 2));
+		}
+		memcpy((char *)p->out + pc->param_off * 2,
+		       (const char *)e->sub_out + pc->sub_off * 2, pc->elems * 2);
+	}
+	return 0;
+}
 
 static bool module_stepped(const struct zinf_engine *e, const struct emodule *mod)
 {
@@ -446,11 +478,15 @@ static int write_stepped_modules(struct step_progress *pr)
 		const struct emodule *mod = &e->modules[pr->next];
 		for (uint32_t k = 0; k < mod->n_params; k++) {
 			const struct eparam *p = &e->params[mod->first_param + k];
-			e->srcs[k] = (const char *)e->groups[p->group].param_out + p->group_off * 2;
+			e->srcs[k] = p->out ? p->out : e->sub_out; /* no elements: not read */
 		}
 		rc = zinf_store_module_write(e->store, mod->store_id, e->srcs);
-		if (rc)
+		if (rc) {
+			pr->own_message = true;
 			return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+		}
+		for (uint32_t k = 0; k < mod->n_params; k++)
+			out_free(e, &e->params[mod->first_param + k]);
 		engine_module_updated(e, pr->next++);
 	}
 	return 0;
@@ -459,9 +495,29 @@ static int write_stepped_modules(struct step_progress *pr)
 static int on_sub_group_updated(void *user, uint64_t i)
 {
 	struct step_progress *pr = user;
+	int rc = scatter_sub_out(pr->e, pr->group, i);
 
+	if (rc) {
+		pr->own_message = true;
+		return rc;
+	}
+	engine_grad_consumed(pr->e, pr->group, i);
 	pr->e->groups[pr->group].sg_done[i] = 1;
 	return write_stepped_modules(pr);
+}
+
+/* Before sub-group i is updated: its gradient, and where its new copy goes. */
+static int sub_buffers(void *user, uint64_t i, const void **grad, void **param_out)
+{
+	struct step_progress *pr = user;
+	const float *g = NULL;
+	int rc = engine_grad_for_step(pr->e, pr->group, i, &g);
+
+	if (rc)
+		pr->own_message = true;
+	*grad = g;
+	*param_out = pr->e->sub_out;
+	return rc;
 }
 
 /* The step: each group's pipelined NVMe step (the smallest groups, norms and biases,
@@ -484,6 +540,8 @@ int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *in
 		memset(g->sg_done, 0, g->n_sub);
 		order[i] = i;
 	}
+	for (uint32_t i = 0; i < e->n_params; i++) /* left by a failed step */
+		out_free(e, &e->params[i]);
 	for (int i = 1; i < e->n_groups; i++) /* insertion sort by size */
 		for (int j = i; j > 0 && e->groups[order[j]].elems < e->groups[order[j - 1]].elems;
 		     j--) {
@@ -494,18 +552,20 @@ int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *in
 	for (int i = 0; i < e->n_groups; i++) {
 		struct egroup *g = &e->groups[order[i]];
 		struct zinf_adam_nvme_bufs bufs = {
-			.grad = g->grad,
 			.grad_dtype = ZINF_DTYPE_F32,
-			.param_out = g->param_out,
 			.param_dtype = g->dtype,
 			.on_updated = on_sub_group_updated,
+			.sub_buffers = sub_buffers,
 			.user = &pr,
 		};
 		struct zinf_adam_nvme_result res;
 
 		pr.group = order[i];
 		rc = zinf_adam_nvme_step(g->nvme, &bufs, info, &res);
+		engine_grad_step_end(e);
 		count_io(e, &res);
+		if (rc && pr.own_message)
+			return rc;
 		if (rc)
 			return engine_fail(e, rc,
 					   "optimizer on nvme: %s (%" PRIu64 " of %" PRIu64
@@ -519,11 +579,12 @@ int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *in
 
 void engine_nvme_destroy(struct zinf_engine *e)
 {
+	for (uint32_t i = 0; i < e->n_params; i++)
+		out_free(e, &e->params[i]);
+	engine_grad_destroy(e);
 	for (int i = 0; i < e->n_groups; i++) {
 		struct egroup *g = &e->groups[i];
 		zinf_adam_nvme_destroy(g->nvme);
-		free(g->grad);
-		free(g->param_out);
 		for (uint64_t k = 0; g->pending && k < g->n_sub; k++)
 			pending_free(e, g, k);
 		free(g->pending);

@@ -92,7 +92,8 @@ void engine_module_updated(struct zinf_engine *e, uint32_t m)
 
 	for (uint32_t k = 0; k < mod->n_params; k++) {
 		struct eparam *p = &e->params[mod->first_param + k];
-		memset(p->grad_acc, 0, p->elems * sizeof(float));
+		if (p->grad_acc) /* NULL: on NVMe, consumed per sub-group */
+			memset(p->grad_acc, 0, p->elems * sizeof(float));
 	}
 	if (!e->opt.started)
 		return;

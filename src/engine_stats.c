@@ -25,8 +25,12 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
 	out->pinned_now = st.pinned_now;
 	out->pinned_peak = st.pinned_peak;
 	out->pinned_limit = st.pinned_limit;
-	out->host_now = st.host_now + e->state_bytes;
-	out->host_peak = st.host_peak + e->state_bytes;
+	/* with NVMe optimizer state: plus the gradient sub-groups being accumulated and the
+	 * new copies being assembled (bounded by a few sub-groups and modules) */
+	out->host_now = st.host_now + e->state_bytes + e->grad_host_bytes +
+			__atomic_load_n(&e->out_bytes, __ATOMIC_RELAXED);
+	out->host_peak = st.host_peak + e->state_bytes + e->grad_host_peak +
+			 __atomic_load_n(&e->out_peak, __ATOMIC_RELAXED);
 	out->nvme_now = st.nvme_now + e->nvme_state_bytes;
 	out->nvme_peak = st.nvme_peak + e->nvme_state_bytes;
 	link_from(&out->nvme_to_pinned, &st.link[ZINF_LINK_NVME_TO_PINNED]);

@@ -4,6 +4,7 @@
  * here or on the optimizer thread (engine_opt.c); zinf_engine_sync waits for them.
  * Host-resident state is updated here; NVMe state by engine_nvme.c.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "clip.h"
@@ -17,6 +18,10 @@
 
 static void clear_grads(struct zinf_engine *e)
 {
+	if (e->nvme_state) {
+		engine_grad_clear(e);
+		return;
+	}
 	for (uint32_t i = 0; i < e->n_params; i++)
 		memset(e->params[i].grad_acc, 0, e->params[i].elems * 4);
 }
@@ -91,12 +96,28 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 		if (e->modules[m].grads)
 			return engine_fail(e, ZINF_ESTATE,
 					   "step with the gradients of module %u still out", m);
+	if (e->grads_lost) {
+		clear_grads(e);
+		e->grads_lost = false;
+		return engine_fail(
+			e, -EIO,
+			"step dropped: a gradient of this step could not be accumulated (see the error of zinf_module_grads_ready); the gradients were cleared and the next step starts afresh");
+	}
+	if (e->nvme_state) {
+		/* closes the sub-groups still open: a failed write refuses the step, which
+		 * can be called again */
+		rc = engine_grad_sumsq(e, &sumsq);
+		if (rc)
+			return rc;
+	} else {
+		for (uint32_t i = 0; i < e->n_params; i++)
+			sumsq += zinf_grad_sumsq(e->params[i].grad_acc, ZINF_DTYPE_F32,
+						 e->params[i].elems);
+	}
 	/* The step ends the prefetcher's window; nothing may stay fetched ahead while the
 	 * parameters are rewritten. */
 	if (e->prefetch)
 		zinf_prefetch_end_step(e->prefetch);
-	for (uint32_t i = 0; i < e->n_params; i++)
-		sumsq += zinf_grad_sumsq(e->params[i].grad_acc, ZINF_DTYPE_F32, e->params[i].elems);
 	/* The accumulators hold the sum over gas micro-batches: average them. */
 	zinf_grad_clip_compute(sumsq / (double)(e->gas * e->gas), loss_scale, e->max_norm, &clip);
 	out->grad_norm = clip.norm;

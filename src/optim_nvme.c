@@ -230,10 +230,20 @@ static int update_group(struct zinf_adam_nvme *h, struct nvme_slot *s,
 
 	nvme_group_range(h, g, &first, &n);
 	slot_parts(h, s, n, &shard.master, &shard.exp_avg, &shard.exp_avg_sq);
-	shard.grad = (const char *)bufs->grad + first * dtype_size(bufs->grad_dtype);
-	shard.param_out = bufs->param_out
-				  ? (char *)bufs->param_out + first * dtype_size(bufs->param_dtype)
-				  : NULL;
+	if (bufs->sub_buffers) {
+		rc = bufs->sub_buffers(bufs->user, g, &shard.grad, &shard.param_out);
+		if (rc) {
+			s->state = NVME_SLOT_IDLE;
+			return fail(h, rc, (int64_t)g,
+				    "sub-group %" PRIu64 ": the caller's buffers: %s", g,
+				    zinf_strerror(rc));
+		}
+	} else {
+		shard.grad = (const char *)bufs->grad + first * dtype_size(bufs->grad_dtype);
+		shard.param_out = bufs->param_out ? (char *)bufs->param_out +
+							    first * dtype_size(bufs->param_dtype)
+						  : NULL;
+	}
 	shard.grad_dtype = bufs->grad_dtype;
 	shard.param_dtype = bufs->param_dtype;
 	shard.n_elems = n;
@@ -252,15 +262,18 @@ static int check_step_input(struct zinf_adam_nvme *h, const struct zinf_adam_nvm
 	if (!b || !info)
 		return fail(h, -EINVAL, -1, "optimizer step: bufs %p, info %p (both required)",
 			    (const void *)b, (const void *)info);
-	if (!b->grad)
-		return fail(h, -EINVAL, -1, "optimizer step: bufs.grad is NULL");
+	if (!b->grad && !b->sub_buffers)
+		return fail(
+			h, -EINVAL, -1,
+			"optimizer step: bufs.grad and bufs.sub_buffers are NULL (expected one)");
 	if (b->grad_dtype != ZINF_DTYPE_F32 && b->grad_dtype != ZINF_DTYPE_BF16 &&
 	    b->grad_dtype != ZINF_DTYPE_F16)
 		return fail(h, -EINVAL, -1,
 			    "optimizer step: bufs.grad_dtype %d (expected F32, BF16 or F16)",
 			    (int)b->grad_dtype);
-	if (b->param_out ? (b->param_dtype != ZINF_DTYPE_BF16 && b->param_dtype != ZINF_DTYPE_F16)
-			 : b->param_dtype != ZINF_DTYPE_NONE)
+	if (!b->sub_buffers &&
+	    (b->param_out ? (b->param_dtype != ZINF_DTYPE_BF16 && b->param_dtype != ZINF_DTYPE_F16)
+			  : b->param_dtype != ZINF_DTYPE_NONE))
 		return fail(h, -EINVAL, -1,
 			    "optimizer step: bufs.param_dtype %d with param_out %p (expected BF16 "
 			    "or F16 with a buffer, NONE without)",

@@ -81,11 +81,14 @@ static inline void *lf_source(int m, int k, enum zinf_dtype dt, int variant)
 	return out;
 }
 
+/* More keys for the "zinf" block of the next lf_create (", \"key\": value ..."). */
+static const char *lf_extra_zinf = "";
+
 static inline void lf_create(struct lf_engine *le, const char *param_home, const char *opt_home,
 			     enum zinf_dtype dtype, const char *dir, uint64_t sub_group)
 {
 	struct zinf_config_resolve_info info = {.world_size = 1, .require_all = true};
-	char json[1024], err[512];
+	char json[1280], err[512];
 
 	snprintf(
 		json, sizeof(json),
@@ -95,8 +98,8 @@ static inline void lf_create(struct lf_engine *le, const char *param_home, const
 		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
 		"  \"sub_group_size\": %llu},"
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"2MiB\", \"pinned_memory_limit\": \"4MiB\","
-		"  \"chunk_size\": \"64KiB\"}}",
-		param_home, dir, opt_home, dir, (unsigned long long)sub_group);
+		"  \"chunk_size\": \"64KiB\"%s}}",
+		param_home, dir, opt_home, dir, (unsigned long long)sub_group, lf_extra_zinf);
 	le->dtype = dtype;
 	T_CHECK_RC(zinf_config_create(&le->cfg));
 	T_CHECK(zinf_config_load_string(le->cfg, json, "load.json") == 0, "%s",

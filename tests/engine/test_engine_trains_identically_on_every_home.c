@@ -51,9 +51,10 @@ static float weight_at(const void *w, enum zinf_dtype dtype, uint64_t i)
 }
 
 /* Train STEPS steps with params of dtype homed per `home`; return all params (fp32). */
-static float *train(const char *home, const char *opt_home, enum zinf_dtype dtype, const char *dir)
+static float *train(const char *home, const char *opt_home, const char *grads,
+		    enum zinf_dtype dtype, const char *dir)
 {
-	char json[1024], err[512];
+	char json[1152], err[512];
 	struct zinf_config *cfg;
 	struct zinf_engine *e;
 	struct zinf_config_resolve_info info = {.world_size = 1, .require_all = true};
@@ -69,8 +70,8 @@ static float *train(const char *home, const char *opt_home, enum zinf_dtype dtyp
 		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
 		"  \"sub_group_size\": 5000},"
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"2MiB\", \"pinned_memory_limit\": \"4MiB\","
-		"  \"chunk_size\": \"64KiB\"}}",
-		GAS, CLIP, LR, WD, home, dir, opt_home, dir);
+		"  \"chunk_size\": \"64KiB\", \"offload_gradients\": \"%s\"}}",
+		GAS, CLIP, LR, WD, home, dir, opt_home, dir, grads);
 	T_CHECK_RC(zinf_config_create(&cfg));
 	T_CHECK(zinf_config_load_string(cfg, json, "engine.json") == 0, "%s",
 		zinf_config_last_error(cfg));
@@ -201,7 +202,7 @@ int main(void)
 {
 	char dir[] = "/var/tmp/zinf-engine-test-XXXXXX";
 	uint64_t total = 0, o = 0;
-	float *dev, *host, *nvme, *b_dev, *b_nvme, *b_all_nvme;
+	float *dev, *host, *nvme, *b_dev, *b_nvme, *b_all_nvme, *b_grads_nvme;
 	double *ref, *ref_b, dev_first_norm;
 
 	zinf_log_set_level(ZINF_LOG_ERROR);
@@ -209,18 +210,22 @@ int main(void)
 	for (int m = 0; m < N_MOD; m++)
 		for (int k = 0; k < 2; k++)
 			total += elems(m, k);
-	dev = train("none", "cpu", ZINF_DTYPE_F32, dir);
+	dev = train("none", "cpu", "auto", ZINF_DTYPE_F32, dir);
 	dev_first_norm = first_norm;
-	host = train("cpu", "cpu", ZINF_DTYPE_F32, dir);
-	nvme = train("nvme", "cpu", ZINF_DTYPE_F32, dir);
+	host = train("cpu", "cpu", "auto", ZINF_DTYPE_F32, dir);
+	nvme = train("nvme", "cpu", "auto", ZINF_DTYPE_F32, dir);
 	T_CHECK(memcmp(dev, host, total * 4) == 0, "device and host homes differ");
 	T_CHECK(memcmp(dev, nvme, total * 4) == 0, "device and nvme homes differ");
-	b_dev = train("none", "cpu", ZINF_DTYPE_BF16, dir);
-	b_nvme = train("nvme", "cpu", ZINF_DTYPE_BF16, dir);
+	b_dev = train("none", "cpu", "auto", ZINF_DTYPE_BF16, dir);
+	b_nvme = train("nvme", "cpu", "auto", ZINF_DTYPE_BF16, dir);
 	/* Parameters and optimizer state both on NVMe: the pipelined step, sub-groups of
 	 * 5000 elements that do not divide any group. */
-	b_all_nvme = train("nvme", "nvme", ZINF_DTYPE_BF16, dir);
+	b_all_nvme = train("nvme", "nvme", "cpu", ZINF_DTYPE_BF16, dir);
 	T_CHECK(memcmp(b_dev, b_all_nvme, total * 4) == 0, "bf16: optimizer state on nvme differs");
+	/* ... and the gradient accumulators on NVMe too: the second micro-batch reads each
+	 * sub-group's sum back, the step reads it ahead. */
+	b_grads_nvme = train("nvme", "nvme", "nvme", ZINF_DTYPE_BF16, dir);
+	T_CHECK(memcmp(b_dev, b_grads_nvme, total * 4) == 0, "bf16: gradients on nvme differ");
 	T_CHECK(memcmp(b_dev, b_nvme, total * 4) == 0, "bf16: device and nvme homes differ");
 	ref = malloc(total * 8);
 	ref_b = malloc(total * 8);
@@ -249,6 +254,7 @@ int main(void)
 	free(b_dev);
 	free(b_nvme);
 	free(b_all_nvme);
+	free(b_grads_nvme);
 	free(ref);
 	free(ref_b);
 	return T_EXIT_PASS;

@@ -1,6 +1,7 @@
 /* The optimizer step in the background (zinf.overlap_optimizer) changes when the
  * updates run, never what they compute: with optimizer state in host memory and on NVMe
- * (small sub-groups, so a step takes several pipelined calls), parameters on NVMe and
+ * (small sub-groups, so a step takes several pipelined calls; gradient accumulators in
+ * host memory and on NVMe), parameters on NVMe and
  * prefetch at its most aggressive, training gives bit-identical parameters with the
  * overlap on and off, and with an eval pass in another module order inserted between
  * steps. With the overlap on, the updates' time is counted as optimizer time; with it
@@ -9,8 +10,8 @@
 
 #include "toy_trainer.h"
 
-static void train(const char *dir, const char *opt_home, bool overlap, bool with_eval,
-		  struct toy_run *out)
+static void train(const char *dir, const char *opt_home, const char *grads, bool overlap,
+		  bool with_eval, struct toy_run *out)
 {
 	char json[1536];
 
@@ -24,25 +25,26 @@ static void train(const char *dir, const char *opt_home, bool overlap, bool with
 		"  \"sub_group_size\": 65536, \"stage3_prefetch_bucket_size\": 1e12,"
 		"  \"stage3_max_live_parameters\": 1e12},"
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"2MiB\", \"pinned_memory_limit\": \"8MiB\","
-		"  \"chunk_size\": \"64KiB\", \"overlap_optimizer\": %s}}",
-		dir, opt_home, dir, overlap ? "true" : "false");
+		"  \"chunk_size\": \"64KiB\", \"overlap_optimizer\": %s, \"offload_gradients\": \"%s\"}}",
+		dir, opt_home, dir, overlap ? "true" : "false", grads);
 	toy_train(json, with_eval, out);
 }
 
 int main(void)
 {
-	static const char *const homes[] = {"cpu", "nvme"};
+	static const char *const homes[] = {"cpu", "nvme", "nvme"};
+	static const char *const grads[] = {"auto", "cpu", "nvme"};
 	char dir[] = "/var/tmp/zinf-overlap-test-XXXXXX";
 	size_t bytes = (size_t)N_MOD * ELEMS * 4;
 
 	zinf_log_set_level(ZINF_LOG_ERROR);
 	T_CHECK(mkdtemp(dir), "mkdtemp");
-	for (int h = 0; h < 2; h++) {
+	for (int h = 0; h < 3; h++) {
 		struct toy_run off, on, diverge;
 
-		train(dir, homes[h], false, false, &off);
-		train(dir, homes[h], true, false, &on);
-		train(dir, homes[h], true, true, &diverge);
+		train(dir, homes[h], grads[h], false, false, &off);
+		train(dir, homes[h], grads[h], true, false, &on);
+		train(dir, homes[h], grads[h], true, true, &diverge);
 		T_CHECK(memcmp(off.params, on.params, bytes) == 0,
 			"optimizer %s: the background step changed the result", homes[h]);
 		T_CHECK(memcmp(off.params, diverge.params, bytes) == 0,

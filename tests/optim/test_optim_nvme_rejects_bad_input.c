@@ -116,8 +116,8 @@ int main(void)
 		     "step without info");
 	bad = b;
 	bad.grad = NULL;
-	expect_error(h, zinf_adam_nvme_step(h, &bad, &si, &r), -EINVAL, "bufs.grad is NULL",
-		     "step without grad");
+	expect_error(h, zinf_adam_nvme_step(h, &bad, &si, &r), -EINVAL,
+		     "bufs.grad and bufs.sub_buffers are NULL", "step without grad");
 	bad = b;
 	bad.grad_dtype = ZINF_DTYPE_NONE;
 	expect_error(h, zinf_adam_nvme_step(h, &bad, &si, &r), -EINVAL, "bufs.grad_dtype 0",

@@ -1,14 +1,15 @@
 /* The loss of a few steps of zinf train on a tiny fp32 model is the same (1e-5 relative)
  * whether the parameters live on the device, in host memory or on NVMe, and whether
  * activation checkpointing is on or off; bf16 parameters with the optimizer state on NVMe
- * (the pipelined step) train like bf16 parameters on the device with it in host memory.
+ * (the pipelined step), with the gradient accumulators in host memory or on NVMe too,
+ * train like bf16 parameters on the device with it in host memory.
  * Every run's loss changes from step to step (the updates take effect). */
 #include "train_fixture.h"
 
 #define STEPS 4
 
-static void run(struct tf_dir *d, const char *home, const char *opt, bool bf16, bool ckpt,
-		struct tf_losses *l)
+static void run_set(struct tf_dir *d, const char *home, const char *opt, bool bf16, bool ckpt,
+		    const char *set, struct tf_losses *l)
 {
 	struct zinf_train_opts o;
 	struct zinf_train_result res;
@@ -16,6 +17,8 @@ static void run(struct tf_dir *d, const char *home, const char *opt, bool bf16, 
 	tf_write_ds(d, home, opt, bf16);
 	tf_opts(d, &o, STEPS, l);
 	o.activation_checkpointing = ckpt;
+	o.config_sets = &set;
+	o.n_config_sets = set ? 1 : 0;
 	tf_run(&o, &res);
 	T_CHECK(l->n == STEPS && res.steps == STEPS, "%s/%s: %d steps reported", home, opt, l->n);
 	T_CHECK(res.peak_device_bytes <= res.device_limit_bytes &&
@@ -23,6 +26,12 @@ static void run(struct tf_dir *d, const char *home, const char *opt, bool bf16, 
 		"%s/%s: peaks within the budgets", home, opt);
 	if (strcmp(home, "nvme") == 0)
 		T_CHECK(res.nvme_read_bytes > 0, "%s: no NVMe reads", home);
+}
+
+static void run(struct tf_dir *d, const char *home, const char *opt, bool bf16, bool ckpt,
+		struct tf_losses *l)
+{
+	run_set(d, home, opt, bf16, ckpt, NULL, l);
 }
 
 static void same(const struct tf_losses *a, const struct tf_losses *b, const char *what)
@@ -35,7 +44,7 @@ static void same(const struct tf_losses *a, const struct tf_losses *b, const cha
 int main(void)
 {
 	struct tf_dir d;
-	struct tf_losses dev, host, nvme, ckpt, b_dev, b_nvme;
+	struct tf_losses dev, host, nvme, ckpt, b_dev, b_nvme, b_grads;
 
 	tf_setup(&d, NULL);
 	run(&d, "none", "cpu", false, false, &dev);
@@ -52,6 +61,8 @@ int main(void)
 	run(&d, "none", "cpu", true, false, &b_dev);
 	run(&d, "nvme", "nvme", true, true, &b_nvme);
 	same(&b_dev, &b_nvme, "bf16: device+cpu vs nvme+nvme");
+	run_set(&d, "nvme", "nvme", true, false, "zinf.offload_gradients=nvme", &b_grads);
+	same(&b_dev, &b_grads, "bf16: device+cpu vs nvme+nvme with gradients on nvme");
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }

@@ -1,0 +1,173 @@
+/* zinf.offload_gradients nvme under I/O faults. A gradient sub-group whose write fails
+ * during backward stays in host memory (a warning) and the step writes it: training is
+ * bit-identical to a run without the fault. If the step's write fails too, zinf_step is
+ * refused on one line naming the sub-group and the extent, changes nothing, and can be
+ * called again. A failed read of a partial sum (a later micro-batch) fails that
+ * zinf_module_grads_ready on one line; the step is then dropped (refused once, gradients
+ * cleared) and training goes on as if that step had never been taken. */
+#include <unistd.h>
+
+#include "io_internal.h"
+#include "load_fixture.h"
+
+#define SUB 300ull
+#define STEPS 3
+
+static int kept; /* warnings: a gradient sub-group kept in host memory */
+
+static void on_log(enum zinf_log_level level, const char *msg, void *user)
+{
+	(void)user;
+	if (level == ZINF_LOG_WARN && strstr(msg, "kept in host memory") &&
+	    strstr(msg, "write of extent"))
+		kept++;
+}
+
+static void load_all(struct lf_engine *le)
+{
+	for (int m = 0; m < LF_N_MOD; m++)
+		for (int k = 0; k < 2; k++) {
+			void *src = lf_source(m, k, lf_src_dtype(m, k), 0);
+			T_CHECK(zinf_param_load(le->e, le->par[m][k], src, lf_src_dtype(m, k)) == 0,
+				"%s", zinf_last_error(le->e));
+			free(src);
+		}
+}
+
+/* One backward pass (one micro-batch); a fault of op_mask is armed before module
+ * fault_m's grads_ready (count faults; none when fault_m < 0). Returns that call's rc. */
+static int backward(struct lf_engine *le, int fault_m, unsigned op_mask, int count)
+{
+	struct zinf_engine *e = le->e;
+	int ret = 0;
+
+	for (int m = LF_N_MOD - 1; m >= 0; m--) {
+		int rc;
+		T_CHECK(zinf_module_fetch(e, le->mod[m]) == 0 &&
+				zinf_module_wait(e, le->mod[m]) == 0,
+			"%s", zinf_last_error(e));
+		T_CHECK_RC(zinf_module_grads(e, le->mod[m]));
+		for (int k = 0; k < 2; k++) {
+			const void *w = zinf_param_data(e, le->par[m][k]);
+			float *g = zinf_param_grad(e, le->par[m][k]);
+			for (uint64_t i = 0; i < lf_elems(m, k); i++)
+				g[i] += (float)((double)lf_weight_at(w, le->dtype, i) -
+						lf_target(m, k, i));
+		}
+		if (m == fault_m)
+			zinf_io_fault_set(IO_FAULT_ERRNO, count, EIO, 0, op_mask);
+		rc = zinf_module_grads_ready(e, le->mod[m]);
+		if (m == fault_m && op_mask & (1u << ZINF_IO_READ))
+			zinf_io_fault_clear();
+		if (m == fault_m)
+			ret = rc;
+		else
+			T_CHECK(rc == 0, "module %d: %s", m, zinf_last_error(e));
+		T_CHECK_RC(zinf_module_release(e, le->mod[m]));
+	}
+	return ret;
+}
+
+static void step_ok(struct lf_engine *le)
+{
+	struct zinf_step_result r;
+
+	T_CHECK(zinf_step(le->e, &r) == 0 && !r.skipped, "step: %s", zinf_last_error(le->e));
+}
+
+static void expect_line(struct lf_engine *le, int rc, const char *what, const char *needle)
+{
+	const char *msg = zinf_last_error(le->e);
+
+	T_CHECK(rc == -EIO && strstr(msg, needle) && !strchr(msg, '\n'),
+		"%s: rc %d, want one line with '%s': %s", what, rc, needle, msg);
+	fprintf(stderr, "%s: %s\n", what, msg);
+}
+
+int main(void)
+{
+	char dir[] = "/var/tmp/zinf-grad-fault-XXXXXX";
+	const uint64_t bytes = lf_total() * 4;
+	struct lf_engine le;
+	float *ref, *out;
+	int rc;
+
+	zinf_log_set_level(ZINF_LOG_WARN);
+	zinf_log_set_callback(on_log, NULL);
+	T_CHECK(mkdtemp(dir), "mkdtemp");
+	lf_extra_zinf = ", \"offload_gradients\": \"nvme\"";
+
+	lf_create(&le, "none", "nvme", ZINF_DTYPE_BF16, dir, SUB);
+	load_all(&le);
+	for (int s = 0; s < STEPS; s++) {
+		T_CHECK(backward(&le, -1, 0, 0) == 0, "backward");
+		step_ok(&le);
+	}
+	ref = lf_save(&le);
+	lf_destroy(&le);
+
+	/* one write fails in backward: kept, written by the step */
+	lf_create(&le, "none", "nvme", ZINF_DTYPE_BF16, dir, SUB);
+	load_all(&le);
+	T_CHECK(backward(&le, 1, 1u << ZINF_IO_WRITE, 1) == 0, "a failed gradient write: %s",
+		zinf_last_error(le.e));
+	zinf_io_fault_clear();
+	T_CHECK(kept == 1, "%d warnings of a gradient kept in host memory, want 1", kept);
+	step_ok(&le);
+	for (int s = 1; s < STEPS; s++) {
+		T_CHECK(backward(&le, -1, 0, 0) == 0, "backward");
+		step_ok(&le);
+	}
+	out = lf_save(&le);
+	T_CHECK(memcmp(ref, out, bytes) == 0, "a failed gradient write changed the result");
+	free(out);
+	lf_destroy(&le);
+
+	/* writes keep failing until after the step: the step is refused, then retried */
+	lf_create(&le, "none", "nvme", ZINF_DTYPE_BF16, dir, SUB);
+	load_all(&le);
+	T_CHECK(backward(&le, 2, 1u << ZINF_IO_WRITE, 1000000) == 0, "backward: %s",
+		zinf_last_error(le.e));
+	{
+		struct zinf_step_result r;
+		rc = zinf_step(le.e, &r);
+	}
+	zinf_io_fault_clear();
+	expect_line(&le, rc, "step with failing writes", "gradients on nvme: sub-group ");
+	T_CHECK(strstr(zinf_last_error(le.e), "write of extent"), "names the extent");
+	step_ok(&le);
+	for (int s = 1; s < STEPS; s++) {
+		T_CHECK(backward(&le, -1, 0, 0) == 0, "backward");
+		step_ok(&le);
+	}
+	out = lf_save(&le);
+	T_CHECK(memcmp(ref, out, bytes) == 0, "a refused and repeated step changed the result");
+	free(out);
+	lf_destroy(&le);
+
+	/* a partial sum cannot be read back: that step is dropped, the others train */
+	lf_create(&le, "none", "nvme", ZINF_DTYPE_BF16, dir, SUB);
+	load_all(&le);
+	T_CHECK(backward(&le, -1, 0, 0) == 0, "backward");
+	step_ok(&le);
+	T_CHECK(backward(&le, -1, 0, 0) == 0, "micro-batch 1");
+	rc = backward(&le, 1, 1u << ZINF_IO_READ, 1);
+	expect_line(&le, rc, "micro-batch 2, a failed read", "read of extent");
+	{
+		struct zinf_step_result r;
+		rc = zinf_step(le.e, &r);
+	}
+	expect_line(&le, rc, "the step after it", "step dropped");
+	for (int s = 1; s < STEPS; s++) {
+		T_CHECK(backward(&le, -1, 0, 0) == 0, "backward");
+		step_ok(&le);
+	}
+	out = lf_save(&le);
+	T_CHECK(memcmp(ref, out, bytes) == 0, "a dropped step left a trace in the result");
+	free(out);
+	lf_destroy(&le);
+
+	free(ref);
+	T_CHECK(rmdir(dir) == 0, "scratch directory left non-empty");
+	return T_EXIT_PASS;
+}
