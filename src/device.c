@@ -121,31 +121,37 @@ int zinf_device_init_common(struct zinf_device *dev, const struct zinf_device_op
 			     max_allocs);
 	if (rc)
 		return rc;
-	pthread_mutex_init(&dev->err_lock, NULL);
 	return 0;
 }
 
 void zinf_device_fini_common(struct zinf_device *dev)
 {
 	zinf_arena_fini(&dev->heap);
-	pthread_mutex_destroy(&dev->err_lock);
 }
+
+/* The calling thread's last device error. The store's mover, the optimizer thread and
+ * the model's thread queue work on one device at once; with one buffer per device a
+ * thread could read another's message, or a torn mix (a lock around the write does not
+ * cover the caller's read). dev says which device it was recorded on. */
+static __thread struct {
+	const struct zinf_device *dev;
+	char msg[512];
+} last_error;
 
 int zinf_device_set_error(struct zinf_device *dev, int code, const char *fmt, ...)
 {
 	va_list ap;
 
-	pthread_mutex_lock(&dev->err_lock);
 	va_start(ap, fmt);
-	vsnprintf(dev->last_error, sizeof(dev->last_error), fmt, ap);
+	vsnprintf(last_error.msg, sizeof(last_error.msg), fmt, ap);
 	va_end(ap);
-	pthread_mutex_unlock(&dev->err_lock);
+	last_error.dev = dev;
 	return code;
 }
 
 const char *zinf_device_last_error(struct zinf_device *dev)
 {
-	return dev->last_error;
+	return last_error.dev == dev ? last_error.msg : "";
 }
 
 enum zinf_device_backend zinf_device_backend(const struct zinf_device *dev)

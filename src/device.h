@@ -24,7 +24,8 @@
  *
  * Threading: every function is thread-safe, except that a stream or event must not be
  * destroyed while another thread uses it, and the device must outlive its streams and
- * events. zinf_device_last_error() returns the last error of any thread.
+ * events. Error messages are per thread: zinf_device_last_error() returns the calling
+ * thread's own last error, whatever other threads' calls fail meanwhile.
  */
 #ifndef ZINF_SRC_DEVICE_H
 #define ZINF_SRC_DEVICE_H
@@ -101,7 +102,8 @@ void zinf_device_destroy(struct zinf_device *dev);
 enum zinf_device_backend zinf_device_backend(const struct zinf_device *dev);
 /* "host (4 copy threads)", "cuda:0 NVIDIA H200", ... */
 const char *zinf_device_name(const struct zinf_device *dev);
-/* The last error on dev as one line ("" if none). */
+/* The calling thread's last error on dev, as one line: the message of this thread's last
+ * failed call, when that call was on dev ("" otherwise). */
 const char *zinf_device_last_error(struct zinf_device *dev);
 /* "auto", "cuda", "host"; parse returns 0 or -EINVAL. */
 const char *zinf_device_backend_name(enum zinf_device_backend b);
@@ -205,8 +207,6 @@ struct zinf_device {
 	uint64_t alloc_failures;
 	struct zinf_copy_stats copy[ZINF_COPY_DIRS]; /* updated with atomics */
 	uint64_t memset_bytes;
-	pthread_mutex_t err_lock;
-	char last_error[512];
 };
 
 struct zinf_stream {
@@ -231,7 +231,7 @@ int zinf_device_init_common(struct zinf_device *dev, const struct zinf_device_op
 			    enum zinf_device_backend backend, void *heap_base, uint64_t heap_size,
 			    uint32_t max_allocs);
 void zinf_device_fini_common(struct zinf_device *dev);
-/* Record an error message on dev and return code. */
+/* Record an error message as the calling thread's last error on dev; return code. */
 int zinf_device_set_error(struct zinf_device *dev, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Count one finished copy (thread-safe, lock-free). */

@@ -383,7 +383,7 @@ static void cuda_destroy(struct zinf_device *dev)
 	unsigned nstreams = 0, nevents = 0;
 
 	if (cuda_synchronize(dev))
-		zinf_logf(ZINF_LOG_WARN, "device %s: %s", dev->name, dev->last_error);
+		zinf_logf(ZINF_LOG_WARN, "device %s: %s", dev->name, zinf_device_last_error(dev));
 	while (cd->streams) {
 		struct cuda_stream *cs = cd->streams;
 

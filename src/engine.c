@@ -468,6 +468,24 @@ int engine_check_module(struct zinf_engine *e, uint32_t module)
 	return 0;
 }
 
+int engine_check_not_held(struct zinf_engine *e, const char *call, uint32_t first, uint32_t n,
+			  bool grads, int code)
+{
+	for (uint32_t i = first; i < first + n && i < e->n_modules; i++) {
+		const struct emodule *m = &e->modules[i];
+		if (m->fetched)
+			return engine_fail(e, code,
+					   "%s refused: module %u (%s): fetched, not released",
+					   call, i, m->name);
+		if (grads && m->grads)
+			return engine_fail(
+				e, code,
+				"%s refused: module %u (%s): gradients taken, zinf_module_grads_ready not called",
+				call, i, m->name);
+	}
+	return 0;
+}
+
 #define STORE_CALL(e, call)                                                                        \
 	do {                                                                                       \
 		int rc_ = (call);                                                                  \
@@ -495,6 +513,7 @@ int zinf_module_fetch(struct zinf_engine *e, uint32_t module)
 	 * the room it needs. */
 	if (!held)
 		STORE_CALL(e, zinf_store_fetch(e->store, e->modules[module].store_id));
+	e->modules[module].fetched++;
 	if (e->prefetch)
 		zinf_prefetch_advance(e->prefetch);
 	return 0;
@@ -532,7 +551,14 @@ int zinf_module_release(struct zinf_engine *e, uint32_t module)
 
 	if (rc)
 		return rc;
+	/* Checked here, not left to the store: a module fetched ahead holds a store use
+	 * count the model's release must not take. */
+	if (!e->modules[module].fetched)
+		return engine_fail(e, ZINF_ESTATE,
+				   "module %u (%s): released more often than fetched", module,
+				   e->modules[module].name);
 	STORE_CALL(e, zinf_store_release(e->store, e->modules[module].store_id));
+	e->modules[module].fetched--;
 	if (e->modules[module].t_ready) {
 		zinf_timeline_add(e->timeline, ZINF_TRACK_COMPUTE, e->modules[module].name,
 				  e->modules[module].t_ready, zinf_timeline_now_ns());

@@ -143,6 +143,7 @@ struct emodule {
 	uint32_t first_param, n_params;
 	uint64_t grad_bytes; /* fp32 gradients of all its params, each GRAD_ALIGN aligned */
 	void *grads;	     /* device buffer between zinf_module_grads and _ready */
+	uint32_t fetched;    /* the model's fetches not yet released */
 };
 
 struct zinf_engine {
@@ -210,6 +211,12 @@ int engine_fail(struct zinf_engine *e, int code, const char *fmt, ...)
 /* engine.c: 0, or -EINVAL / ZINF_ESTATE (message set) for an unknown module or a call
  * before finalize; bytes per element of a stored dtype. */
 int engine_check_module(struct zinf_engine *e, uint32_t module);
+/* engine.c: 0, or code with "<call> refused: module <id> (<name>): fetched, not
+ * released" (or, with grads, "gradients taken, zinf_module_grads_ready not called") for
+ * the first of modules [first, first + n) the model still holds: what a call that
+ * rewrites their parameters (or consumes the gradients) must not run under. */
+int engine_check_not_held(struct zinf_engine *e, const char *call, uint32_t first, uint32_t n,
+			  bool grads, int code);
 uint64_t engine_dtype_bytes(enum zinf_dtype t);
 
 static inline double engine_now_seconds(void)

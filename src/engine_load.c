@@ -80,13 +80,16 @@ int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 	if (rc)
 		return rc;
 	p = &e->params[param];
-	rc = engine_opt_drain(e);
-	if (rc)
-		return rc;
 	if (!valid_dtype(src_dtype))
 		return engine_fail(e, -EINVAL,
 				   "param %u: source dtype %d (expected f32, bf16 or f16)", param,
 				   (int)src_dtype);
+	rc = engine_check_not_held(e, "param load", p->module, 1, false, -EBUSY);
+	if (rc)
+		return rc;
+	rc = engine_opt_drain(e);
+	if (rc)
+		return rc;
 	if (e->prefetch)
 		zinf_prefetch_drop(e->prefetch);
 	/* The parameter's own copy first: a module in use is refused before any state
@@ -139,6 +142,9 @@ int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
 	if (rc)
 		return rc;
 	m = &e->modules[module];
+	rc = engine_check_not_held(e, "module load", module, 1, false, -EBUSY);
+	if (rc)
+		return rc;
 	rc = engine_opt_drain(e); /* a step's updates still running use staging and srcs */
 	if (rc)
 		return rc;

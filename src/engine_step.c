@@ -89,13 +89,14 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 	memset(out, 0, sizeof(*out));
 	if (!e->finalized)
 		return engine_fail(e, ZINF_ESTATE, "step before finalize");
+	/* Before anything changes: the update would rewrite parameters the model may still
+	 * read, and gradients still out would be lost. */
+	rc = engine_check_not_held(e, "step", 0, e->n_modules, true, ZINF_ESTATE);
+	if (rc)
+		return rc;
 	rc = engine_opt_drain(e); /* the previous step's updates, if still running */
 	if (rc)
 		return rc;
-	for (uint32_t m = 0; m < e->n_modules; m++)
-		if (e->modules[m].grads)
-			return engine_fail(e, ZINF_ESTATE,
-					   "step with the gradients of module %u still out", m);
 	if (e->grads_lost) {
 		clear_grads(e);
 		e->grads_lost = false;

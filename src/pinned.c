@@ -37,9 +37,16 @@ struct zinf_pinned {
 	bool registered;	    /* through the device (undo with unregister) */
 	int numa_node;
 	struct zinf_arena arena;
-	pthread_mutex_t err_lock;
-	char last_error[512];
 };
+
+/* The calling thread's last pool error: the store's mover and the model's and the
+ * optimizer's threads allocate from one pool at once, and each must read the message of
+ * its own failed call, never another's or a torn mix. pool says which pool it was
+ * recorded on. */
+static __thread struct {
+	const struct zinf_pinned *pool;
+	char msg[512];
+} last_error;
 
 static int set_error(struct zinf_pinned *pool, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -48,11 +55,10 @@ static int set_error(struct zinf_pinned *pool, int code, const char *fmt, ...)
 {
 	va_list ap;
 
-	pthread_mutex_lock(&pool->err_lock);
 	va_start(ap, fmt);
-	vsnprintf(pool->last_error, sizeof(pool->last_error), fmt, ap);
+	vsnprintf(last_error.msg, sizeof(last_error.msg), fmt, ap);
 	va_end(ap);
-	pthread_mutex_unlock(&pool->err_lock);
+	last_error.pool = pool;
 	return code;
 }
 
@@ -333,7 +339,6 @@ int zinf_pinned_create(const struct zinf_pinned_opts *opts, struct zinf_pinned *
 		snprintf(err, errlen, "pinned pool: out of host memory");
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&pool->err_lock, NULL);
 	pool->size = size;
 	pool->align = opts->align;
 	pool->device = opts->device;
@@ -383,7 +388,6 @@ out_unlock:
 out_unmap:
 	munmap(pool->base, size);
 out_free:
-	pthread_mutex_destroy(&pool->err_lock);
 	free(pool);
 	return rc;
 }
@@ -405,7 +409,6 @@ void zinf_pinned_destroy(struct zinf_pinned *pool)
 	else if (pool->locked && !pool->registered)
 		munlock(pool->base, pool->size);
 	munmap(pool->base, pool->size);
-	pthread_mutex_destroy(&pool->err_lock);
 	free(pool);
 }
 
@@ -510,5 +513,5 @@ void zinf_pinned_get_stats(struct zinf_pinned *pool, struct zinf_pinned_stats *o
 
 const char *zinf_pinned_last_error(struct zinf_pinned *pool)
 {
-	return pool->last_error;
+	return last_error.pool == pool ? last_error.msg : "";
 }

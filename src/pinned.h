@@ -10,6 +10,7 @@
  * so the pool can be registered with the I/O engine (io_uring fixed buffers) once.
  *
  * Threading: every function is thread-safe; the pool must outlive its buffers' users.
+ * Error messages are per thread (zinf_pinned_last_error).
  */
 #ifndef ZINF_SRC_PINNED_H
 #define ZINF_SRC_PINNED_H
@@ -76,7 +77,8 @@ uint64_t zinf_pinned_size(const struct zinf_pinned *pool);
 /* Whether [p, p + len) lies inside one live buffer. */
 bool zinf_pinned_owns(struct zinf_pinned *pool, const void *p, uint64_t len);
 void zinf_pinned_get_stats(struct zinf_pinned *pool, struct zinf_pinned_stats *out);
-/* The last error on pool as one line ("" if none). */
+/* The calling thread's last error on pool, as one line: the message of this thread's
+ * last failed call, when that call was on pool ("" otherwise). */
 const char *zinf_pinned_last_error(struct zinf_pinned *pool);
 
 /* Whether bytes more can be locked by this process (mlock, io_uring fixed buffers):

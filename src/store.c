@@ -20,14 +20,24 @@
 #include "zinf/io.h"
 #include "zinf/log.h"
 
+/* The calling thread's last store error. The model's thread and the optimizer's call
+ * one store at the same time, so one buffer per store would hand a thread the other's
+ * message (or a torn mix of both); per thread, each reads the message of its own failed
+ * call. store says which store it was recorded on. */
+static __thread struct {
+	const struct zinf_store *store;
+	char msg[512];
+} last_error;
+
 int store_fail(struct zinf_store *s, int code, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(s->last_error, sizeof(s->last_error), fmt, ap);
+	vsnprintf(last_error.msg, sizeof(last_error.msg), fmt, ap);
 	va_end(ap);
-	zinf_logf(ZINF_LOG_DEBUG, "store: %s", s->last_error);
+	last_error.store = s;
+	zinf_logf(ZINF_LOG_DEBUG, "store: %s", last_error.msg);
 	return code;
 }
 
@@ -166,7 +176,7 @@ void zinf_store_destroy(struct zinf_store *s)
 
 const char *zinf_store_last_error(struct zinf_store *s)
 {
-	return s->last_error;
+	return last_error.store == s ? last_error.msg : "";
 }
 
 /* ---- registration ------------------------------------------------------------------- */

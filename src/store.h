@@ -28,6 +28,8 @@
  *
  * Threading: all functions are thread-safe (one lock); the mover thread does the
  * moving. zinf_store_param_data() pointers stay valid until the module's release.
+ * Error messages are per thread (zinf_store_last_error); a load the mover fails is
+ * reported, with its message, to the threads that wait for it.
  */
 #ifndef ZINF_SRC_STORE_H
 #define ZINF_SRC_STORE_H
@@ -99,7 +101,9 @@ int zinf_store_create(const struct zinf_store_opts *opts, struct zinf_store **ou
 /* Stop the mover, free every device, host and pinned buffer and NVMe extent. NULL is a
  * no-op. No module may be in use. */
 void zinf_store_destroy(struct zinf_store *store);
-/* The last error as one line ("" if none). */
+/* The calling thread's last error on store, as one line: the message of this thread's
+ * last failed call, when that call was on this store ("" otherwise). Valid until the
+ * thread's next failed store call; other threads' failures never change it. */
 const char *zinf_store_last_error(struct zinf_store *store);
 
 /* ---- registration (before finalize) ---------------------------------------------------- */

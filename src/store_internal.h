@@ -76,6 +76,7 @@ struct module {
 	uint64_t next_use; /* when it is needed next (zinf_store_set_next_use); 0 = unknown */
 	bool persistent;   /* never evicted (stage3_param_persistence_threshold) */
 	struct module *next_waiting;
+	char error_msg[512]; /* FAILED: its one-line message (set by the mover) */
 };
 
 struct zinf_store {
@@ -104,7 +105,6 @@ struct zinf_store {
 	uint64_t host_now, host_peak, nvme_now, nvme_peak;
 	struct zinf_store_link_stats link[ZINF_LINKS];
 	uint64_t wait_ns, waits, fetches, hits, evictions, param_bytes;
-	char last_error[512];
 };
 
 static inline uint64_t store_now_ns(void)
@@ -120,7 +120,8 @@ static inline uint64_t store_round_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
-/* Record a one-line error on s and return code. */
+/* Record a one-line error as the calling thread's last error on s (see
+ * zinf_store_last_error) and return code. */
 int store_fail(struct zinf_store *s, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* The mover thread's body (store_move.c). */

@@ -121,10 +121,22 @@ static int place(struct zinf_store *s, struct module *mod)
 	return 0;
 }
 
-static void module_failed(struct zinf_store *s, struct module *mod, int code)
+/* The mover's failures are recorded on the module, not as the mover thread's last error
+ * (which nobody reads): zinf_store_wait hands the message to the waiting thread. The
+ * first failure of a load is the one reported. */
+static void module_failed(struct zinf_store *s, struct module *mod, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void module_failed(struct zinf_store *s, struct module *mod, int code, const char *fmt, ...)
 {
+	va_list ap;
+
 	if (mod->state == MOD_FAILED)
 		return;
+	va_start(ap, fmt);
+	vsnprintf(mod->error_msg, sizeof(mod->error_msg), fmt, ap);
+	va_end(ap);
+	zinf_logf(ZINF_LOG_DEBUG, "store: %s", mod->error_msg);
 	mod->state = MOD_FAILED;
 	mod->error = code;
 	pthread_cond_broadcast(&s->ready);
@@ -171,9 +183,9 @@ static void start_copy(struct zinf_store *s, struct chunk *ch, const void *src)
 	if (!rc)
 		rc = zinf_event_record(ch->ev, s->h2d);
 	if (rc) {
-		store_fail(s, rc, "module %s: copy to device: %s", mod->name,
-			   zinf_device_last_error(s->o.device));
-		module_failed(s, mod, rc); /* the event then reads complete: the chunk settles */
+		/* the event then reads complete: the chunk settles */
+		module_failed(s, mod, rc, "module %s: copy to device: %s", mod->name,
+			      zinf_device_last_error(s->o.device));
 	}
 	ch->state = CHUNK_COPYING;
 	ch->t_copy = store_now_ns();
@@ -216,11 +228,10 @@ static bool advance(struct zinf_store *s, struct chunk *ch)
 			rc = zinf_io_submit(s->o.io, &r, 1);
 		}
 		if (rc) {
-			store_fail(s, rc, "module %s: nvme read: %s", mod->name,
-				   zinf_io_last_error(s->o.io));
+			module_failed(s, mod, rc, "module %s: nvme read: %s", mod->name,
+				      zinf_io_last_error(s->o.io));
 			zinf_pinned_free(s->o.pinned, ch->staging);
 			ch->staging = NULL;
-			module_failed(s, mod, rc);
 			ch->state = CHUNK_HOME;
 			return true;
 		}
@@ -233,8 +244,8 @@ static bool advance(struct zinf_store *s, struct chunk *ch)
 		zinf_timeline_add(s->o.timeline, ZINF_TRACK_NVME_READ, mod->name, ch->t_submit,
 				  store_now_ns());
 		if (ch->req.status) {
-			store_fail(s, ch->req.status, "module %s: %s", mod->name, ch->req.error);
-			module_failed(s, mod, ch->req.status);
+			module_failed(s, mod, ch->req.status, "module %s: %s", mod->name,
+				      ch->req.error);
 		} else {
 			s->link[ZINF_LINK_NVME_TO_PINNED].bytes += ch->io_len;
 			s->link[ZINF_LINK_NVME_TO_PINNED].count++;
@@ -453,8 +464,8 @@ int zinf_store_wait(struct zinf_store *s, uint32_t module)
 		}
 		store_wait_ms(s); /* re-check every millisecond */
 	}
-	if (mod->state == MOD_FAILED)
-		rc = mod->error;
+	if (mod->state == MOD_FAILED) /* the mover's message, now this thread's */
+		rc = store_fail(s, mod->error, "%s", mod->error_msg);
 out_time:
 	if (t0) {
 		s->wait_ns += store_now_ns() - t0;

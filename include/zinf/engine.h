@@ -74,15 +74,16 @@ int zinf_engine_finalize(struct zinf_engine *e);
  * with optimizer state on NVMe each sub-group of it is written as soon as it is
  * complete, so loading a model module by module holds one module's sources and about
  * one sub-group per optimizer group, never the whole model (see docs/engine.md). The
- * module must not be in use (-EBUSY, nothing changed); the sources are only read, and
- * may be freed on return. Bad input is -EINVAL with the module, source and value named.
- * After an I/O error (named with the sub-group or chunk) the call may be repeated with
- * the same sources; what was loaded before the error is kept meanwhile. */
+ * module must not be in use (fetched, not released: -EBUSY, nothing changed); the
+ * sources are only read, and may be freed on return. Bad input is -EINVAL with the
+ * module, source and value named. After an I/O error (named with the sub-group or chunk)
+ * the call may be repeated with the same sources; what was loaded before the error is
+ * kept meanwhile. */
 int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
 		     const void *const *srcs, const enum zinf_dtype *src_dtypes);
 /* Set one parameter's value, as zinf_module_load does for each. The slower path: the
  * chunks the parameter touches are read, changed and written back, per parameter. The
- * module must not be in use. */
+ * module must not be in use (-EBUSY, nothing changed). */
 int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 		    enum zinf_dtype src_dtype);
 /* Write a parameter's value (from the fp32 master) to dst as dst_dtype. */
@@ -95,6 +96,8 @@ int zinf_module_fetch(struct zinf_engine *e, uint32_t module);
 int zinf_module_wait(struct zinf_engine *e, uint32_t module);
 /* Device address of a parameter of a fetched, ready module; NULL otherwise. */
 void *zinf_param_data(struct zinf_engine *e, uint32_t param);
+/* Give back one fetch of the module; ZINF_ESTATE for a module the model has not fetched
+ * (more releases than fetches). */
 int zinf_module_release(struct zinf_engine *e, uint32_t module);
 
 /* Zeroed fp32 device buffers for the gradients of the module's parameters. */
@@ -143,7 +146,11 @@ struct zinf_step_result {
 /* Run the optimizer over every parameter with the accumulated gradients, write the new
  * values to their home tiers and clear the accumulators. With zinf.overlap_optimizer
  * (the default) it computes the norm, clipping and fp16 check, and the updates then run
- * in the background (see zinf_engine_sync); their results are the same. */
+ * in the background (see zinf_engine_sync); their results are the same. Refused with
+ * ZINF_ESTATE, nothing changed, while the model holds a module: fetched and not
+ * released, or gradients taken and zinf_module_grads_ready not called (the message
+ * names the first such module and which); release it or hand the gradients back, then
+ * step. */
 int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
 
 /* With zinf.overlap_optimizer (the default) zinf_step computes the norm and returns; the

@@ -73,9 +73,10 @@ int main(void)
 		zinf_last_error(e));
 	for (int i = 0; i < 32; i++)
 		w[i] = 100.0f + (float)i;
-	expect(e, zinf_module_load(e, m, 2, srcs, dts), -EBUSY, "module block is in use",
-	       "module in use");
-	expect(e, zinf_param_load(e, 0, w, ZINF_DTYPE_F32), -EBUSY, "module block is in use",
+	expect(e, zinf_module_load(e, m, 2, srcs, dts), -EBUSY,
+	       "module load refused: module 0 (block): fetched, not released", "module in use");
+	expect(e, zinf_param_load(e, 0, w, ZINF_DTYPE_F32), -EBUSY,
+	       "param load refused: module 0 (block): fetched, not released",
 	       "param of a module in use");
 	T_CHECK_RC(zinf_param_save(e, 0, got, ZINF_DTYPE_F32));
 	T_CHECK(got[5] == 5.0f, "a refused load changed the master: %g", got[5]);
