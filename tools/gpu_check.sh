@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tools/gpu_check.sh: the GPU check of zinf, for a machine with an NVIDIA GPU and the CUDA
 # toolkit but possibly no network. Configures a CUDA build for sm_90, builds it, runs the
-# gpu-labelled tests (ctest -L gpu), and trains the demo model on the cuda device backend.
-# Bounded to about 8 minutes; every phase has its own time limit.
+# gpu-labelled tests (ctest -L gpu), trains the demo model on the cuda device backend, and
+# (when python3 has torch and transformers) compares zinf's losses with a Hugging Face
+# Llama trained on the same batches (tools/hf_compare.py). Bounded to about 10 minutes;
+# every phase has its own time limit.
 #
 # Environment:
 #   ZINF_DEPS_PREFIX  a folder holding the Debian packages of tools/fetch_debs.sh
@@ -115,5 +117,14 @@ if [ -s "$out/demo_cuda.jsonl" ]; then
 		"$out/demo_cuda.jsonl" | grep -E '^[0-9]+,' >>"$out/demo_cuda_loss.csv"
 fi
 rm -rf "$demo"
+
+# ---- an independent reference: Hugging Face transformers, same model, same batches ---------------
+if python3 -c "import torch, transformers" >/dev/null 2>&1; then
+	phase hf_compare 180 python3 tools/hf_compare.py --zinf "$build/zinf" --device cuda \
+		--out "$out/hf"
+	tail -n 10 "$out/hf_compare.log" | tee -a "$summary"
+else
+	note "hf_compare: skipped (python3 here has no torch and transformers)"
+fi
 note "done: exit $status; results in $out"
 exit $status
