@@ -238,13 +238,38 @@ static int parse_dtype(struct zinf_hf_config *cfg, const char *name, const cJSON
 		cJSON_IsString(item) ? "\"" : "");
 }
 
-static int parse_rope_scaling(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
+/* Rotary settings. transformers before 5 writes rope_theta and rope_scaling (null, or
+ * {"rope_type": "llama3", factors}); 5 and later write one rope_parameters object
+ * ({"rope_type": "default" or "llama3", "rope_theta": ..., factors}). */
+static int parse_rope(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
 {
 	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+	const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+	const char *prefix = "rope_scaling.";
 	const cJSON *type;
-	int rc;
+	int rc = get_positive(cfg, name, root, "", "rope_theta", &cfg->rope_theta);
 
 	cfg->rope_llama3 = false;
+	cfg->rope_parameters = false;
+	if (rc)
+		return rc;
+	if (!absent(rp)) {
+		if (!cJSON_IsObject(rp))
+			return hf_fail(
+				cfg, ZINF_ECONFIG, name,
+				"rope_parameters: expected an object with rope_type and rope_theta");
+		if (!absent(rs))
+			return hf_fail(
+				cfg, ZINF_ECONFIG, name,
+				"rope_scaling: given with rope_parameters (expected one of them: rope_parameters holds the scaling in transformers 5)");
+		rc = get_positive(cfg, name, rp, "rope_parameters.", "rope_theta",
+				  &cfg->rope_theta);
+		if (rc)
+			return rc;
+		rs = rp;
+		prefix = "rope_parameters.";
+		cfg->rope_parameters = true;
+	}
 	if (absent(rs))
 		return 0;
 	if (!cJSON_IsObject(rs))
@@ -255,30 +280,31 @@ static int parse_rope_scaling(struct zinf_hf_config *cfg, const char *name, cons
 	if (absent(type))
 		type = cJSON_GetObjectItemCaseSensitive(rs, "type");
 	if (!cJSON_IsString(type))
-		return hf_fail(
-			cfg, ZINF_ECONFIG, name,
-			"rope_scaling.rope_type: missing or not a string (expected \"llama3\")");
+		return hf_fail(cfg, ZINF_ECONFIG, name,
+			       "%srope_type: missing or not a string (expected \"llama3\"%s)",
+			       prefix, cfg->rope_parameters ? " or \"default\"" : "");
 	if (strcmp(type->valuestring, "default") == 0)
 		return 0;
 	if (strcmp(type->valuestring, "llama3") != 0)
 		return hf_fail(
 			cfg, ZINF_ECONFIG, name,
-			"rope_scaling.rope_type: \"%.40s\" is not supported (expected \"llama3\" or rope_scaling null)",
-			type->valuestring);
+			"%srope_type: \"%.40s\" is not supported (expected \"llama3\" or %s)",
+			prefix, type->valuestring,
+			cfg->rope_parameters ? "\"default\"" : "rope_scaling null");
 	cfg->rope_llama3 = true;
 	cfg->rope_factor = 0;
 	cfg->rope_low_freq_factor = 0;
 	cfg->rope_high_freq_factor = 0;
 	cfg->rope_original_max_position_embeddings = 0;
-	rc = get_positive(cfg, name, rs, "rope_scaling.", "factor", &cfg->rope_factor);
+	rc = get_positive(cfg, name, rs, prefix, "factor", &cfg->rope_factor);
 	if (rc == 0)
-		rc = get_positive(cfg, name, rs, "rope_scaling.", "low_freq_factor",
+		rc = get_positive(cfg, name, rs, prefix, "low_freq_factor",
 				  &cfg->rope_low_freq_factor);
 	if (rc == 0)
-		rc = get_positive(cfg, name, rs, "rope_scaling.", "high_freq_factor",
+		rc = get_positive(cfg, name, rs, prefix, "high_freq_factor",
 				  &cfg->rope_high_freq_factor);
 	if (rc == 0)
-		rc = get_uint(cfg, name, rs, "rope_scaling.", "original_max_position_embeddings",
+		rc = get_uint(cfg, name, rs, prefix, "original_max_position_embeddings",
 			      HF_MAX_POSITIONS, &cfg->rope_original_max_position_embeddings);
 	return rc;
 }
@@ -409,9 +435,7 @@ static int parse_fields(struct zinf_hf_config *cfg, const char *name, const cJSO
 	if (rc == 0)
 		rc = get_positive(cfg, name, root, "", "rms_norm_eps", &cfg->rms_norm_eps);
 	if (rc == 0)
-		rc = get_positive(cfg, name, root, "", "rope_theta", &cfg->rope_theta);
-	if (rc == 0)
-		rc = parse_rope_scaling(cfg, name, root);
+		rc = parse_rope(cfg, name, root);
 	if (rc == 0)
 		rc = get_bool(cfg, name, root, "tie_word_embeddings", &cfg->tie_word_embeddings);
 	if (rc == 0 && cfg->model_type == ZINF_HF_LLAMA) {
@@ -484,12 +508,13 @@ int zinf_hf_config_validate(struct zinf_hf_config *cfg, const char *name)
 		    cfg->rope_original_max_position_embeddings == 0)
 			return hf_fail(
 				cfg, ZINF_ECONFIG, name,
-				"rope_scaling: llama3 needs factor, low_freq_factor, high_freq_factor and original_max_position_embeddings, all positive");
+				"%s: llama3 needs factor, low_freq_factor, high_freq_factor and original_max_position_embeddings, all positive",
+				cfg->rope_parameters ? "rope_parameters" : "rope_scaling");
 		if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor))
-			return hf_fail(
-				cfg, ZINF_ECONFIG, name,
-				"rope_scaling.high_freq_factor: %g is not above low_freq_factor %g",
-				cfg->rope_high_freq_factor, cfg->rope_low_freq_factor);
+			return hf_fail(cfg, ZINF_ECONFIG, name,
+				       "%s.high_freq_factor: %g is not above low_freq_factor %g",
+				       cfg->rope_parameters ? "rope_parameters" : "rope_scaling",
+				       cfg->rope_high_freq_factor, cfg->rope_low_freq_factor);
 	}
 	if (zinf_st_dtype_size(cfg->torch_dtype) == 0)
 		return hf_fail(cfg, ZINF_ECONFIG, name, "torch_dtype: invalid value %d",
@@ -620,6 +645,31 @@ static cJSON *rope_scaling_json(const struct zinf_hf_config *cfg)
 	return rs;
 }
 
+/* transformers 5's form: one object, which keeps the keys zinf does not read. */
+static cJSON *rope_parameters_json(const struct zinf_hf_config *cfg)
+{
+	const cJSON *old =
+		cfg->json ? cJSON_GetObjectItemCaseSensitive(cfg->json, "rope_parameters") : NULL;
+	cJSON *rp = cJSON_IsObject(old) ? cJSON_Duplicate(old, 1) : cJSON_CreateObject();
+	bool ok = rp != NULL;
+
+	ok = ok &&
+	     set_item(rp, "rope_type", cJSON_CreateString(cfg->rope_llama3 ? "llama3" : "default"));
+	ok = ok && set_num(rp, "rope_theta", cfg->rope_theta);
+	if (cfg->rope_llama3) {
+		ok = ok && set_num(rp, "factor", cfg->rope_factor);
+		ok = ok && set_num(rp, "high_freq_factor", cfg->rope_high_freq_factor);
+		ok = ok && set_num(rp, "low_freq_factor", cfg->rope_low_freq_factor);
+		ok = ok && set_num(rp, "original_max_position_embeddings",
+				   (double)cfg->rope_original_max_position_embeddings);
+	}
+	if (!ok) {
+		cJSON_Delete(rp);
+		return NULL;
+	}
+	return rp;
+}
+
 static cJSON *config_json(const struct zinf_hf_config *cfg, enum zinf_st_dtype dtype)
 {
 	cJSON *o = cfg->json ? cJSON_Duplicate(cfg->json, 1) : cJSON_CreateObject();
@@ -643,8 +693,13 @@ static cJSON *config_json(const struct zinf_hf_config *cfg, enum zinf_st_dtype d
 	ok = ok && set_num(o, "head_dim", (double)cfg->head_dim);
 	ok = ok && set_num(o, "max_position_embeddings", (double)cfg->max_position_embeddings);
 	ok = ok && set_num(o, "rms_norm_eps", cfg->rms_norm_eps);
-	ok = ok && set_num(o, "rope_theta", cfg->rope_theta);
-	ok = ok && set_item(o, "rope_scaling", rope_scaling_json(cfg));
+	/* the rotary settings in the form they were read in */
+	if (cfg->rope_parameters) {
+		ok = ok && set_item(o, "rope_parameters", rope_parameters_json(cfg));
+	} else {
+		ok = ok && set_num(o, "rope_theta", cfg->rope_theta);
+		ok = ok && set_item(o, "rope_scaling", rope_scaling_json(cfg));
+	}
 	ok = ok && set_item(o, "tie_word_embeddings", cJSON_CreateBool(cfg->tie_word_embeddings));
 	ok = ok && set_item(o, "hidden_act", cJSON_CreateString("silu"));
 	if (cfg->model_type == ZINF_HF_LLAMA) {

@@ -36,6 +36,9 @@ struct zinf_hf_config {
 	double rope_theta;
 	/* rope_scaling: none (null / absent) or Llama 3's frequency-dependent scaling. */
 	bool rope_llama3;
+	/* the rotary settings came from rope_parameters (transformers 5) rather than
+	 * rope_theta + rope_scaling: names the key in error messages */
+	bool rope_parameters;
 	double rope_factor;
 	double rope_low_freq_factor;
 	double rope_high_freq_factor;

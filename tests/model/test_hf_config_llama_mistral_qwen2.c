@@ -5,7 +5,9 @@
  * file and the field; saving writes a config that loads back equal, keeps keys zinf
  * does not interpret and carries the save dtype. llama's mlp_bias adds the MLP biases to
  * the tensor list; mistral's and qwen2's sliding-window fields (sliding_window,
- * use_sliding_window, max_window_layers, layer_types) load and save back.
+  * use_sliding_window, max_window_layers, layer_types) load and save back. transformers
+ * 5's rope_parameters (rope_type, rope_theta and the llama3 factors in one object) load
+ * like the older rope_theta + rope_scaling.
  * Usage: test_hf_config_llama_mistral_qwen2 DATA_DIR
  */
 #include <ftw.h>
@@ -91,6 +93,20 @@ static void check_errors(void)
 		    "\"original_max_position_embeddings\":8192}}",
 		    ZINF_ECONFIG,
 		    "rope_scaling.high_freq_factor: 1 is not above low_freq_factor 4");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_parameters\":7}", ZINF_ECONFIG,
+		    "rope_parameters: expected an object with rope_type and rope_theta");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_parameters\":{\"rope_type\":"
+		    "\"default\",\"rope_theta\":1e4},\"rope_scaling\":{\"rope_type\":\"llama3\"}}",
+		    ZINF_ECONFIG, "rope_scaling: given with rope_parameters");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_parameters\":{\"rope_type\":"
+		    "\"yarn\",\"rope_theta\":1e4,\"factor\":4}}",
+		    ZINF_ECONFIG, "rope_parameters.rope_type: \"yarn\" is not supported");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_parameters\":{\"rope_type\":"
+		    "\"default\",\"rope_theta\":-1}}",
+		    ZINF_ECONFIG, "rope_parameters.rope_theta: expected a positive number");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_parameters\":{\"rope_type\":"
+		    "\"llama3\",\"rope_theta\":5e5,\"factor\":8}}",
+		    ZINF_ECONFIG, "rope_parameters: llama3 needs");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"tie_word_embeddings\":1}", ZINF_ECONFIG,
 		    "tie_word_embeddings: expected true or false");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"torch_dtype\":\"int8\"}", ZINF_ECONFIG,
@@ -224,6 +240,29 @@ static void check_samples(void)
 		T_CHECK(t.shape[0] == 100 && t.shape[1] == 64 && t.module == 3, "lm_head");
 	}
 	zinf_hf_config_free(&c);
+
+	/* transformers 5: the rotary settings in rope_parameters */
+	zinf_hf_config_init(&c);
+	T_CHECK_RC(zinf_hf_config_load_string(
+		&c,
+		"{" BASE ",\"num_attention_heads\":4,\"rope_parameters\":{\"rope_type\":\"llama3\","
+		"\"rope_theta\":500000.0,\"factor\":32.0,\"low_freq_factor\":1.0,"
+		"\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}",
+		"v5.json"));
+	T_CHECK(c.rope_theta == 500000.0 && c.rope_llama3 && c.rope_factor == 32.0 &&
+			c.rope_low_freq_factor == 1.0 && c.rope_high_freq_factor == 4.0 &&
+			c.rope_original_max_position_embeddings == 8192,
+		"rope_parameters llama3: theta %g", c.rope_theta);
+	zinf_hf_config_free(&c);
+	zinf_hf_config_init(&c);
+	T_CHECK_RC(zinf_hf_config_load_string(&c,
+					      "{" BASE
+					      ",\"num_attention_heads\":4,\"rope_parameters\":"
+					      "{\"rope_type\":\"default\",\"rope_theta\":1e6}}",
+					      "v5d.json"));
+	T_CHECK(c.rope_theta == 1e6 && !c.rope_llama3, "rope_parameters default: theta %g",
+		c.rope_theta);
+	zinf_hf_config_free(&c);
 }
 
 static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
@@ -241,9 +280,9 @@ static void check_save(void)
 
 	T_CHECK(asprintf(&dir, "%s/zinf_hfcfg_XXXXXX", base) > 0 && mkdtemp(dir), "mkdtemp");
 	T_CHECK(asprintf(&path, "%s/config.json", dir) > 0, "asprintf");
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < 4; k++) {
 		static const char *names[] = {"config_llama.json", "config_mistral.json",
-					      "config_qwen2.json"};
+					      "config_qwen2.json", "config_llama_v5.json"};
 
 		load(&a, names[k]);
 		T_CHECK(zinf_hf_config_save(&a, path, ZINF_ST_F32) == 0, "save: %s", a.last_error);
@@ -275,6 +314,9 @@ static void check_save(void)
 		text[n] = '\0';
 		T_CHECK(strstr(text, "\"bos_token_id\""), "unknown keys dropped: %s", text);
 		T_CHECK(strstr(text, "\"torch_dtype\":\t\"float32\""), "torch_dtype: %s", text);
+		T_CHECK(a.rope_parameters == (k == 3) && b.rope_parameters == a.rope_parameters &&
+				(k != 3 || !strstr(text, "\"rope_scaling\"")),
+			"%s: the rotary settings saved in another form: %s", names[k], text);
 		zinf_hf_config_free(&a);
 		zinf_hf_config_free(&b);
 	}
