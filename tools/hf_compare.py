@@ -57,8 +57,9 @@ def hf_losses(args, model_dir, tokens, torch, transformers):
     dev = torch.device("cuda" if args.device == "cuda" else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    # no dtype argument (renamed in transformers 5): the checkpoint is fp32 anyway
     model = transformers.LlamaForCausalLM.from_pretrained(
-        model_dir, torch_dtype=torch.float32, attn_implementation="eager").to(dev)
+        model_dir, attn_implementation="eager").float().to(dev)
     model.train()
     named = list(model.named_parameters())
     decay = [p for _, p in named if p.dim() >= 2]
@@ -128,8 +129,8 @@ def main():
     cfg = transformers.LlamaConfig(
         vocab_size=args.vocab, hidden_size=128, intermediate_size=344, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-        rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
-        attention_bias=False, mlp_bias=False)
+        rms_norm_eps=1e-5, tie_word_embeddings=False,
+        attention_bias=False, mlp_bias=False)  # rope theta: the default, 10000
     model_dir = os.path.join(work, "hf-model")
     transformers.LlamaForCausalLM(cfg).to(torch.float32).save_pretrained(
         model_dir, safe_serialization=True)
