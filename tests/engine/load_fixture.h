@@ -132,6 +132,30 @@ static inline float lf_weight_at(const void *w, enum zinf_dtype dtype, uint64_t 
 	return f;
 }
 
+/* Fetch module m, take its gradient buffers and add w - target to them (the gradient of
+ * half the squared distance); returns that loss term. grads_ready and release are the
+ * caller's. */
+static inline double lf_module_grads(struct lf_engine *le, int m)
+{
+	struct zinf_engine *e = le->e;
+	double loss = 0;
+
+	T_CHECK(zinf_module_fetch(e, le->mod[m]) == 0 && zinf_module_wait(e, le->mod[m]) == 0, "%s",
+		zinf_last_error(e));
+	T_CHECK_RC(zinf_module_grads(e, le->mod[m]));
+	for (int k = 0; k < 2; k++) {
+		const void *w = zinf_param_data(e, le->par[m][k]);
+		float *g = zinf_param_grad(e, le->par[m][k]);
+		T_CHECK(w && g, "data and grad pointers");
+		for (uint64_t i = 0; i < lf_elems(m, k); i++) {
+			double d = (double)lf_weight_at(w, le->dtype, i) - lf_target(m, k, i);
+			loss += d * d;
+			g[i] += (float)d;
+		}
+	}
+	return loss;
+}
+
 /* One optimizer step of one micro-batch; returns the loss the model saw before it. */
 static inline double lf_step(struct lf_engine *le)
 {
@@ -140,21 +164,7 @@ static inline double lf_step(struct lf_engine *le)
 	double loss = 0;
 
 	for (int m = 0; m < LF_N_MOD; m++) {
-		T_CHECK(zinf_module_fetch(e, le->mod[m]) == 0 &&
-				zinf_module_wait(e, le->mod[m]) == 0,
-			"%s", zinf_last_error(e));
-		T_CHECK_RC(zinf_module_grads(e, le->mod[m]));
-		for (int k = 0; k < 2; k++) {
-			const void *w = zinf_param_data(e, le->par[m][k]);
-			float *g = zinf_param_grad(e, le->par[m][k]);
-			T_CHECK(w && g, "data and grad pointers");
-			for (uint64_t i = 0; i < lf_elems(m, k); i++) {
-				double d =
-					(double)lf_weight_at(w, le->dtype, i) - lf_target(m, k, i);
-				loss += d * d;
-				g[i] += (float)d;
-			}
-		}
+		loss += lf_module_grads(le, m);
 		T_CHECK_RC(zinf_module_grads_ready(e, le->mod[m]));
 		T_CHECK_RC(zinf_module_release(e, le->mod[m]));
 	}
