@@ -41,15 +41,17 @@ static uint64_t bytes_of(const struct zinf_engine *e, uint64_t elems)
 }
 
 /* offload_gradients auto: NVMe when the accumulators would take more than a quarter of
- * host RAM. */
-static bool want_nvme(const struct zinf_engine *e, uint64_t elems)
+ * host RAM, and the sub-groups NVMe mode holds at once (three open, two read ahead) take
+ * less than that. */
+static bool want_nvme(const struct zinf_engine *e, uint64_t elems, uint64_t largest_sub)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+	uint64_t host = elems * sizeof(float), nvme = 5 * largest_sub * sizeof(float);
 
 	if (e->cfg->v.zinf.offload_gradients != ZINF_GRADS_AUTO)
 		return e->cfg->v.zinf.offload_gradients == ZINF_GRADS_NVME;
-	return ram && elems * sizeof(float) > ram / 4;
+	return ram && host > ram / 4 && nvme < host;
 }
 
 /* The optimizer's NVMe traffic, read by zinf_engine_get_stats on the model's thread. */
@@ -156,7 +158,7 @@ int engine_grad_setup(struct zinf_engine *e)
 				   " bytes of new parameter copies",
 				   largest * 2);
 	e->state_bytes += largest * 2;
-	e->grads_nvme = want_nvme(e, total);
+	e->grads_nvme = want_nvme(e, total, largest);
 	zinf_logf(ZINF_LOG_INFO, "gradient accumulators of %" PRIu64 " parameters: %s", total,
 		  e->grads_nvme ? "nvme" : "host memory");
 	if (!e->grads_nvme)
