@@ -163,6 +163,10 @@ int engine_grad_setup(struct zinf_engine *e)
 		  e->grads_nvme ? "nvme" : "host memory");
 	if (!e->grads_nvme)
 		return setup_host(e);
+	for (int i = 0; i < EGRAD_WRITES; i++) {
+		e->grad_wr[i].e = e;
+		e->grad_wr[i].gi = -1;
+	}
 	for (int i = 0; i < 2; i++) {
 		struct egrad_read *r = &e->grad_rd[i];
 		uint64_t bytes = bytes_of(e, largest);
@@ -185,6 +189,92 @@ int engine_grad_setup(struct zinf_engine *e)
 
 /* ---- accumulating (the model's thread) --------------------------------------------- */
 
+static void write_done(struct zinf_io_req *req)
+{
+	struct egrad_write *w = req->user;
+	struct zinf_engine *e = w->e;
+
+	pthread_mutex_lock(&e->grad_lock);
+	w->done = true;
+	pthread_cond_broadcast(&e->grad_cv);
+	pthread_mutex_unlock(&e->grad_lock);
+}
+
+/* Wait for w's write and free the slot; returns its status. The sum stays in *buf. */
+static int write_wait(struct zinf_engine *e, struct egrad_write *w, float **buf)
+{
+	pthread_mutex_lock(&e->grad_lock);
+	while (!w->done)
+		pthread_cond_wait(&e->grad_cv, &e->grad_lock);
+	pthread_mutex_unlock(&e->grad_lock);
+	*buf = w->buf;
+	w->buf = NULL;
+	w->gi = -1;
+	if (w->req.status == 0)
+		count_io(e, false, w->req.len, engine_now_seconds() - w->t0);
+	return w->req.status;
+}
+
+/* Sub-group s of group gi holds buf as an open accumulator (taken back from a write, or
+ * kept after a failed one); it counts as opened now. */
+static void keep_open(struct zinf_engine *e, int gi, uint64_t s, float *buf)
+{
+	struct egroup_grads *gr = &e->groups[gi].gr;
+
+	gr->acc[s] = buf;
+	gr->state[s] = EGRAD_OPEN;
+	gr->serial[s] = ++e->grad_serial;
+	gr->filled[s] = 0;
+}
+
+/* Retire w: on success its sub-group's sum is on NVMe and the buffer is freed; a failed
+ * write leaves the sum open in host memory (the step writes it again), so nothing is
+ * lost, and is the error. */
+static int write_retire(struct zinf_engine *e, struct egrad_write *w)
+{
+	int gi = w->gi;
+	uint64_t s = w->s, len = w->req.len;
+	uint32_t extent = w->req.extent;
+	float *buf;
+	int rc;
+
+	if (gi < 0)
+		return 0;
+	rc = write_wait(e, w, &buf);
+	if (rc == 0) {
+		free(buf);
+		host_bytes(e, -(int64_t)len);
+		e->groups[gi].gr.state[s] = EGRAD_NVME;
+		return 0;
+	}
+	keep_open(e, gi, s, buf);
+	return engine_fail(e, rc,
+			   "gradients on nvme: sub-group %" PRIu64 " of the %s group: write of "
+			   "extent %u (%" PRIu64 " bytes) failed: %s",
+			   s, group_name(e, gi), extent, len, zinf_strerror(rc));
+}
+
+static void warn_kept(struct zinf_engine *e)
+{
+	zinf_logf(ZINF_LOG_WARN, "%s (kept in host memory; the step writes it again)",
+		  e->last_error);
+}
+
+/* Retire every write; the first failure is the result (all are kept open). */
+static int writes_drain(struct zinf_engine *e)
+{
+	int first = 0;
+
+	for (int i = 0; i < EGRAD_WRITES; i++) {
+		int rc = write_retire(e, &e->grad_wr[i]);
+		if (rc && !first)
+			first = rc;
+		else if (rc)
+			warn_kept(e);
+	}
+	return first;
+}
+
 static int grad_open(struct zinf_engine *e, struct egroup *g, int gi, uint64_t s)
 {
 	struct egroup_grads *gr = &g->gr;
@@ -193,6 +283,25 @@ static int grad_open(struct zinf_engine *e, struct egroup *g, int gi, uint64_t s
 	float *buf;
 	int rc;
 
+	if (gr->state[s] == EGRAD_WRITING) { /* a later micro-batch: take the sum back */
+		for (int i = 0; i < EGRAD_WRITES; i++) {
+			struct egrad_write *w = &e->grad_wr[i];
+			if (w->gi != gi || w->s != s)
+				continue;
+			rc = write_wait(e, w, &buf);
+			keep_open(e, gi, s, buf);
+			if (rc == 0)
+				return 0;
+			/* the sum is open again either way; only the write is lost */
+			engine_fail(e, rc,
+				    "gradients on nvme: sub-group %" PRIu64
+				    " of the %s group: write "
+				    "of extent %u failed: %s",
+				    s, group_name(e, gi), gr->extent[s], zinf_strerror(rc));
+			warn_kept(e);
+			return 0;
+		}
+	}
 	if (posix_memalign((void **)&buf, align_of(e), bytes))
 		return engine_fail(e, -ENOMEM,
 				   "gradients on nvme: cannot allocate %" PRIu64
@@ -214,36 +323,60 @@ static int grad_open(struct zinf_engine *e, struct egroup *g, int gi, uint64_t s
 	} else {
 		memset(buf, 0, bytes);
 	}
-	gr->acc[s] = buf;
-	gr->state[s] = EGRAD_OPEN;
-	gr->serial[s] = ++e->grad_serial;
-	gr->filled[s] = 0;
 	host_bytes(e, (int64_t)bytes);
+	keep_open(e, gi, s, buf);
 	return 0;
 }
 
-/* Note the sum of squares and write the sum home. A failed write keeps it open (the next
- * close, at the latest the step's, tries again), so no gradient is lost. */
+/* Note the sum of squares and start writing the sum home, without waiting for it (the
+ * oldest write is retired when both slots are busy). A failed write keeps the sum open
+ * (the next close, at the latest the step's, tries again), so no gradient is lost. */
 static int grad_close(struct zinf_engine *e, struct egroup *g, int gi, uint64_t s)
 {
 	struct egroup_grads *gr = &g->gr;
-	uint64_t n = engine_sub_len(g, s), bytes = bytes_of(e, n);
-	double t0 = engine_now_seconds();
+	struct zinf_io_req *req;
+	struct egrad_write *w = NULL;
+	uint64_t n = engine_sub_len(g, s);
 	int rc;
 
 	gr->sumsq[s] = zinf_grad_sumsq(gr->acc[s], ZINF_DTYPE_F32, n);
-	rc = zinf_io_rw(e->io, ZINF_IO_WRITE, gr->extent[s], 0, gr->acc[s], bytes);
-	if (rc)
+	for (int i = 0; i < EGRAD_WRITES; i++)
+		if (e->grad_wr[i].gi < 0 && !w)
+			w = &e->grad_wr[i];
+	if (!w) {
+		w = &e->grad_wr[0];
+		for (int i = 1; i < EGRAD_WRITES; i++)
+			if (e->grad_wr[i].serial < w->serial)
+				w = &e->grad_wr[i];
+		if (write_retire(e, w))
+			warn_kept(e); /* that other sub-group stays open */
+	}
+	req = &w->req;
+	memset(req, 0, sizeof(*req));
+	req->op = ZINF_IO_WRITE;
+	req->extent = gr->extent[s];
+	req->len = bytes_of(e, n);
+	req->buf = gr->acc[s];
+	req->done = write_done;
+	req->user = w;
+	w->e = e;
+	w->buf = gr->acc[s];
+	w->gi = gi;
+	w->s = s;
+	w->serial = ++e->grad_wr_serial;
+	w->t0 = engine_now_seconds();
+	w->done = false;
+	rc = zinf_io_submit(e->io, &req, 1);
+	if (rc) {
+		w->buf = NULL;
+		w->gi = -1;
 		return engine_fail(e, rc,
 				   "gradients on nvme: sub-group %" PRIu64
-				   " of the %s group: write of extent %u (%" PRIu64
-				   " bytes) failed: %s",
-				   s, group_name(e, gi), gr->extent[s], bytes, zinf_strerror(rc));
-	count_io(e, false, bytes, engine_now_seconds() - t0);
-	free(gr->acc[s]);
+				   " of the %s group: cannot submit the write of extent %u: %s",
+				   s, group_name(e, gi), gr->extent[s], zinf_strerror(rc));
+	}
 	gr->acc[s] = NULL;
-	gr->state[s] = EGRAD_NVME;
-	host_bytes(e, -(int64_t)bytes);
+	gr->state[s] = EGRAD_WRITING;
 	return 0;
 }
 
@@ -275,9 +408,7 @@ int engine_grad_add(struct zinf_engine *e, struct eparam *p, const float *src)
 		 * the module is added either way, and the step writes it again (and fails
 		 * with the error if that fails too). */
 		if (gr->filled[s] == engine_sub_len(g, s) && grad_close(e, g, p->group, s))
-			zinf_logf(ZINF_LOG_WARN,
-				  "%s (kept in host memory; the step writes it again)",
-				  e->last_error);
+			warn_kept(e);
 	}
 	return 0;
 }
@@ -294,18 +425,26 @@ int engine_grad_sumsq(struct zinf_engine *e, double *sumsq)
 		*sumsq = sum;
 		return 0;
 	}
+	/* backward's writes: one that failed is open again and written below */
+	if (writes_drain(e))
+		warn_kept(e);
 	for (int k = 0; k < e->n_groups; k++) {
 		struct egroup *g = &e->groups[k];
 		for (uint64_t s = 0; s < g->n_sub; s++) {
-			if (g->gr.state[s] == EGRAD_OPEN) {
-				rc = grad_close(e, g, k, s);
-				if (rc)
-					return rc;
-			}
-			if (g->gr.state[s] == EGRAD_NVME)
-				sum += g->gr.sumsq[s];
+			if (g->gr.state[s] != EGRAD_OPEN)
+				continue;
+			rc = grad_close(e, g, k, s);
+			if (rc)
+				return rc;
 		}
 	}
+	rc = writes_drain(e); /* a second failure refuses the step (the sums stay open) */
+	if (rc)
+		return rc;
+	for (int k = 0; k < e->n_groups; k++)
+		for (uint64_t s = 0; s < e->groups[k].n_sub; s++)
+			if (e->groups[k].gr.state[s] == EGRAD_NVME)
+				sum += e->groups[k].gr.sumsq[s];
 	*sumsq = sum;
 	return 0;
 }
@@ -317,6 +456,7 @@ void engine_grad_clear(struct zinf_engine *e)
 			memset(e->params[i].grad_acc, 0, e->params[i].elems * sizeof(float));
 		return;
 	}
+	writes_drain(e); /* what failed is open again, and dropped below */
 	for (int k = 0; k < e->n_groups; k++) {
 		struct egroup *g = &e->groups[k];
 		for (uint64_t s = 0; s < g->n_sub; s++) {
@@ -445,6 +585,13 @@ void engine_grad_step_end(struct zinf_engine *e)
 void engine_grad_destroy(struct zinf_engine *e)
 {
 	engine_grad_step_end(e);
+	for (int i = 0; e->grads_nvme && i < EGRAD_WRITES; i++) {
+		float *buf;
+		if (e->grad_wr[i].gi >= 0) {
+			write_wait(e, &e->grad_wr[i], &buf);
+			free(buf);
+		}
+	}
 	for (int k = 0; k < e->n_groups; k++) {
 		struct egroup *g = &e->groups[k];
 		struct egroup_grads *gr = &g->gr;

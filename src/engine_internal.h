@@ -49,6 +49,20 @@ enum egrad_state {
 	EGRAD_ZERO = 0, /* no gradient this step: reads as zeros */
 	EGRAD_OPEN,	/* being accumulated in acc[s] (from NVMe when it was there) */
 	EGRAD_NVME,	/* the step's sum so far is on NVMe */
+	EGRAD_WRITING,	/* its sum is in a write in flight (struct egrad_write) */
+};
+
+#define EGRAD_WRITES 2 /* gradient sub-group writes in flight at most */
+
+struct egrad_write {
+	struct zinf_engine *e;
+	struct zinf_io_req req;
+	float *buf;	 /* the sum being written (owned until retired) */
+	int gi;		 /* its group, -1 when the slot is idle */
+	uint64_t s;	 /* its sub-group */
+	uint64_t serial; /* submit order: the oldest is retired first */
+	double t0;
+	bool done; /* set by the completion, under grad_lock */
 };
 
 struct egrad_read {
@@ -188,7 +202,9 @@ struct zinf_engine {
 	uint64_t grad_host_bytes, grad_host_peak; /* open accumulators and read-ahead */
 	uint64_t out_bytes, out_peak;		  /* new copies being assembled (p->out) */
 	struct egrad_read grad_rd[2];		  /* the step's read-ahead, alternating */
-	pthread_mutex_t grad_lock;		  /* read-ahead completions */
+	struct egrad_write grad_wr[EGRAD_WRITES]; /* backward's writes (model thread) */
+	uint64_t grad_wr_serial;
+	pthread_mutex_t grad_lock; /* read-ahead completions */
 	pthread_cond_t grad_cv;
 	void *sub_out; /* (largest sub-group) 16-bit: the step's new copy of one sub-group */
 
