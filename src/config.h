@@ -124,6 +124,7 @@ struct zinf_config_values {
 		int checksum;	     /* enum zinf_checksum_kind */
 		char *trace;
 		bool overlap_optimizer;
+		bool overlap_gradients;
 		int offload_gradients; /* enum zinf_grads_home */
 	} zinf;
 };

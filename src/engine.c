@@ -28,12 +28,19 @@ int engine_fail(struct zinf_engine *e, int code, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	if (engine_opt_on_worker(e)) /* the model's thread reads last_error meanwhile */
-		vsnprintf(e->opt.msg, sizeof(e->opt.msg), fmt, ap);
-	else
-		vsnprintf(e->last_error, sizeof(e->last_error), fmt, ap);
+	/* the model's thread reads last_error meanwhile: a worker writes its own */
+	vsnprintf((char *)engine_msg(e), sizeof(e->last_error), fmt, ap);
 	va_end(ap);
 	return code;
+}
+
+const char *engine_msg(const struct zinf_engine *e)
+{
+	if (engine_opt_on_worker(e))
+		return e->opt.msg;
+	if (engine_gq_on_worker(e))
+		return e->gq.scratch;
+	return e->last_error;
 }
 
 const char *zinf_last_error(const struct zinf_engine *e)
@@ -187,6 +194,7 @@ int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, 
 	e->gas = v->gradient_accumulation_steps ? v->gradient_accumulation_steps : 1;
 	e->max_norm = v->gradient_clipping;
 	e->opt.on = v->zinf.overlap_optimizer;
+	e->gq.on = v->zinf.overlap_gradients;
 	rc = create_tiers(e, err, errlen);
 	if (!rc)
 		rc = create_optimizer(e, err, errlen);
@@ -204,6 +212,7 @@ void zinf_engine_destroy(struct zinf_engine *e)
 {
 	if (!e)
 		return;
+	engine_gq_stop(e);  /* gradients queued are added first */
 	engine_opt_stop(e); /* a step in the background finishes first */
 	for (uint32_t m = 0; m < e->n_modules; m++) {
 		if (e->modules[m].grads)
@@ -428,6 +437,11 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		if (rc)
 			return rc;
 	}
+	if (e->gq.on) {
+		rc = engine_gq_start(e);
+		if (rc)
+			return rc;
+	}
 	if (e->nvme_state) {
 		rc = engine_nvme_finalize(e);
 		if (rc)
@@ -638,10 +652,24 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 		rc = zinf_stream_synchronize(e->d2h);
 	zinf_timeline_add(e->timeline, ZINF_TRACK_D2H, m->name, t0, zinf_timeline_now_ns());
 	if (rc) {
-		engine_fail(e, rc, "module %u gradients: %s", module,
-			    zinf_device_last_error(e->dev));
-		goto out;
+		zinf_pinned_free(e->pinned, stage);
+		return engine_fail(e, rc, "module %u gradients: %s", module,
+				   zinf_device_last_error(e->dev));
 	}
+	zinf_store_free_scratch(e->store, m->grads);
+	m->grads = NULL;
+	if (e->gq.started) /* added in the background; the stage goes with them */
+		return engine_gq_submit(e, module, stage);
+	rc = engine_grads_add(e, module, stage);
+	zinf_pinned_free(e->pinned, stage);
+	return rc;
+}
+
+int engine_grads_add(struct zinf_engine *e, uint32_t module, const void *stage)
+{
+	const struct emodule *m = &e->modules[module];
+	int rc;
+
 	for (uint32_t i = 0; i < m->n_params; i++) {
 		struct eparam *p = &e->params[m->first_param + i];
 		const float *g = (const float *)((const char *)stage + p->grad_off);
@@ -649,18 +677,14 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 			rc = engine_grad_add(e, p, g);
 			if (rc) { /* added in part: the step will be dropped */
 				e->grads_lost = true;
-				break;
+				return rc;
 			}
 			continue;
 		}
 		for (uint64_t k = 0; k < p->elems; k++)
 			p->grad_acc[k] += g[k];
 	}
-	zinf_store_free_scratch(e->store, m->grads);
-	m->grads = NULL;
-out:
-	zinf_pinned_free(e->pinned, stage);
-	return rc;
+	return 0;
 }
 
 double zinf_loss_scale(const struct zinf_engine *e)

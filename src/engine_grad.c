@@ -257,7 +257,7 @@ static int write_retire(struct zinf_engine *e, struct egrad_write *w)
 static void warn_kept(struct zinf_engine *e)
 {
 	zinf_logf(ZINF_LOG_WARN, "%s (kept in host memory; the step writes it again)",
-		  e->last_error);
+		  engine_msg(e));
 }
 
 /* Retire every write; the first failure is the result (all are kept open). */

@@ -133,6 +133,30 @@ struct eopt {
 	uint64_t wait_ns; /* the model waited for updates (fetch, gradients) */
 };
 
+/* Gradients added in the background (zinf.overlap_gradients; engine_gradq.c):
+ * zinf_module_grads_ready copies a module's gradients to pinned memory and queues them;
+ * a worker thread adds them to the accumulators while backward goes on. */
+#define EGQ_DEPTH 2 /* modules waiting to be added, at most */
+
+struct egq_job {
+	uint32_t module;
+	void *stage; /* pinned: the module's gradients, laid out as its device buffer */
+};
+
+struct egradq {
+	bool on, started;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	struct egq_job jobs[EGQ_DEPTH];
+	unsigned head, n; /* queued, the worker's at jobs[head] */
+	bool quit;
+	int error;	   /* the first failure not reported yet */
+	char msg[512];	   /* its message */
+	char scratch[512]; /* engine_fail on the worker */
+	uint64_t wait_ns;  /* the model waited for a free place in the queue */
+};
+
 struct eparam {
 	uint32_t store_id;
 	uint32_t module;
@@ -218,6 +242,7 @@ struct zinf_engine {
 	uint64_t steps, skipped;
 	double optimizer_seconds; /* updates, in the background or not (under opt.lock) */
 	struct eopt opt;
+	struct egradq gq;
 	char last_error[512];
 };
 
@@ -249,6 +274,23 @@ static inline double engine_now_seconds(void)
 int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info);
 /* Module m's new values are home: clear its accumulators and let fetches of it go on. */
 void engine_module_updated(struct zinf_engine *e, uint32_t m);
+
+/* The buffer engine_fail writes to on the calling thread (the model's last_error, or a
+ * background worker's own). */
+const char *engine_msg(const struct zinf_engine *e);
+
+/* Add module m's gradients (stage: its device buffer's layout, in host memory) to the
+ * accumulators. A failure on NVMe gradients marks the step's gradients lost. */
+int engine_grads_add(struct zinf_engine *e, uint32_t m, const void *stage);
+
+/* engine_gradq.c: the gradient worker. start at finalize (gq.on); submit hands over a
+ * pinned stage (freed by the worker) and may wait for room; drain waits until every
+ * queued module is added. Both return a failure of the worker not reported yet (once). */
+int engine_gq_start(struct zinf_engine *e);
+int engine_gq_submit(struct zinf_engine *e, uint32_t m, void *stage);
+int engine_gq_drain(struct zinf_engine *e);
+void engine_gq_stop(struct zinf_engine *e);
+bool engine_gq_on_worker(const struct zinf_engine *e);
 
 /* engine_opt.c: the worker. start at finalize (opt.on); submit a step's updates; wait
  * for module m (fetch, gradients) or for the whole step (step, load, save); stop at

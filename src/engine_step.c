@@ -5,6 +5,7 @@
  * Host-resident state is updated here; NVMe state by engine_nvme.c.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "clip.h"
@@ -76,7 +77,10 @@ int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)
 
 int zinf_engine_sync(struct zinf_engine *e)
 {
-	return engine_opt_drain(e);
+	int rc = engine_gq_drain(e);
+	int rc2 = engine_opt_drain(e);
+
+	return rc ? rc : rc2;
 }
 
 int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
@@ -97,12 +101,22 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 	rc = engine_opt_drain(e); /* the previous step's updates, if still running */
 	if (rc)
 		return rc;
+	/* the gradients still being added; a failure there that lost gradients drops the
+	 * step below, any other is the step's error */
+	rc = engine_gq_drain(e);
+	if (rc && !e->grads_lost)
+		return rc;
 	if (e->grads_lost) {
+		char why[512];
+		snprintf(why, sizeof(why), "%s",
+			 rc ? e->last_error
+			    : "reported earlier by zinf_module_grads_ready or zinf_engine_sync");
 		clear_grads(e);
 		e->grads_lost = false;
 		return engine_fail(
 			e, -EIO,
-			"step dropped: a gradient of this step could not be accumulated (see the error of zinf_module_grads_ready); the gradients were cleared and the next step starts afresh");
+			"step dropped: a gradient of this step could not be accumulated (%s); the gradients were cleared and the next step starts afresh",
+			why);
 	}
 	if (e->nvme_state) {
 		/* closes the sub-groups still open: a failed write refuses the step, which

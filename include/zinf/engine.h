@@ -105,8 +105,11 @@ int zinf_module_grads(struct zinf_engine *e, uint32_t module);
 /* Device address of a parameter's fp32 gradient buffer, between zinf_module_grads and
  * zinf_module_grads_ready; NULL otherwise. */
 float *zinf_param_grad(struct zinf_engine *e, uint32_t param);
-/* The module's gradients for this micro-batch are final: add them to the gradient
- * accumulators and free the device buffers. */
+/* The module's gradients for this micro-batch are final: copy them off the device, free
+ * the device buffers and add them to the gradient accumulators. With
+ * zinf.overlap_gradients (the default) the adding runs on a background thread and this
+ * returns after the copy; a failure there is returned by a later grads_ready or by
+ * zinf_engine_sync / zinf_step (once). */
 int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module);
 
 /* The factor the model multiplies its loss by before backward (fp16 loss scaling; 1
@@ -155,8 +158,9 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
 
 /* With zinf.overlap_optimizer (the default) zinf_step computes the norm and returns; the
  * updates run in the background, module by module in forward order, and a fetch waits
- * only for its own module. Wait until the last step's updates are all home; returns 0
- * or the error of a failed update. That error is returned by fetches of the modules the
+ * only for its own module. Wait until the gradients handed over are all added
+ * (zinf.overlap_gradients) and the last step's updates are all home; returns 0 or the
+ * error of a failed addition or update. That error is returned by fetches of the modules the
  * update did not write, and once by the first of zinf_engine_sync, zinf_step,
  * zinf_param_load/save and zinf_module_load, which all wait for the update; after that
  * the engine is usable again, the modules not written keeping their old values (as after

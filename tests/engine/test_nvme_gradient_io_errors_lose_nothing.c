@@ -1,9 +1,11 @@
-/* zinf.offload_gradients nvme under I/O faults. A gradient sub-group whose write fails
- * during backward stays in host memory (a warning) and the step writes it: training is
- * bit-identical to a run without the fault. If the step's write fails too, zinf_step is
- * refused on one line naming the sub-group and the extent, changes nothing, and can be
- * called again. A failed read of a partial sum (a later micro-batch) fails that
- * zinf_module_grads_ready on one line; the step is then dropped (refused once, gradients
+/* zinf.offload_gradients nvme under I/O faults, with the gradients added on the model's
+ * thread and in the background (zinf.overlap_gradients). A gradient sub-group whose
+ * write fails during backward stays in host memory (a warning) and the step writes it:
+ * training is bit-identical to a run without the fault. If the step's write fails too,
+ * zinf_step is refused on one line naming the sub-group and the extent, changes nothing,
+ * and can be called again. A failed read of a partial sum (a later micro-batch) fails
+ * that zinf_module_grads_ready on one line (in the background: a later grads_ready or
+ * zinf_engine_sync reports it, once); the step is then dropped (refused once, gradients
  * cleared) and training goes on as if that step had never been taken. */
 #include <unistd.h>
 
@@ -12,6 +14,8 @@
 
 #define SUB 300ull
 #define STEPS 3
+
+static bool overlap; /* zinf.overlap_gradients of the engines made now */
 
 static int kept; /* warnings: a gradient sub-group kept in host memory */
 
@@ -34,28 +38,30 @@ static void load_all(struct lf_engine *le)
 		}
 }
 
-/* One backward pass (one micro-batch); a fault of op_mask is armed before module
- * fault_m's grads_ready (count faults; none when fault_m < 0). Returns that call's rc. */
+/* One backward pass (one micro-batch), then zinf_engine_sync; a fault of op_mask is
+ * armed before module fault_m's grads_ready (count faults; none when fault_m < 0).
+ * Returns that call's rc; in the background, the first error of any call. */
 static int backward(struct lf_engine *le, int fault_m, unsigned op_mask, int count)
 {
 	struct zinf_engine *e = le->e;
-	int ret = 0;
+	int ret = 0, rc;
 
 	for (int m = LF_N_MOD - 1; m >= 0; m--) {
-		int rc;
 		lf_module_grads(le, m);
 		if (m == fault_m)
 			zinf_io_fault_set(IO_FAULT_ERRNO, count, EIO, 0, op_mask);
 		rc = zinf_module_grads_ready(e, le->mod[m]);
 		if (m == fault_m && op_mask & (1u << ZINF_IO_READ))
 			zinf_io_fault_clear();
-		if (m == fault_m)
+		if (m == fault_m || (overlap && rc && !ret))
 			ret = rc;
 		else
 			T_CHECK(rc == 0, "module %d: %s", m, zinf_last_error(e));
 		T_CHECK_RC(zinf_module_release(e, le->mod[m]));
 	}
-	return ret;
+	rc = zinf_engine_sync(e); /* the gradients added in the background */
+	T_CHECK(rc == 0 || (overlap && !ret), "sync: %s", zinf_last_error(e));
+	return ret ? ret : rc;
 }
 
 static void step_ok(struct lf_engine *le)
@@ -89,17 +95,15 @@ static void expect_line(struct lf_engine *le, int rc, const char *what, const ch
 	fprintf(stderr, "%s: %s\n", what, msg);
 }
 
-int main(void)
+static void run(const char *dir)
 {
-	char dir[] = "/var/tmp/zinf-grad-fault-XXXXXX";
 	struct lf_engine le;
 	float *ref;
 	int rc;
 
-	zinf_log_set_level(ZINF_LOG_WARN);
-	zinf_log_set_callback(on_log, NULL);
-	T_CHECK(mkdtemp(dir), "mkdtemp");
-	lf_extra_zinf = ", \"offload_gradients\": \"nvme\"";
+	lf_extra_zinf = overlap ? ", \"offload_gradients\": \"nvme\""
+				: ", \"offload_gradients\": \"nvme\", \"overlap_gradients\": false";
+	kept = 0;
 
 	lf_create(&le, "none", "nvme", ZINF_DTYPE_BF16, dir, SUB);
 	load_all(&le);
@@ -149,8 +153,20 @@ int main(void)
 	}
 	expect_line(&le, rc, "the step after it", "step dropped");
 	finish(&le, ref, "a dropped step left a trace in the result");
-
 	free(ref);
+}
+
+int main(void)
+{
+	char dir[] = "/var/tmp/zinf-grad-fault-XXXXXX";
+
+	zinf_log_set_level(ZINF_LOG_WARN);
+	zinf_log_set_callback(on_log, NULL);
+	T_CHECK(mkdtemp(dir), "mkdtemp");
+	overlap = false;
+	run(dir);
+	overlap = true;
+	run(dir);
 	T_CHECK(rmdir(dir) == 0, "scratch directory left non-empty");
 	return T_EXIT_PASS;
 }

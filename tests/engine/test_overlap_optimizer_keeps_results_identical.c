@@ -1,5 +1,6 @@
-/* The optimizer step in the background (zinf.overlap_optimizer) changes when the
- * updates run, never what they compute: with optimizer state in host memory and on NVMe
+/* The optimizer step and the adding of gradients in the background
+ * (zinf.overlap_optimizer, zinf.overlap_gradients) change when the work runs, never
+ * what it computes: with optimizer state in host memory and on NVMe
  * (small sub-groups, so a step takes several pipelined calls; gradient accumulators in
  * host memory and on NVMe), parameters on NVMe and
  * prefetch at its most aggressive, training gives bit-identical parameters with the
@@ -25,8 +26,9 @@ static void train(const char *dir, const char *opt_home, const char *grads, bool
 		"  \"sub_group_size\": 65536, \"stage3_prefetch_bucket_size\": 1e12,"
 		"  \"stage3_max_live_parameters\": 1e12},"
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"2MiB\", \"pinned_memory_limit\": \"8MiB\","
-		"  \"chunk_size\": \"64KiB\", \"overlap_optimizer\": %s, \"offload_gradients\": \"%s\"}}",
-		dir, opt_home, dir, overlap ? "true" : "false", grads);
+		"  \"chunk_size\": \"64KiB\", \"overlap_optimizer\": %s, \"overlap_gradients\": %s,"
+		"  \"offload_gradients\": \"%s\"}}",
+		dir, opt_home, dir, overlap ? "true" : "false", overlap ? "true" : "false", grads);
 	toy_train(json, with_eval, out);
 }
 

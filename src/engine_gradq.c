@@ -1,0 +1,147 @@
+/*
+ * Gradients added in the background (zinf.overlap_gradients). zinf_module_grads_ready
+ * copies a module's gradients from the device to pinned memory, frees the device buffer
+ * and queues the copy; this worker adds it to the fp32 accumulators (host memory, or the
+ * sub-groups on NVMe of engine_grad.c) and frees the pinned buffer, while the model goes
+ * on with the next module's backward. Modules are added in the order they were queued,
+ * so the sums are the same, bit for bit, as when the model's thread adds them itself.
+ *
+ * At most EGQ_DEPTH modules wait; one more waits for room (and pinned memory is bounded
+ * anyway: the copy's buffer comes out of the pinned pool, which waits for frees). Every
+ * reader of the accumulators waits for the queue first: zinf_step, zinf_engine_sync,
+ * destroy. A module's next gradients need no wait: the worker adds in queue order, and
+ * the update that clears a module's accumulators runs only after zinf_step.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine_internal.h"
+#include "timeline.h"
+
+bool engine_gq_on_worker(const struct zinf_engine *e)
+{
+	return e->gq.started && pthread_equal(pthread_self(), e->gq.thread);
+}
+
+static void *worker(void *arg)
+{
+	struct zinf_engine *e = arg;
+	struct egradq *q = &e->gq;
+
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		struct egq_job job;
+		uint64_t t0;
+		int rc;
+
+		while (!q->n && !q->quit)
+			pthread_cond_wait(&q->cv, &q->lock);
+		if (!q->n)
+			break;
+		job = q->jobs[q->head];
+		pthread_mutex_unlock(&q->lock);
+		t0 = zinf_timeline_now_ns();
+		rc = engine_grads_add(e, job.module, job.stage);
+		zinf_pinned_free(e->pinned, job.stage);
+		zinf_timeline_add(e->timeline, ZINF_TRACK_OPTIMIZER, "add gradients", t0,
+				  zinf_timeline_now_ns());
+		pthread_mutex_lock(&q->lock);
+		if (rc && !q->error) {
+			q->error = rc;
+			snprintf(q->msg, sizeof(q->msg), "%s", q->scratch);
+		}
+		q->head = (q->head + 1) % EGQ_DEPTH;
+		q->n--;
+		pthread_cond_broadcast(&q->cv);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+int engine_gq_start(struct zinf_engine *e)
+{
+	struct egradq *q = &e->gq;
+	int rc;
+
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_cond_init(&q->cv, NULL);
+	rc = pthread_create(&q->thread, NULL, worker, e);
+	if (rc) {
+		pthread_mutex_destroy(&q->lock);
+		pthread_cond_destroy(&q->cv);
+		return engine_fail(e, -rc, "gradients: cannot start their thread");
+	}
+	q->started = true;
+	return 0;
+}
+
+/* The worker's failure, reported once (lock held). */
+static int take_error(struct zinf_engine *e)
+{
+	struct egradq *q = &e->gq;
+	int rc = q->error;
+
+	if (rc) {
+		engine_fail(e, rc, "gradients (added in the background): %s", q->msg);
+		q->error = 0;
+	}
+	return rc;
+}
+
+int engine_gq_submit(struct zinf_engine *e, uint32_t m, void *stage)
+{
+	struct egradq *q = &e->gq;
+	uint64_t t0 = zinf_timeline_now_ns(), t1;
+	bool waited = false;
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	while (q->n == EGQ_DEPTH) {
+		waited = true;
+		pthread_cond_wait(&q->cv, &q->lock);
+	}
+	q->jobs[(q->head + q->n) % EGQ_DEPTH] = (struct egq_job){.module = m, .stage = stage};
+	q->n++;
+	pthread_cond_broadcast(&q->cv);
+	if (waited) {
+		t1 = zinf_timeline_now_ns();
+		q->wait_ns += t1 - t0;
+		zinf_timeline_add(e->timeline, ZINF_TRACK_WAIT, "gradients queue", t0, t1);
+	}
+	rc = take_error(e);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int engine_gq_drain(struct zinf_engine *e)
+{
+	struct egradq *q = &e->gq;
+	int rc;
+
+	if (!q->started)
+		return 0;
+	pthread_mutex_lock(&q->lock);
+	while (q->n)
+		pthread_cond_wait(&q->cv, &q->lock);
+	rc = take_error(e);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+void engine_gq_stop(struct zinf_engine *e)
+{
+	struct egradq *q = &e->gq;
+
+	if (!q->started)
+		return;
+	pthread_mutex_lock(&q->lock);
+	q->quit = true; /* the worker empties the queue first */
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->lock);
+	pthread_join(q->thread, NULL);
+	pthread_mutex_destroy(&q->lock);
+	pthread_cond_destroy(&q->cv);
+	q->started = false;
+}
