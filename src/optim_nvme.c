@@ -485,7 +485,10 @@ static void slot_fill(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
  * file system still holds as preallocated-but-unwritten: converting them costs a journal
  * update per write in the middle of the pipeline (the first steps ran several times
  * slower), and it puts an extent-tree change beside the direct reads of other sub-groups
- * in the same file, a path this design would rather not depend on. */
+ * in the same file, a path this design would rather not depend on. Not with fast_init,
+ * which leaves the m and v parts of the extents it writes master-only unwritten too (the
+ * step's writes convert them: docs/optim.md, "Initialization"), so that zeroing the
+ * spares would only write zeros again, up to a whole state's worth with few sub-groups. */
 static void spares_fill(struct zinf_adam_nvme *h)
 {
 	char *buf = h->slots[0].buf;
@@ -532,7 +535,7 @@ int zinf_adam_nvme_write_state(struct zinf_adam_nvme *h, const float *master, co
 		slot_write(h, s, g, zero);
 	}
 	zinf_adam_nvme_drain(h);
-	if (!h->err)
+	if (!h->err && !h->fast_init)
 		spares_fill(h);
 	return h->err;
 }
@@ -632,7 +635,7 @@ int zinf_adam_nvme_write_sub_group(struct zinf_adam_nvme *h, uint64_t i, const f
 	slot_fill(h, s, i, src, zero);
 	if (slot_write(h, s, i, zero) == 0)
 		slot_retire(h, s);
-	if (!h->err && h->n_written == h->n_groups && !h->spares_zeroed)
+	if (!h->err && !h->fast_init && h->n_written == h->n_groups && !h->spares_zeroed)
 		spares_fill(h);
 	return h->err;
 }

@@ -166,8 +166,8 @@ const char *zinf_adam_nvme_last_error(const struct zinf_adam_nvme *h);
 /* Write the whole state from caller buffers of n_elems floats: master is required;
  * exp_avg / exp_avg_sq NULL write zeros (a fresh optimizer; with fast_init only the
  * master part of each sub-group is written, see the opts). Used to initialise and to
- * load a checkpoint; the spare extents are written with zeros too, so that no step
- * writes into preallocated-but-unwritten blocks. On error the state counts as unwritten
+ * load a checkpoint; without fast_init the spare extents are written with zeros too, so
+ * that no step writes into preallocated-but-unwritten blocks. On error the state counts as unwritten
  * (steps are refused) but for the sub-groups this call wrote before the error. */
 int zinf_adam_nvme_write_state(struct zinf_adam_nvme *h, const float *master, const float *exp_avg,
 			       const float *exp_avg_sq);
@@ -187,7 +187,7 @@ int zinf_adam_nvme_read_state(struct zinf_adam_nvme *h, float *master, float *ex
  * write goes to a spare extent that replaces the sub-group's old one only once
  * it completed, so a failed write leaves the old state (or none) in place. Steps and
  * read_state need every sub-group written (by write_state or this call); when the last
- * one is, the spare extents are zeroed once, as write_state does. */
+ * one is, the spare extents are zeroed once, as write_state does (not with fast_init). */
 int zinf_adam_nvme_write_sub_group(struct zinf_adam_nvme *h, uint64_t i, const float *master,
 				   const float *exp_avg, const float *exp_avg_sq);
 /* read_sub_group: NULL skips that part; ZINF_ESTATE for a sub-group never written. */
