@@ -53,6 +53,8 @@ static int create_group(struct zinf_engine *e, struct egroup *g)
 	o.sub_group_size = v->zero.sub_group_size;
 	o.pipeline_read = v->zero.offload_optimizer.pipeline_read;
 	o.pipeline_write = v->zero.offload_optimizer.pipeline_write;
+	o.fast_init = v->zero.offload_optimizer.fast_init;
+	o.crc32c = v->zinf.checksum == ZINF_CHECKSUM_CRC32C;
 	rc = zinf_adam_nvme_create_in_pool(&o, e->pinned, &g->nvme, err, sizeof(err));
 	if (rc)
 		return engine_fail(e, rc, "optimizer on nvme: %s", err);
@@ -285,7 +287,9 @@ static int pending_write(struct zinf_engine *e, struct egroup *g, uint64_t s)
 }
 
 /* Everything loaded reaches NVMe: sub-groups still assembling are written, and those
- * never written get zeros (master, m and v), the state of parameters never loaded. */
+ * never written get zeros (master, m and v), the state of parameters never loaded. With
+ * offload_optimizer.fast_init the NVMe optimizer writes only the master part of a state
+ * with zero moments, and nothing of one all zero (docs/optim.md, "Initialization"). */
 static int flush(struct zinf_engine *e, struct egroup *g)
 {
 	uint64_t zbytes = g->sub_elems * sizeof(float);

@@ -13,6 +13,15 @@
  * place. There is one spare per slot: each slot has at most one write in flight or not
  * yet retired, and a slot's write is retired before the slot is used again.
  *
+ * Fast init (opts.fast_init): a sub-group written with zero moments is written as its
+ * master part alone and marked NVME_ZERO_MOMENTS; one all zero is not written at all
+ * (NVME_ZERO_ALL). The mark belongs to the state, not to the extent: a write sets it
+ * when it completes, with the extent swap, so a failed write leaves the old state and
+ * its mark. A read of a marked sub-group reads what is on NVMe and fills in the zeros; the
+ * step then writes all three parts, which clears the mark. The I/O layer's CRC32C covers
+ * extents written and read whole only, so with opts.crc32c the master part of a marked
+ * sub-group carries a CRC32C of its own, recorded at its write and checked at each read.
+ *
  * Completion: requests carry a callback that only sets the slot's io_done flag under the
  * handle's lock, so the I/O handle may carry other traffic; everything else (the extent
  * swap, error messages) happens on the calling thread when it retires the slot.
@@ -27,6 +36,7 @@
 #include <time.h>
 
 #include "optim_nvme.h"
+#include "zinf/crc32c.h"
 #include "zinf/error.h"
 #include "zinf/io.h"
 #include "zinf/log.h"
@@ -94,8 +104,30 @@ static const char *op_name(enum zinf_io_op op)
 	return op == ZINF_IO_READ ? "read" : "write";
 }
 
+/* Bytes of sub-group g's request: its three parts, or its master part alone. */
+static uint64_t request_len(const struct zinf_adam_nvme *h, uint64_t n, enum nvme_zero zero)
+{
+	uint64_t part = nvme_part_bytes(n, h->align);
+
+	return zero == NVME_ZERO_MOMENTS ? part : 3 * part;
+}
+
+/* Sub-group g's state is now the one slot s wrote (to s->extent, already swapped in,
+ * or nowhere for NVME_ZERO_ALL). */
+static void state_commit(struct zinf_adam_nvme *h, const struct nvme_slot *s, uint64_t g)
+{
+	h->zeroed[g] = (uint8_t)s->zero;
+	h->master_crc[g] = s->crc;
+	h->updated[g] = 1;
+	h->n_updated++;
+	if (!h->written[g]) {
+		h->written[g] = 1;
+		h->n_written++;
+	}
+}
+
 /* Start the slot's read of sub-group g, or its write from the slot (g = s->group) to
- * a spare extent. */
+ * a spare extent; s->zero says which parts. */
 static int slot_submit(struct zinf_adam_nvme *h, struct nvme_slot *s, enum zinf_io_op op,
 		       uint64_t g)
 {
@@ -113,7 +145,7 @@ static int slot_submit(struct zinf_adam_nvme *h, struct nvme_slot *s, enum zinf_
 	r->op = op;
 	r->extent = s->extent;
 	r->offset = 0;
-	r->len = 3 * nvme_part_bytes(n, h->align);
+	r->len = request_len(h, n, s->zero);
 	r->buf = s->buf;
 	r->done = slot_io_done;
 	r->user = s;
@@ -133,6 +165,58 @@ static int slot_submit(struct zinf_adam_nvme *h, struct nvme_slot *s, enum zinf_
 		    g, first, first + n - 1, op_name(op), s->extent, r->len, r->error);
 }
 
+/* Read sub-group g into slot s: what of it is on NVMe; one all zero is staged at once. */
+static int slot_read(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g)
+{
+	s->zero = (enum nvme_zero)h->zeroed[g];
+	if (s->zero != NVME_ZERO_ALL)
+		return slot_submit(h, s, ZINF_IO_READ, g);
+	memset(s->buf, 0, h->extent_bytes);
+	s->group = g;
+	s->state = NVME_SLOT_LOADED;
+	return 0;
+}
+
+/* Write sub-group g from slot s, leaving out what zero says is zero (nothing is written
+ * for NVME_ZERO_ALL: the state becomes zero at once). */
+static int slot_write(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
+		      enum nvme_zero zero)
+{
+	s->zero = zero;
+	if (zero != NVME_ZERO_MOMENTS)
+		s->crc = 0;
+	if (zero != NVME_ZERO_ALL)
+		return slot_submit(h, s, ZINF_IO_WRITE, g);
+	s->group = g;
+	s->state = NVME_SLOT_IDLE;
+	state_commit(h, s, g);
+	return 0;
+}
+
+/* A master part read alone: check its CRC32C (opts.crc32c), then fill in zero moments.
+ * Returns 0, or ZINF_ECHECKSUM with the reason in the request's error. */
+static int slot_fill_moments(struct zinf_adam_nvme *h, struct nvme_slot *s)
+{
+	uint64_t first, n, part;
+
+	nvme_group_range(h, s->group, &first, &n);
+	part = nvme_part_bytes(n, h->align);
+	if (h->crc32c) {
+		uint32_t got = zinf_crc32c(0, s->buf, part);
+
+		if (got != h->master_crc[s->group]) {
+			snprintf(s->req.error, sizeof(s->req.error),
+				 "master part (bytes 0..%" PRIu64
+				 " of the extent, its m and v not written): CRC32C mismatch: "
+				 "stored %08x, read %08x",
+				 part - 1, h->master_crc[s->group], got);
+			return ZINF_ECHECKSUM;
+		}
+	}
+	memset(s->buf + part, 0, 2 * part);
+	return 0;
+}
+
 /* Wait for the slot's I/O and retire it: a read leaves the slot LOADED; a write makes
  * its extent the sub-group's state (success) or a spare again (failure). */
 static int slot_retire(struct zinf_adam_nvme *h, struct nvme_slot *s)
@@ -150,18 +234,15 @@ static int slot_retire(struct zinf_adam_nvme *h, struct nvme_slot *s)
 	pthread_mutex_unlock(&h->lock);
 	h->wait_s += now_s() - t0;
 	status = s->req.status;
+	if (status == 0 && s->req.op == ZINF_IO_READ && s->zero == NVME_ZERO_MOMENTS)
+		status = slot_fill_moments(h, s);
 	if (status == 0)
 		*(s->req.op == ZINF_IO_READ ? &h->read_bytes : &h->write_bytes) += s->req.len;
 	if (s->state == NVME_SLOT_WRITING) {
 		if (status == 0) {
 			h->spares[h->n_spares++] = h->group_extent[g];
 			h->group_extent[g] = s->extent;
-			h->updated[g] = 1;
-			h->n_updated++;
-			if (!h->written[g]) {
-				h->written[g] = 1;
-				h->n_written++;
-			}
+			state_commit(h, s, g);
 		} else {
 			h->spares[h->n_spares++] = s->extent;
 		}
@@ -207,7 +288,7 @@ static int stage_read(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g)
 
 	if (rc)
 		return rc;
-	return slot_submit(h, s, ZINF_IO_READ, g);
+	return slot_read(h, s, g);
 }
 
 /* ---- the step ----------------------------------------------------------------------- */
@@ -322,7 +403,7 @@ int zinf_adam_nvme_step(struct zinf_adam_nvme *h, const struct zinf_adam_nvme_bu
 		if (update_group(h, s, bufs, info))
 			break;
 		t_update += now_s() - tu;
-		if (slot_submit(h, s, ZINF_IO_WRITE, g))
+		if (slot_write(h, s, g, NVME_ZERO_NONE))
 			break;
 		if (bufs->on_updated) {
 			int rc = bufs->on_updated(bufs->user, g);
@@ -360,17 +441,47 @@ static float *at(const float *p, uint64_t first)
 	return p ? (float *)(p + first) : NULL;
 }
 
-/* Fill slot s with sub-group g from src (its master, m, v; NULL m / v: zeros); the
- * padding of each part is zeroed so the bytes on NVMe never depend on what the buffer
- * held. */
-static void slot_fill(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
-		      const float *const src[3])
+/* Whether p (NULL: zeros) holds n floats of zero bits (-0.0f is not: a state read back
+ * must be the bits written). Stops at the first block with a bit set. */
+static bool all_zero(const float *p, uint64_t n)
 {
+	for (uint64_t i = 0; p && i < n;) {
+		uint64_t end = n - i < 1024 ? n : i + 1024;
+		uint32_t any = 0;
+
+		for (; i < end; i++) {
+			uint32_t u;
+
+			memcpy(&u, &p[i], sizeof(u));
+			any |= u;
+		}
+		if (any)
+			return false;
+	}
+	return true;
+}
+
+/* What of the state src (n elements: master, m, v) need not be written. */
+static enum nvme_zero zero_of(const struct zinf_adam_nvme *h, uint64_t n, const float *const src[3])
+{
+	if (!h->fast_init || !all_zero(src[1], n) || !all_zero(src[2], n))
+		return NVME_ZERO_NONE;
+	return all_zero(src[0], n) ? NVME_ZERO_ALL : NVME_ZERO_MOMENTS;
+}
+
+/* Fill slot s with the parts of sub-group g from src (its master, m, v; NULL m / v:
+ * zeros) that zero says are to be written, and record the master part's CRC32C when it
+ * is written alone; the padding of each part is zeroed so the bytes on NVMe never depend
+ * on what the buffer held. */
+static void slot_fill(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
+		      const float *const src[3], enum nvme_zero zero)
+{
+	int parts = zero == NVME_ZERO_NONE ? 3 : zero == NVME_ZERO_MOMENTS ? 1 : 0;
 	uint64_t first, n, part;
 
 	nvme_group_range(h, g, &first, &n);
 	part = nvme_part_bytes(n, h->align);
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < parts; k++) {
 		char *dst = s->buf + (uint64_t)k * part;
 
 		if (src[k])
@@ -379,6 +490,7 @@ static void slot_fill(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
 			memset(dst, 0, n * sizeof(float));
 		memset(dst + n * sizeof(float), 0, part - n * sizeof(float));
 	}
+	s->crc = zero == NVME_ZERO_MOMENTS && h->crc32c ? zinf_crc32c(0, s->buf, part) : 0;
 	s->group = g;
 }
 
@@ -386,7 +498,10 @@ static void slot_fill(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
  * file system still holds as preallocated-but-unwritten: converting them costs a journal
  * update per write in the middle of the pipeline (the first steps ran several times
  * slower), and it puts an extent-tree change beside the direct reads of other sub-groups
- * in the same file, a path this design would rather not depend on. */
+ * in the same file, a path this design would rather not depend on. Not with fast_init,
+ * which leaves the m and v parts of the extents it writes master-only unwritten too (the
+ * step's writes convert them: docs/optim.md, "Initialization"), so that zeroing the
+ * spares would only write zeros again, up to a whole state's worth with few sub-groups. */
 static void spares_fill(struct zinf_adam_nvme *h)
 {
 	char *buf = h->slots[0].buf;
@@ -418,18 +533,22 @@ int zinf_adam_nvme_write_state(struct zinf_adam_nvme *h, const float *master, co
 	h->n_written = 0;
 	for (uint64_t g = 0; g < h->n_groups && !h->err; g++) {
 		struct nvme_slot *s = &h->slots[g % h->n_slots];
+		const float *src[3];
+		enum nvme_zero zero;
 		uint64_t first, n;
 
 		if (slot_retire(h, s))
 			break;
 		nvme_group_range(h, g, &first, &n);
-		slot_fill(h, s, g,
-			  (const float *const[3]){at(master, first), at(exp_avg, first),
-						  at(exp_avg_sq, first)});
-		slot_submit(h, s, ZINF_IO_WRITE, g);
+		src[0] = at(master, first);
+		src[1] = at(exp_avg, first);
+		src[2] = at(exp_avg_sq, first);
+		zero = zero_of(h, n, src);
+		slot_fill(h, s, g, src, zero);
+		slot_write(h, s, g, zero);
 	}
 	zinf_adam_nvme_drain(h);
-	if (!h->err)
+	if (!h->err && !h->fast_init)
 		spares_fill(h);
 	return h->err;
 }
@@ -480,7 +599,7 @@ int zinf_adam_nvme_read_state(struct zinf_adam_nvme *h, float *master, float *ex
 		if (slot_retire(h, s))
 			break;
 		slot_copy_out_whole(h, s, master, exp_avg, exp_avg_sq);
-		slot_submit(h, s, ZINF_IO_READ, g);
+		slot_read(h, s, g);
 	}
 	for (unsigned i = 0; i < h->n_slots; i++) {
 		struct nvme_slot *s = &h->slots[i];
@@ -506,7 +625,10 @@ static int check_sub_group(struct zinf_adam_nvme *h, uint64_t i, const char *wha
 int zinf_adam_nvme_write_sub_group(struct zinf_adam_nvme *h, uint64_t i, const float *master,
 				   const float *exp_avg, const float *exp_avg_sq)
 {
+	const float *src[3] = {master, exp_avg, exp_avg_sq};
+	enum nvme_zero zero;
 	struct nvme_slot *s;
+	uint64_t first, n;
 
 	if (!h)
 		return -EINVAL;
@@ -521,10 +643,12 @@ int zinf_adam_nvme_write_sub_group(struct zinf_adam_nvme *h, uint64_t i, const f
 	/* Between calls every slot is idle: the first one stages the write, which goes to
 	 * a spare extent and replaces the old one only when it completed (as in a step). */
 	s = &h->slots[0];
-	slot_fill(h, s, i, (const float *const[3]){master, exp_avg, exp_avg_sq});
-	if (slot_submit(h, s, ZINF_IO_WRITE, i) == 0)
+	nvme_group_range(h, i, &first, &n);
+	zero = zero_of(h, n, src);
+	slot_fill(h, s, i, src, zero);
+	if (slot_write(h, s, i, zero) == 0)
 		slot_retire(h, s);
-	if (!h->err && h->n_written == h->n_groups && !h->spares_zeroed)
+	if (!h->err && !h->fast_init && h->n_written == h->n_groups && !h->spares_zeroed)
 		spares_fill(h);
 	return h->err;
 }
@@ -545,7 +669,7 @@ int zinf_adam_nvme_read_sub_group(struct zinf_adam_nvme *h, uint64_t i, float *m
 			    "(write it with zinf_adam_nvme_write_sub_group or _write_state first)",
 			    i);
 	s = &h->slots[0];
-	if (slot_submit(h, s, ZINF_IO_READ, i) == 0 && slot_retire(h, s) == 0)
+	if (slot_read(h, s, i) == 0 && slot_retire(h, s) == 0)
 		slot_copy_out(h, s, (float *const[3]){master, exp_avg, exp_avg_sq});
 	s->state = NVME_SLOT_IDLE;
 	return h->err;

@@ -35,14 +35,23 @@ enum nvme_slot_state {
 	NVME_SLOT_WRITING, /* write to the spare extent in flight (or not yet retired) */
 };
 
+/* What of a sub-group's state is zero and therefore not on NVMe (fast_init). */
+enum nvme_zero {
+	NVME_ZERO_NONE = 0, /* master, m and v are on NVMe */
+	NVME_ZERO_MOMENTS,  /* the master part is; m and v are zero */
+	NVME_ZERO_ALL,	    /* all zero; nothing on NVMe */
+};
+
 struct nvme_slot {
 	struct zinf_adam_nvme *h;
 	char *buf;		/* (extent_bytes) pinned: master | m | v of one sub-group */
 	struct zinf_io_req req; /* the slot's one request */
 	enum nvme_slot_state state;
-	uint64_t group;	 /* sub-group staged here (unless IDLE) */
-	uint32_t extent; /* extent of the request in flight */
-	bool io_done;	 /* set by the completion callback, under h->lock */
+	uint64_t group;	     /* sub-group staged here (unless IDLE) */
+	uint32_t extent;     /* extent of the request in flight */
+	enum nvme_zero zero; /* a read's: what it fills in; a write's: what it leaves out */
+	uint32_t crc;	     /* CRC32C of the master part a master-only write records */
+	bool io_done;	     /* set by the completion callback, under h->lock */
 };
 
 struct zinf_adam_nvme {
@@ -55,6 +64,7 @@ struct zinf_adam_nvme {
 	uint64_t align;	       /* I/O alignment of every part */
 	uint64_t extent_bytes; /* 3 parts of a full sub-group */
 	bool pipeline_read, pipeline_write;
+	bool fast_init, crc32c;
 	unsigned n_slots;
 	struct nvme_slot slots[NVME_MAX_SLOTS];
 	uint32_t *group_extent; /* (n_groups) extent holding each sub-group's state */
@@ -66,6 +76,10 @@ struct zinf_adam_nvme {
 	uint8_t *written;   /* (n_groups) 1: the sub-group's state on NVMe was written */
 	uint64_t n_written; /* sub-groups written; steps need all of them */
 	bool spares_zeroed; /* the spares were zeroed once the state was complete */
+	/* (n_groups) enum nvme_zero of each sub-group's state, set with its extent when a
+	 * write completes (or at once for NVME_ZERO_ALL, which writes nothing) */
+	uint8_t *zeroed;
+	uint32_t *master_crc; /* (n_groups) the slot's crc, for NVME_ZERO_MOMENTS with crc32c */
 	/* the call in progress: its first error wins */
 	int err;
 	int64_t err_group;

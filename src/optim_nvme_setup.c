@@ -7,6 +7,8 @@
  * is read and written with one request each way (the I/O engine splits it into
  * block_size pieces over its lanes). All extents have the size of a full sub-group, so
  * any extent can hold any sub-group; there is one spare extent per staging buffer.
+ * With fast_init a sub-group whose moments are zero holds only its master part (the m
+ * and v parts of its extent are not written), and one that is all zero holds nothing.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,6 +39,7 @@ void zinf_adam_nvme_opts_init(struct zinf_adam_nvme_opts *opts)
 	opts->sub_group_size = 1000000000ull; /* DeepSpeed's default, 1e9 */
 	opts->pipeline_read = true;
 	opts->pipeline_write = true;
+	opts->fast_init = true;
 }
 
 static uint64_t groups_of(const struct zinf_adam_nvme_opts *o)
@@ -226,6 +229,8 @@ int zinf_adam_nvme_create_in_pool(const struct zinf_adam_nvme_opts *opts, struct
 	h->extent_bytes = extent_bytes_of(opts, h->align);
 	h->pipeline_read = opts->pipeline_read;
 	h->pipeline_write = opts->pipeline_write;
+	h->fast_init = opts->fast_init;
+	h->crc32c = opts->crc32c;
 	h->n_slots = slots_needed(opts, h->n_groups);
 	for (unsigned i = 0; i < h->n_slots; i++)
 		h->slots[i].h = h;
@@ -235,7 +240,10 @@ int zinf_adam_nvme_create_in_pool(const struct zinf_adam_nvme_opts *opts, struct
 	h->updated = calloc(h->n_groups, 1);
 	h->written = calloc(h->n_groups, 1);
 	h->spares = calloc(h->n_slots, sizeof(*h->spares));
-	if (!h->group_extent || !h->updated || !h->written || !h->spares) {
+	h->zeroed = calloc(h->n_groups, 1);
+	h->master_crc = calloc(h->n_groups, sizeof(*h->master_crc));
+	if (!h->group_extent || !h->updated || !h->written || !h->spares || !h->zeroed ||
+	    !h->master_crc) {
 		snprintf(msg, sizeof(msg),
 			 "NVMe optimizer: out of memory for %" PRIu64 " sub-groups", h->n_groups);
 		goto out_destroy;
@@ -287,6 +295,8 @@ void zinf_adam_nvme_destroy(struct zinf_adam_nvme *h)
 	free(h->spares);
 	free(h->updated);
 	free(h->written);
+	free(h->zeroed);
+	free(h->master_crc);
 	free(h->group_extent);
 	pthread_cond_destroy(&h->cond);
 	pthread_mutex_destroy(&h->lock);

@@ -127,6 +127,17 @@ struct zinf_adam_nvme_opts {
 	uint64_t sub_group_size; /* zero_optimization.sub_group_size; default 1e9 */
 	bool pipeline_read;	 /* offload_optimizer.pipeline_read; default true */
 	bool pipeline_write;	 /* offload_optimizer.pipeline_write; default true */
+	/* offload_optimizer.fast_init; default true. A sub-group written with zero moments
+	 * (exp_avg / exp_avg_sq NULL or all zero bits) has only its master part written, and
+	 * reading it reads only that part and fills m and v with zeros; one whose master is
+	 * all zero bits too is not written at all (it reads as zeros). A step's write of the
+	 * sub-group writes all three parts, as always. false: every write writes all three. */
+	bool fast_init;
+	/* Check the master part of such sub-groups with CRC32C; set it when io checks CRC32C
+	 * (zinf.checksum: crc32c). The I/O layer keeps one CRC per extent, recorded when the
+	 * extent is written whole and checked when it is read whole, which a master part
+	 * alone is not. Default false. */
+	bool crc32c;
 	/* Size of the pinned pool zinf_adam_nvme_create makes for the staging buffers;
 	 * 0 (default): exactly zinf_adam_nvme_pinned_bytes(). */
 	uint64_t pinned_bytes;
@@ -153,9 +164,10 @@ void zinf_adam_nvme_destroy(struct zinf_adam_nvme *h);
 const char *zinf_adam_nvme_last_error(const struct zinf_adam_nvme *h);
 
 /* Write the whole state from caller buffers of n_elems floats: master is required;
- * exp_avg / exp_avg_sq NULL write zeros (a fresh optimizer). Used to initialise and to
- * load a checkpoint; the spare extents are written with zeros too, so that no step
- * writes into preallocated-but-unwritten blocks. On error the state counts as unwritten
+ * exp_avg / exp_avg_sq NULL write zeros (a fresh optimizer; with fast_init only the
+ * master part of each sub-group is written, see the opts). Used to initialise and to
+ * load a checkpoint; without fast_init the spare extents are written with zeros too, so
+ * that no step writes into preallocated-but-unwritten blocks. On error the state counts as unwritten
  * (steps are refused) but for the sub-groups this call wrote before the error. */
 int zinf_adam_nvme_write_state(struct zinf_adam_nvme *h, const float *master, const float *exp_avg,
 			       const float *exp_avg_sq);
@@ -170,11 +182,12 @@ int zinf_adam_nvme_read_state(struct zinf_adam_nvme *h, float *master, float *ex
  * the I/O layer's message) as the whole-state calls. For loading and saving a state
  * larger than memory one sub-group at a time. Synchronous; no step may be in progress.
  *
- * write_sub_group: master is required; exp_avg / exp_avg_sq NULL write zeros. As in a
- * step, the write goes to a spare extent that replaces the sub-group's old one only once
+ * write_sub_group: master is required; exp_avg / exp_avg_sq NULL write zeros (with
+ * fast_init: only the master part, or nothing for a master of zeros). As in a step, the
+ * write goes to a spare extent that replaces the sub-group's old one only once
  * it completed, so a failed write leaves the old state (or none) in place. Steps and
  * read_state need every sub-group written (by write_state or this call); when the last
- * one is, the spare extents are zeroed once, as write_state does. */
+ * one is, the spare extents are zeroed once, as write_state does (not with fast_init). */
 int zinf_adam_nvme_write_sub_group(struct zinf_adam_nvme *h, uint64_t i, const float *master,
 				   const float *exp_avg, const float *exp_avg_sq);
 /* read_sub_group: NULL skips that part; ZINF_ESTATE for a sub-group never written. */
@@ -215,7 +228,8 @@ struct zinf_adam_nvme_result {
 	uint64_t n_updated;
 	const uint8_t *updated;	  /* (n_sub_groups), owned by h, valid until the next call */
 	int64_t failed_sub_group; /* first sub-group whose I/O or update failed, or -1 */
-	uint64_t read_bytes;	  /* state bytes read from NVMe by this step */
+	uint64_t read_bytes;	  /* state bytes read from NVMe by this step (less than */
+				  /* the info's step_read_bytes for fast_init sub-groups) */
 	uint64_t write_bytes;	  /* state bytes written */
 	double seconds;		  /* wall time of the step */
 	double update_seconds;	  /* of which in zinf_adam_step */
@@ -236,7 +250,9 @@ struct zinf_adam_nvme_info {
 	uint64_t n_extents;    /* n_sub_groups + n_buffers spares */
 	uint64_t buffer_bytes; /* one pinned staging buffer */
 	unsigned n_buffers;
-	uint64_t step_read_bytes, step_write_bytes; /* per step */
+	/* per step of a state written whole (a fast_init sub-group's first read is its
+	 * master part alone, or nothing) */
+	uint64_t step_read_bytes, step_write_bytes;
 };
 void zinf_adam_nvme_get_info(const struct zinf_adam_nvme *h, struct zinf_adam_nvme_info *out);
 /* Sub-group i: its first element, element count and the bytes of its one read (and one

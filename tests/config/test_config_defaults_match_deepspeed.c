@@ -80,6 +80,8 @@ int main(void)
 	/* zinf pipelines the NVMe optimizer step by default (DeepSpeed does not). */
 	want_bool(cfg, "zero_optimization.offload_optimizer.pipeline_read", true);
 	want_bool(cfg, "zero_optimization.offload_optimizer.pipeline_write", true);
+	/* and writes no zero moments for a fresh NVMe optimizer state (DeepSpeed does) */
+	want_bool(cfg, "zero_optimization.offload_optimizer.fast_init", true);
 	want_bool(cfg, "zero_optimization.stage3_gather_16bit_weights_on_model_save", false);
 	want_bool(cfg, "bf16.enabled", false);
 	want_bool(cfg, "fp16.enabled", false);

@@ -4,8 +4,10 @@
  * three steps with changing grads and learning rate, with a sub_group_size that does
  * not divide the shard (and one sub-group holding it all), with each pipeline on and
  * off, for fp32 / bf16 / fp16 grads and bf16 / fp16 / no copy, on every I/O backend
- * (io_uring, libaio, psync). Also: every sub-group is reported updated and the bytes
- * moved are exactly the layout's.
+ * (io_uring, libaio, psync), each with fast_init off and on (a fresh state written
+ * with NULL moments; the second sub-group's master all zero). Also: every sub-group is
+ * reported updated and the bytes moved are exactly the layout's, but for the first step
+ * with fast_init, which reads the master parts alone and nothing of the zero sub-group.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,14 +28,15 @@ struct config {
 	bool pipeline_read, pipeline_write;
 	uint64_t sub_group_size;
 	enum zinf_dtype grad_dtype, param_dtype;
+	bool fast_init; /* set by main: each config runs with it off, then on */
 };
 
 static const struct config configs[] = {
-	{true, true, 131071, ZINF_DTYPE_BF16, ZINF_DTYPE_BF16},
-	{false, false, 131071, ZINF_DTYPE_F32, ZINF_DTYPE_F16},
-	{true, false, 200003, ZINF_DTYPE_F16, ZINF_DTYPE_NONE},
-	{false, true, 99991, ZINF_DTYPE_BF16, ZINF_DTYPE_F16},
-	{true, true, 2 * N, ZINF_DTYPE_F32, ZINF_DTYPE_BF16}, /* one sub-group */
+	{true, true, 131071, ZINF_DTYPE_BF16, ZINF_DTYPE_BF16, false},
+	{false, false, 131071, ZINF_DTYPE_F32, ZINF_DTYPE_F16, false},
+	{true, false, 200003, ZINF_DTYPE_F16, ZINF_DTYPE_NONE, false},
+	{false, true, 99991, ZINF_DTYPE_BF16, ZINF_DTYPE_F16, false},
+	{true, true, 2 * N, ZINF_DTYPE_F32, ZINF_DTYPE_BF16, false}, /* one sub-group */
 };
 #define N_CONFIGS (sizeof(configs) / sizeof(configs[0]))
 
@@ -88,11 +91,11 @@ static void check_same(const void *got, const void *want, uint64_t elem_size, co
 			last = k;
 	}
 	T_CHECK(0,
-		"%s, sub-groups of %llu, pipelines %d/%d, step %llu: %s differs at elements "
-		"%llu..%llu (sub-group %llu..%llu)",
+		"%s, sub-groups of %llu, pipelines %d/%d, fast_init %d, step %llu: %s differs at "
+		"elements %llu..%llu (sub-group %llu..%llu)",
 		engine, (unsigned long long)c->sub_group_size, c->pipeline_read, c->pipeline_write,
-		(unsigned long long)t, what, (unsigned long long)i, (unsigned long long)last,
-		(unsigned long long)(i / c->sub_group_size),
+		c->fast_init, (unsigned long long)t, what, (unsigned long long)i,
+		(unsigned long long)last, (unsigned long long)(i / c->sub_group_size),
 		(unsigned long long)(last / c->sub_group_size));
 }
 
@@ -103,7 +106,7 @@ static void run_config(struct zinf_io *io, struct zinf_adam *adam, const struct 
 	struct zinf_adam_nvme *h;
 	struct zinf_adam_nvme_info info;
 	char err[512];
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, first_read = 0;
 	unsigned want_buffers;
 
 	zinf_adam_nvme_opts_init(&o);
@@ -113,6 +116,7 @@ static void run_config(struct zinf_io *io, struct zinf_adam *adam, const struct 
 	o.sub_group_size = c->sub_group_size;
 	o.pipeline_read = c->pipeline_read;
 	o.pipeline_write = c->pipeline_write;
+	o.fast_init = c->fast_init;
 	T_CHECK(zinf_adam_nvme_create(&o, &h, err, sizeof(err)) == 0, "%s: create: %s", engine,
 		err);
 	zinf_adam_nvme_get_info(h, &info);
@@ -131,6 +135,8 @@ static void run_config(struct zinf_io *io, struct zinf_adam *adam, const struct 
 			"request of %llu bytes for %llu elements", (unsigned long long)req,
 			(unsigned long long)n);
 		bytes += req;
+		/* fast_init: the master part alone, nothing for sub-group 1 (all zero) */
+		first_read += c->fast_init ? (g == 1 ? 0 : req / 3) : req;
 	}
 	T_CHECK(bytes == info.step_read_bytes && bytes == info.step_write_bytes,
 		"layout bytes %llu vs info %llu", (unsigned long long)bytes,
@@ -140,9 +146,17 @@ static void run_config(struct zinf_io *io, struct zinf_adam *adam, const struct 
 		ref_p[i] = frand();
 		ref_m[i] = 0;
 		ref_v[i] = 0;
+		if (i / c->sub_group_size == 1)
+			ref_p[i] = 0;
 	}
 	T_CHECK(zinf_adam_nvme_write_state(h, ref_p, NULL, NULL) == 0, "%s: write state: %s",
 		engine, zinf_adam_nvme_last_error(h));
+	for (uint64_t g = 0; g < info.n_sub_groups; g++)
+		T_CHECK(h->zeroed[g] == (!c->fast_init ? NVME_ZERO_NONE
+					 : g == 1      ? NVME_ZERO_ALL
+						       : NVME_ZERO_MOMENTS),
+			"%s, fast_init %d: sub-group %llu marked %d after the write", engine,
+			c->fast_init, (unsigned long long)g, h->zeroed[g]);
 	for (uint64_t t = 1; t <= STEPS; t++) {
 		const void *grad = make_grads(c->grad_dtype);
 		void *out = c->param_dtype ? got_out : NULL;
@@ -166,10 +180,16 @@ static void run_config(struct zinf_io *io, struct zinf_adam *adam, const struct 
 		for (uint64_t g = 0; g < info.n_sub_groups; g++)
 			T_CHECK(r.updated[g] == 1, "sub-group %llu not marked updated",
 				(unsigned long long)g);
-		T_CHECK(r.read_bytes == bytes && r.write_bytes == bytes,
-			"%s: read %llu, wrote %llu bytes, layout says %llu", engine,
+		T_CHECK(r.read_bytes == (t == 1 ? first_read : bytes) && r.write_bytes == bytes,
+			"%s, fast_init %d, step %llu: read %llu, wrote %llu bytes, layout says %llu "
+			"(%llu for the first read)",
+			engine, c->fast_init, (unsigned long long)t,
 			(unsigned long long)r.read_bytes, (unsigned long long)r.write_bytes,
-			(unsigned long long)bytes);
+			(unsigned long long)bytes, (unsigned long long)first_read);
+		for (uint64_t g = 0; g < info.n_sub_groups; g++)
+			T_CHECK(h->zeroed[g] == NVME_ZERO_NONE,
+				"sub-group %llu still marked %d after a step",
+				(unsigned long long)g, h->zeroed[g]);
 		memset(got_p, 0xff, sizeof(got_p));
 		memset(got_m, 0xff, sizeof(got_m));
 		memset(got_v, 0xff, sizeof(got_v));
@@ -206,8 +226,12 @@ int main(void)
 		o.file_size = 64 << 20;
 		if (t_create(&o, &io, e) == 77)
 			continue;
-		for (unsigned k = 0; k < N_CONFIGS; k++)
-			run_config(io, adam, &configs[k], t_engine_names[e]);
+		for (unsigned k = 0; k < 2 * N_CONFIGS; k++) {
+			struct config c = configs[k % N_CONFIGS];
+
+			c.fast_init = k >= N_CONFIGS;
+			run_config(io, adam, &c, t_engine_names[e]);
+		}
 		zinf_io_destroy(io);
 		ran++;
 	}
