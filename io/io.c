@@ -32,21 +32,42 @@ uint64_t io_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The calling thread's last I/O error. The model's thread, the store's mover and the
+ * optimizer's thread call one handle at once; with one buffer per handle a thread could
+ * read another's message, or a torn mix (a lock around the write does not cover the
+ * caller's read). io says which handle it was recorded on. */
+static __thread struct {
+	const struct zinf_io *io;
+	char msg[512];
+} last_error;
+
 void io_set_error(struct zinf_io *io, const char *fmt, ...)
 {
 	va_list ap;
 
-	pthread_mutex_lock(&io->err_lock);
 	va_start(ap, fmt);
-	vsnprintf(io->last_error, sizeof(io->last_error), fmt, ap);
+	vsnprintf(last_error.msg, sizeof(last_error.msg), fmt, ap);
 	va_end(ap);
-	zinf_logf(ZINF_LOG_DEBUG, "zinf io: %s", io->last_error);
-	pthread_mutex_unlock(&io->err_lock);
+	last_error.io = io;
+	zinf_logf(ZINF_LOG_DEBUG, "zinf io: %s", last_error.msg);
+}
+
+void io_take_error(struct zinf_io *io, const char *msg)
+{
+	snprintf(last_error.msg, sizeof(last_error.msg), "%s", msg);
+	last_error.io = io;
+}
+
+/* A handle created at a destroyed one's address must not show the old one's message. */
+static void forget_error(const struct zinf_io *io)
+{
+	if (last_error.io == io)
+		last_error.io = NULL;
 }
 
 const char *zinf_io_last_error(struct zinf_io *io)
 {
-	return io ? io->last_error : "";
+	return io && last_error.io == io ? last_error.msg : "";
 }
 
 const char *zinf_io_engine_name(const struct zinf_io *io)
@@ -298,6 +319,7 @@ int zinf_io_create(const struct zinf_io_opts *opts, struct zinf_io **out, char *
 		snprintf(msg, sizeof(msg), "zinf io: out of memory");
 		goto out_msg;
 	}
+	forget_error(io);
 	io->opts = *opts;
 	if (!io->opts.stripe_unit)
 		io->opts.stripe_unit = io->opts.block_size;
@@ -309,7 +331,6 @@ int zinf_io_create(const struct zinf_io_opts *opts, struct zinf_io **out, char *
 	pthread_mutex_init(&io->done_lock, NULL);
 	pthread_cond_init(&io->done_cond, NULL);
 	pthread_cond_init(&io->drain_cond, NULL);
-	pthread_mutex_init(&io->err_lock, NULL);
 	io->stats.n_paths = io->n_paths + 1;
 	for (int i = 0; i < io->n_paths; i++) {
 		io->paths[i].lock_fd = -1;
@@ -365,7 +386,7 @@ out_destroy_space:
 out_destroy:
 	if (!msg[0])
 		snprintf(msg, sizeof(msg), "%s",
-			 io->last_error[0] ? io->last_error : strerror(-rc));
+			 zinf_io_last_error(io)[0] ? zinf_io_last_error(io) : strerror(-rc));
 	zinf_io_destroy(io);
 out_msg:
 	if (err && err_len)
@@ -410,7 +431,7 @@ void zinf_io_destroy(struct zinf_io *io)
 	pthread_mutex_destroy(&io->done_lock);
 	pthread_cond_destroy(&io->done_cond);
 	pthread_cond_destroy(&io->drain_cond);
-	pthread_mutex_destroy(&io->err_lock);
+	forget_error(io);
 	free(io);
 }
 

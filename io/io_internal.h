@@ -152,16 +152,19 @@ struct zinf_io {
 	void *reg_base; /* registered fixed-buffer region */
 	uint64_t reg_len;
 
-	pthread_mutex_t err_lock;
-	char last_error[512];
 	bool warned_direct;
 
 	/* counters (atomic adds) */
 	struct zinf_io_stats stats;
 };
 
-/* Record a formatted message as io's last error and log it at debug level. */
+/* Record a formatted message as the calling thread's last error on io (see
+ * zinf_io_last_error) and log it at debug level. Only for failures of the caller's own
+ * call: a lane's failures go to the request (req->error), never to the lane's thread. */
 void io_set_error(struct zinf_io *io, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Make a failed request's message (already logged) the calling thread's last error on
+ * io: zinf_io_rw, zinf_io_poll and zinf_io_wait hand it to the thread that collects it. */
+void io_take_error(struct zinf_io *io, const char *msg);
 uint64_t io_now_ns(void);
 struct io_extent *io_extent_get(struct zinf_io *io, uint32_t id);
 

@@ -27,10 +27,13 @@ static const char *op_name(enum zinf_io_op op)
 	return op == ZINF_IO_READ ? "read" : "write";
 }
 
-/* First error of a request wins; its message is kept in req->error. */
-static void req_fail(struct zinf_io *io, struct zinf_io_req *req, int status, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void req_fail(struct zinf_io *io, struct zinf_io_req *req, int status, const char *fmt, ...)
+/* First error of a request wins; its message is kept in req->error. This runs on a lane's
+ * thread, so the message is not recorded as any thread's last error here: the thread
+ * that collects the request takes it (zinf_io_rw, zinf_io_poll, zinf_io_wait), and a
+ * callback reads req->error. */
+static void req_fail(struct zinf_io_req *req, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void req_fail(struct zinf_io_req *req, int status, const char *fmt, ...)
 {
 	int expected = 0;
 	va_list ap;
@@ -41,7 +44,7 @@ static void req_fail(struct zinf_io *io, struct zinf_io_req *req, int status, co
 	va_start(ap, fmt);
 	vsnprintf(req->error, sizeof(req->error), fmt, ap);
 	va_end(ap);
-	io_set_error(io, "%s", req->error);
+	zinf_logf(ZINF_LOG_DEBUG, "zinf io: %s", req->error);
 }
 
 static void req_complete(struct zinf_io *io, struct zinf_io_req *req)
@@ -64,7 +67,7 @@ static void req_complete(struct zinf_io *io, struct zinf_io_req *req)
 				uint64_t foff = 0;
 
 				zinf_io_extent_locate(io, req->extent, 0, &path, &foff);
-				req_fail(io, req, ZINF_ECHECKSUM,
+				req_fail(req, ZINF_ECHECKSUM,
 					 "extent %u (%" PRIu64 " bytes at offset %" PRIu64
 					 " in %s%s): CRC32C mismatch: stored %08x, read %08x",
 					 req->extent, e->len, foff, path,
@@ -142,7 +145,7 @@ static void piece_error(struct io_lane *lane, struct io_slot *slot, int err, con
 	struct zinf_io_req *req = slot->req;
 	struct io_file *f = &io->files[slot->file];
 
-	req_fail(io, req, err,
+	req_fail(req, err,
 		 "extent %u: %s %" PRIu64 "/%" PRIu64 " bytes at offset %" PRIu64 " in %s: %s",
 		 req->extent, op_name(req->op), slot->piece_len - slot->len, slot->piece_len,
 		 slot->file_off, f->name, what);
@@ -506,6 +509,16 @@ static int done_pop(struct zinf_io *io, struct zinf_io_req **done, int max)
 	return n;
 }
 
+/* The collecting thread takes the messages of the failed requests it got (the last one
+ * wins), as if the failures were its own calls'. */
+static void take_errors(struct zinf_io *io, struct zinf_io_req **done, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (done[i]->status)
+			io_take_error(io, done[i]->error);
+	}
+}
+
 int zinf_io_poll(struct zinf_io *io, struct zinf_io_req **done, int max)
 {
 	int n;
@@ -515,6 +528,7 @@ int zinf_io_poll(struct zinf_io *io, struct zinf_io_req **done, int max)
 	pthread_mutex_lock(&io->done_lock);
 	n = done_pop(io, done, max);
 	pthread_mutex_unlock(&io->done_lock);
+	take_errors(io, done, n);
 	return n;
 }
 
@@ -554,6 +568,7 @@ int zinf_io_wait(struct zinf_io *io, struct zinf_io_req **done, int min, int max
 		}
 	}
 	pthread_mutex_unlock(&io->done_lock);
+	take_errors(io, done, n);
 	if (n == 0 && min > 0)
 		return -ETIMEDOUT;
 	return n;
@@ -604,5 +619,7 @@ int zinf_io_rw(struct zinf_io *io, enum zinf_io_op op, uint32_t extent, uint64_t
 	while (!w.done)
 		pthread_cond_wait(&io->done_cond, &io->done_lock);
 	pthread_mutex_unlock(&io->done_lock);
+	if (req.status) /* failed on a lane: the message becomes this thread's */
+		io_take_error(io, req.error);
 	return req.status;
 }

@@ -12,7 +12,8 @@
  * completes. Threading: zinf_io_submit, zinf_io_poll, zinf_io_wait, zinf_io_drain and the
  * extent and stats calls may be called from any thread concurrently; create, destroy,
  * register_buffer and unregister_buffer must not race with any other call on the handle.
- * Completion callbacks run on a lane's worker thread.
+ * Completion callbacks run on a lane's worker thread. Error messages are per thread
+ * (zinf_io_last_error).
  */
 #ifndef ZINF_IO_H
 #define ZINF_IO_H
@@ -76,7 +77,12 @@ int zinf_io_create(const struct zinf_io_opts *opts, struct zinf_io **out, char *
 /* Drain, close and remove the run directories and their files. NULL is a no-op. */
 void zinf_io_destroy(struct zinf_io *io);
 
-/* The last error on io as one line ("" if none): what, path, offset, length. */
+/* The calling thread's last error on io, as one line (what, path, offset, length): the
+ * message of this thread's last failed call, when that call was on io ("" otherwise).
+ * Other threads' failures never change it. A request failed on a lane hands its
+ * message to the thread that collects it (zinf_io_rw; zinf_io_poll and zinf_io_wait: the
+ * last failed one returned); a callback reads req->error instead. Valid until this
+ * thread's next failed call on any handle. */
 const char *zinf_io_last_error(struct zinf_io *io);
 /* Name of the backend in use: "io_uring", "libaio" or "psync". */
 const char *zinf_io_engine_name(const struct zinf_io *io);
