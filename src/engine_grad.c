@@ -68,6 +68,12 @@ static void count_io(struct zinf_engine *e, bool read, uint64_t bytes, double se
 		pthread_mutex_unlock(&e->opt.lock);
 }
 
+/* What the I/O layer said of a failed request (path, offset), else the code's name. */
+static const char *io_why(const struct zinf_io_req *req, int rc)
+{
+	return req->error[0] ? req->error : zinf_strerror(rc);
+}
+
 static void host_bytes(struct zinf_engine *e, int64_t delta)
 {
 	e->grad_host_bytes += (uint64_t)delta;
@@ -251,7 +257,7 @@ static int write_retire(struct zinf_engine *e, struct egrad_write *w)
 	return engine_fail(e, rc,
 			   "gradients on nvme: sub-group %" PRIu64 " of the %s group: write of "
 			   "extent %u (%" PRIu64 " bytes) failed: %s",
-			   s, group_name(e, gi), extent, len, zinf_strerror(rc));
+			   s, group_name(e, gi), extent, len, io_why(&w->req, rc));
 }
 
 static void warn_kept(struct zinf_engine *e)
@@ -297,7 +303,7 @@ static int grad_open(struct zinf_engine *e, struct egroup *g, int gi, uint64_t s
 				    "gradients on nvme: sub-group %" PRIu64
 				    " of the %s group: write "
 				    "of extent %u failed: %s",
-				    s, group_name(e, gi), gr->extent[s], zinf_strerror(rc));
+				    s, group_name(e, gi), gr->extent[s], io_why(&w->req, rc));
 			warn_kept(e);
 			return 0;
 		}
@@ -317,7 +323,7 @@ static int grad_open(struct zinf_engine *e, struct egroup *g, int gi, uint64_t s
 					   " of the %s group: read of extent %u (%" PRIu64
 					   " bytes) failed: %s",
 					   s, group_name(e, gi), gr->extent[s], bytes,
-					   zinf_strerror(rc));
+					   zinf_io_last_error(e->io));
 		}
 		count_io(e, true, bytes, engine_now_seconds() - t0);
 	} else {
@@ -373,7 +379,7 @@ static int grad_close(struct zinf_engine *e, struct egroup *g, int gi, uint64_t 
 		return engine_fail(e, rc,
 				   "gradients on nvme: sub-group %" PRIu64
 				   " of the %s group: cannot submit the write of extent %u: %s",
-				   s, group_name(e, gi), gr->extent[s], zinf_strerror(rc));
+				   s, group_name(e, gi), gr->extent[s], zinf_io_last_error(e->io));
 	}
 	gr->acc[s] = NULL;
 	gr->state[s] = EGRAD_WRITING;
@@ -565,7 +571,8 @@ fail:
 			   "gradients on nvme: sub-group %" PRIu64
 			   " of the %s group: read of extent "
 			   "%u failed: %s",
-			   s, group_name(e, gi), g->gr.extent[s], zinf_strerror(rc));
+			   s, group_name(e, gi), g->gr.extent[s],
+			   r && r->req.error[0] ? r->req.error : zinf_io_last_error(e->io));
 }
 
 void engine_grad_consumed(struct zinf_engine *e, int gi, uint64_t s)
