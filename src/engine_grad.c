@@ -76,9 +76,12 @@ static const char *io_why(const struct zinf_io_req *req, int rc)
 
 static void host_bytes(struct zinf_engine *e, int64_t delta)
 {
-	e->grad_host_bytes += (uint64_t)delta;
-	if (e->grad_host_bytes > e->grad_host_peak)
-		e->grad_host_peak = e->grad_host_bytes;
+	/* one writer at a time (the gradient worker, or the model's thread while the queue
+	 * is drained); zinf_engine_get_stats may read at any time */
+	uint64_t now = __atomic_add_fetch(&e->grad_host_bytes, (uint64_t)delta, __ATOMIC_RELAXED);
+
+	if (now > __atomic_load_n(&e->grad_host_peak, __ATOMIC_RELAXED))
+		__atomic_store_n(&e->grad_host_peak, now, __ATOMIC_RELAXED);
 }
 
 /* A group as the user knows it: its parameters' dtype and weight decay. */

@@ -27,9 +27,11 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
 	out->pinned_limit = st.pinned_limit;
 	/* with NVMe optimizer state: plus the gradient sub-groups being accumulated and the
 	 * new copies being assembled (bounded by a few sub-groups and modules) */
-	out->host_now = st.host_now + e->state_bytes + e->grad_host_bytes +
+	out->host_now = st.host_now + e->state_bytes +
+			__atomic_load_n(&e->grad_host_bytes, __ATOMIC_RELAXED) +
 			__atomic_load_n(&e->out_bytes, __ATOMIC_RELAXED);
-	out->host_peak = st.host_peak + e->state_bytes + e->grad_host_peak +
+	out->host_peak = st.host_peak + e->state_bytes +
+			 __atomic_load_n(&e->grad_host_peak, __ATOMIC_RELAXED) +
 			 __atomic_load_n(&e->out_peak, __ATOMIC_RELAXED);
 	out->nvme_now = st.nvme_now + e->nvme_state_bytes;
 	out->nvme_peak = st.nvme_peak + e->nvme_state_bytes;
