@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "io_internal.h"
+#include "thread_error.h"
 #include "zinf/crc32c.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
@@ -32,42 +33,44 @@ uint64_t io_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The calling thread's last I/O error. The model's thread, the store's mover and the
- * optimizer's thread call one handle at once; with one buffer per handle a thread could
- * read another's message, or a torn mix (a lock around the write does not cover the
- * caller's read). io says which handle it was recorded on. */
-static __thread struct {
-	const struct zinf_io *io;
-	char msg[512];
-} last_error;
+/* The calling thread's last I/O error (thread_error.h: the model's thread, the store's
+ * mover, the optimizer's thread and the gradient worker call one handle at once). */
+static __thread struct zinf_thread_error last_error;
+
+static void set_errorv(struct zinf_io *io, const char *fmt, va_list ap)
+{
+	zinf_thread_error_vset(&last_error, io, io ? io->err_serial : 0, fmt, ap);
+}
 
 void io_set_error(struct zinf_io *io, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(last_error.msg, sizeof(last_error.msg), fmt, ap);
+	set_errorv(io, fmt, ap);
 	va_end(ap);
-	last_error.io = io;
 	zinf_logf(ZINF_LOG_DEBUG, "zinf io: %s", last_error.msg);
+}
+
+static void take_error(struct zinf_io *io, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void take_error(struct zinf_io *io, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	set_errorv(io, fmt, ap);
+	va_end(ap);
 }
 
 void io_take_error(struct zinf_io *io, const char *msg)
 {
-	snprintf(last_error.msg, sizeof(last_error.msg), "%s", msg);
-	last_error.io = io;
-}
-
-/* A handle created at a destroyed one's address must not show the old one's message. */
-static void forget_error(const struct zinf_io *io)
-{
-	if (last_error.io == io)
-		last_error.io = NULL;
+	take_error(io, "%s", msg);
 }
 
 const char *zinf_io_last_error(struct zinf_io *io)
 {
-	return io && last_error.io == io ? last_error.msg : "";
+	return zinf_thread_error_get(&last_error, io, io ? io->err_serial : 0);
 }
 
 const char *zinf_io_engine_name(const struct zinf_io *io)
@@ -319,7 +322,7 @@ int zinf_io_create(const struct zinf_io_opts *opts, struct zinf_io **out, char *
 		snprintf(msg, sizeof(msg), "zinf io: out of memory");
 		goto out_msg;
 	}
-	forget_error(io);
+	io->err_serial = zinf_thread_error_serial();
 	io->opts = *opts;
 	if (!io->opts.stripe_unit)
 		io->opts.stripe_unit = io->opts.block_size;
@@ -431,7 +434,6 @@ void zinf_io_destroy(struct zinf_io *io)
 	pthread_mutex_destroy(&io->done_lock);
 	pthread_cond_destroy(&io->done_cond);
 	pthread_cond_destroy(&io->drain_cond);
-	forget_error(io);
 	free(io);
 }
 

@@ -121,6 +121,7 @@ struct zinf_io {
 	struct zinf_io_opts opts; /* nvme_paths point into paths[].dir */
 	const struct io_backend_ops *ops;
 	uint64_t align;
+	uint64_t err_serial; /* tags this handle's messages (thread_error.h) */
 
 	struct io_path paths[ZINF_IO_MAX_PATHS];
 	int n_paths;

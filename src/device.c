@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "device.h"
+#include "thread_error.h"
 #include "zinf/config.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
@@ -87,6 +88,8 @@ int zinf_device_create(const struct zinf_device_opts *opts, struct zinf_device *
 	if (rc == 0) {
 		char lim[32];
 
+		(*out)->err_serial = zinf_thread_error_serial();
+
 		zinf_logf(ZINF_LOG_INFO, "device: %s, heap budget %s", (*out)->name,
 			  zinf_format_bytes((*out)->heap_size, lim, sizeof(lim)));
 	}
@@ -129,29 +132,23 @@ void zinf_device_fini_common(struct zinf_device *dev)
 	zinf_arena_fini(&dev->heap);
 }
 
-/* The calling thread's last device error. The store's mover, the optimizer thread and
- * the model's thread queue work on one device at once; with one buffer per device a
- * thread could read another's message, or a torn mix (a lock around the write does not
- * cover the caller's read). dev says which device it was recorded on. */
-static __thread struct {
-	const struct zinf_device *dev;
-	char msg[512];
-} last_error;
+/* The calling thread's last device error (io/thread_error.h: the store's mover, the
+ * optimizer thread and the model's thread queue work on one device at once). */
+static __thread struct zinf_thread_error last_error;
 
 int zinf_device_set_error(struct zinf_device *dev, int code, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(last_error.msg, sizeof(last_error.msg), fmt, ap);
+	zinf_thread_error_vset(&last_error, dev, dev ? dev->err_serial : 0, fmt, ap);
 	va_end(ap);
-	last_error.dev = dev;
 	return code;
 }
 
 const char *zinf_device_last_error(struct zinf_device *dev)
 {
-	return last_error.dev == dev ? last_error.msg : "";
+	return zinf_thread_error_get(&last_error, dev, dev ? dev->err_serial : 0);
 }
 
 enum zinf_device_backend zinf_device_backend(const struct zinf_device *dev)

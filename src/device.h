@@ -207,6 +207,7 @@ struct zinf_device {
 	uint64_t alloc_failures;
 	struct zinf_copy_stats copy[ZINF_COPY_DIRS]; /* updated with atomics */
 	uint64_t memset_bytes;
+	uint64_t err_serial; /* tags this device's messages (io/thread_error.h) */
 };
 
 struct zinf_stream {

@@ -21,6 +21,7 @@
 #include "arena.h"
 #include "device.h"
 #include "pinned.h"
+#include "thread_error.h"
 #include "zinf/config.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
@@ -37,16 +38,12 @@ struct zinf_pinned {
 	bool registered;	    /* through the device (undo with unregister) */
 	int numa_node;
 	struct zinf_arena arena;
+	uint64_t err_serial; /* tags this pool's messages (io/thread_error.h) */
 };
 
-/* The calling thread's last pool error: the store's mover and the model's and the
- * optimizer's threads allocate from one pool at once, and each must read the message of
- * its own failed call, never another's or a torn mix. pool says which pool it was
- * recorded on. */
-static __thread struct {
-	const struct zinf_pinned *pool;
-	char msg[512];
-} last_error;
+/* The calling thread's last pool error (io/thread_error.h: the store's mover and the
+ * model's, the optimizer's and the gradient worker's threads allocate from one pool). */
+static __thread struct zinf_thread_error last_error;
 
 static int set_error(struct zinf_pinned *pool, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -56,9 +53,8 @@ static int set_error(struct zinf_pinned *pool, int code, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(last_error.msg, sizeof(last_error.msg), fmt, ap);
+	zinf_thread_error_vset(&last_error, pool, pool ? pool->err_serial : 0, fmt, ap);
 	va_end(ap);
-	last_error.pool = pool;
 	return code;
 }
 
@@ -340,6 +336,7 @@ int zinf_pinned_create(const struct zinf_pinned_opts *opts, struct zinf_pinned *
 		return -ENOMEM;
 	}
 	pool->size = size;
+	pool->err_serial = zinf_thread_error_serial();
 	pool->align = opts->align;
 	pool->device = opts->device;
 	pool->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -513,5 +510,5 @@ void zinf_pinned_get_stats(struct zinf_pinned *pool, struct zinf_pinned_stats *o
 
 const char *zinf_pinned_last_error(struct zinf_pinned *pool)
 {
-	return last_error.pool == pool ? last_error.msg : "";
+	return zinf_thread_error_get(&last_error, pool, pool ? pool->err_serial : 0);
 }

@@ -14,29 +14,24 @@
 #include "device.h"
 #include "pinned.h"
 #include "store_internal.h"
+#include "thread_error.h"
 #include "timeline.h"
 #include "zinf/config.h" /* zinf_format_bytes */
 #include "zinf/error.h"
 #include "zinf/io.h"
 #include "zinf/log.h"
 
-/* The calling thread's last store error. The model's thread and the optimizer's call
- * one store at the same time, so one buffer per store would hand a thread the other's
- * message (or a torn mix of both); per thread, each reads the message of its own failed
- * call. store says which store it was recorded on. */
-static __thread struct {
-	const struct zinf_store *store;
-	char msg[512];
-} last_error;
+/* The calling thread's last store error (io/thread_error.h: the model's thread, the
+ * optimizer's and the gradient worker call one store at the same time). */
+static __thread struct zinf_thread_error last_error;
 
 int store_fail(struct zinf_store *s, int code, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(last_error.msg, sizeof(last_error.msg), fmt, ap);
+	zinf_thread_error_vset(&last_error, s, s ? s->err_serial : 0, fmt, ap);
 	va_end(ap);
-	last_error.store = s;
 	zinf_logf(ZINF_LOG_DEBUG, "store: %s", last_error.msg);
 	return code;
 }
@@ -102,6 +97,7 @@ int zinf_store_create(const struct zinf_store_opts *opts, struct zinf_store **ou
 	if (!s)
 		return -ENOMEM;
 	s->o = *opts;
+	s->err_serial = zinf_thread_error_serial();
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->kick, NULL);
 	pthread_cond_init(&s->ready, NULL);
@@ -176,7 +172,7 @@ void zinf_store_destroy(struct zinf_store *s)
 
 const char *zinf_store_last_error(struct zinf_store *s)
 {
-	return last_error.store == s ? last_error.msg : "";
+	return zinf_thread_error_get(&last_error, s, s ? s->err_serial : 0);
 }
 
 /* ---- registration ------------------------------------------------------------------- */

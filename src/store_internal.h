@@ -86,6 +86,7 @@ struct zinf_store {
 	pthread_cond_t ready; /* a module became ready or failed */
 	pthread_t mover;
 	bool mover_started, stop, finalized;
+	uint64_t err_serial; /* tags this store's messages (io/thread_error.h) */
 	uint64_t kicks;
 	struct zinf_stream *h2d, *d2h;
 

@@ -103,6 +103,26 @@ static void on_done(struct zinf_io_req *req)
 }
 
 /* One thread: hand-over through zinf_io_wait, callbacks, another handle. */
+/* A thread that fails on a handle, then (after the main thread destroyed it and made a
+ * new one, likely at the same address) reads the new handle's last error. */
+struct stale {
+	struct zinf_io *old, *fresh;
+	pthread_barrier_t failed, remade;
+	char got[512];
+};
+
+static void *fail_then_read(void *arg)
+{
+	struct stale *st = arg;
+
+	T_CHECK(zinf_io_extent_free(st->old, 99) == -EINVAL, "free of unknown extent 99");
+	T_CHECK_STR(zinf_io_last_error(st->old), "extent free: unknown extent 99");
+	pthread_barrier_wait(&st->failed);
+	pthread_barrier_wait(&st->remade);
+	snprintf(st->got, sizeof(st->got), "%s", zinf_io_last_error(st->fresh));
+	return NULL;
+}
+
 static void one_thread(struct shared *sh)
 {
 	struct cb_wait c = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
@@ -157,9 +177,31 @@ static void one_thread(struct shared *sh)
 	T_CHECK_STR(zinf_io_last_error(io2), "extent free: unknown extent 77");
 	T_CHECK_STR(zinf_io_last_error(sh->io), "");
 	T_CHECK_STR(zinf_io_last_error(NULL), "");
-	zinf_io_destroy(io2);
 	zinf_io_fault_clear();
 	free(buf);
+
+	/* another thread failed on io2; io2 destroyed and a new handle made (malloc tends
+	 * to hand back the same address): that thread must read "" on the new one */
+	{
+		struct stale st = {.old = io2};
+		pthread_t t;
+		pthread_barrier_init(&st.failed, NULL, 2);
+		pthread_barrier_init(&st.remade, NULL, 2);
+		T_CHECK(pthread_create(&t, NULL, fail_then_read, &st) == 0, "pthread_create");
+		pthread_barrier_wait(&st.failed);
+		zinf_io_destroy(io2);
+		T_CHECK(zinf_io_create(&o, &st.fresh, err, sizeof(err)) == 0, "remake: %s", err);
+		if (st.fresh != st.old)
+			fprintf(stderr,
+				"new handle at another address: the reuse case not tested\n");
+		pthread_barrier_wait(&st.remade);
+		pthread_join(t, NULL);
+		T_CHECK(st.got[0] == '\0', "a new handle shows an old handle's message: %s",
+			st.got);
+		zinf_io_destroy(st.fresh);
+		pthread_barrier_destroy(&st.failed);
+		pthread_barrier_destroy(&st.remade);
+	}
 }
 
 int main(void)
