@@ -370,7 +370,7 @@ const struct zinf_key zinf_keys[] = {
 	BOOL("zinf.overlap_gradients", zinf.overlap_gradients, 1, 0,
 	     "add each module's gradients to the fp32 accumulators on a background thread, so backward goes on with the next module while they are added (and written, with offload_gradients nvme); zinf_step waits for them"),
 	ENUM("zinf.offload_gradients", zinf.offload_gradients, ZINF_GRADS_AUTO, "auto|cpu|nvme", 0,
-	     "where the fp32 gradient accumulators (4 bytes per parameter) of optimizer state on NVMe live: cpu = host memory; nvme = next to the optimizer state, one extent per sub-group, host memory holding only the sub-groups being accumulated; auto = nvme when they would take more than a quarter of host RAM and five sub-groups less than that. Needs offload_optimizer.device nvme"),
+	     "where the fp32 gradient accumulators (4 bytes per parameter) of optimizer state on NVMe live: cpu = host memory; nvme = next to the optimizer state, one extent per sub-group, host memory holding only the sub-groups being accumulated; auto = nvme when they would take more than a quarter of host RAM and seven sub-groups less than that. Needs offload_optimizer.device nvme"),
 	/* ---- DeepSpeed keys zinf does not implement ------------------------------------ */
 	IGNORED("wall_clock_breakdown"),
 	IGNORED("memory_breakdown"),

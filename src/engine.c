@@ -190,6 +190,7 @@ int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, 
 	if (!e)
 		return -ENOMEM;
 	e->cfg = cfg;
+	pthread_mutex_init(&e->stats_lock, NULL);
 	e->nvme_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME;
 	e->gas = v->gradient_accumulation_steps ? v->gradient_accumulation_steps : 1;
 	e->max_norm = v->gradient_clipping;
@@ -242,6 +243,7 @@ void zinf_engine_destroy(struct zinf_engine *e)
 	free(e->srcs);
 	free(e->params);
 	free(e->modules);
+	pthread_mutex_destroy(&e->stats_lock);
 	free(e);
 }
 
@@ -432,12 +434,12 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		rc = create_prefetch(e);
 	if (rc)
 		return rc;
-	if (e->opt.on) {
+	if (e->opt.on && !e->opt.started) { /* a finalize after a failed one */
 		rc = engine_opt_start(e);
 		if (rc)
 			return rc;
 	}
-	if (e->gq.on) {
+	if (e->gq.on && !e->gq.started) { /* a finalize after a failed one */
 		rc = engine_gq_start(e);
 		if (rc)
 			return rc;

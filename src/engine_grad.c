@@ -41,13 +41,13 @@ static uint64_t bytes_of(const struct zinf_engine *e, uint64_t elems)
 }
 
 /* offload_gradients auto: NVMe when the accumulators would take more than a quarter of
- * host RAM, and the sub-groups NVMe mode holds at once (three open, two read ahead) take
- * less than that. */
+ * host RAM, and the sub-groups NVMe mode holds at once (three open, two being written,
+ * two read ahead) take less than that. */
 static bool want_nvme(const struct zinf_engine *e, uint64_t elems, uint64_t largest_sub)
 {
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-	uint64_t host = elems * sizeof(float), nvme = 5 * largest_sub * sizeof(float);
+	uint64_t host = elems * sizeof(float), nvme = 7 * largest_sub * sizeof(float);
 
 	if (e->cfg->v.zinf.offload_gradients != ZINF_GRADS_AUTO)
 		return e->cfg->v.zinf.offload_gradients == ZINF_GRADS_NVME;
@@ -59,13 +59,11 @@ static void count_io(struct zinf_engine *e, bool read, uint64_t bytes, double se
 {
 	struct zinf_link_stats *l = read ? &e->nvme_opt_read : &e->nvme_opt_write;
 
-	if (e->opt.started)
-		pthread_mutex_lock(&e->opt.lock);
+	pthread_mutex_lock(&e->stats_lock);
 	l->bytes += bytes;
 	l->seconds += seconds;
 	l->count++;
-	if (e->opt.started)
-		pthread_mutex_unlock(&e->opt.lock);
+	pthread_mutex_unlock(&e->stats_lock);
 }
 
 /* What the I/O layer said of a failed request (path, offset), else the code's name. */
@@ -269,19 +267,24 @@ static void warn_kept(struct zinf_engine *e)
 		  engine_msg(e));
 }
 
-/* Retire every write; the first failure is the result (all are kept open). */
-static int writes_drain(struct zinf_engine *e)
+/* Retire every write, each failure logged as it is retired (its sum is open again, or
+ * dropped with the step's gradients); returns the last failure, whose message stays. */
+static int writes_drain(struct zinf_engine *e, bool dropping)
 {
-	int first = 0;
+	int last = 0;
 
 	for (int i = 0; i < EGRAD_WRITES; i++) {
 		int rc = write_retire(e, &e->grad_wr[i]);
-		if (rc && !first)
-			first = rc;
-		else if (rc)
+		if (!rc)
+			continue;
+		if (dropping)
+			zinf_logf(ZINF_LOG_WARN, "%s (dropped with the step's gradients)",
+				  engine_msg(e));
+		else
 			warn_kept(e);
+		last = rc;
 	}
-	return first;
+	return last;
 }
 
 static int grad_open(struct zinf_engine *e, struct egroup *g, int gi, uint64_t s)
@@ -435,21 +438,33 @@ int engine_grad_sumsq(struct zinf_engine *e, double *sumsq)
 		return 0;
 	}
 	/* backward's writes: one that failed is open again and written below */
-	if (writes_drain(e))
-		warn_kept(e);
-	for (int k = 0; k < e->n_groups; k++) {
-		struct egroup *g = &e->groups[k];
-		for (uint64_t s = 0; s < g->n_sub; s++) {
-			if (g->gr.state[s] != EGRAD_OPEN)
-				continue;
-			rc = grad_close(e, g, k, s);
-			if (rc)
-				return rc;
+	writes_drain(e, false);
+	/* Close what is open and wait for the writes. A close can retire an older write
+	 * that failed, reopening a sub-group this pass has gone by: pass again. A failure of
+	 * the last writes refuses the step (the sums stay open; it can be called again). */
+	for (int pass = 0;; pass++) {
+		bool any = false;
+		for (int k = 0; k < e->n_groups; k++) {
+			struct egroup *g = &e->groups[k];
+			for (uint64_t s = 0; s < g->n_sub; s++) {
+				if (g->gr.state[s] != EGRAD_OPEN)
+					continue;
+				any = true;
+				rc = grad_close(e, g, k, s);
+				if (rc)
+					return rc;
+			}
 		}
+		rc = writes_drain(e, false);
+		if (rc)
+			return rc;
+		if (!any)
+			break;
+		if (pass == 8)
+			return engine_fail(e, -EIO,
+					   "gradients on nvme: writes kept failing while the step "
+					   "wrote the open sub-groups (see the warnings)");
 	}
-	rc = writes_drain(e); /* a second failure refuses the step (the sums stay open) */
-	if (rc)
-		return rc;
 	for (int k = 0; k < e->n_groups; k++)
 		for (uint64_t s = 0; s < e->groups[k].n_sub; s++)
 			if (e->groups[k].gr.state[s] == EGRAD_NVME)
@@ -465,7 +480,7 @@ void engine_grad_clear(struct zinf_engine *e)
 			memset(e->params[i].grad_acc, 0, e->params[i].elems * sizeof(float));
 		return;
 	}
-	writes_drain(e); /* what failed is open again, and dropped below */
+	writes_drain(e, true); /* what failed is open again, and dropped below */
 	for (int k = 0; k < e->n_groups; k++) {
 		struct egroup *g = &e->groups[k];
 		for (uint64_t s = 0; s < g->n_sub; s++) {
@@ -507,6 +522,7 @@ static int read_submit(struct zinf_engine *e, struct egrad_read *r, struct egrou
 	r->sub = (int64_t)s;
 	r->done = false;
 	r->busy = true;
+	r->t0 = engine_now_seconds();
 	rc = zinf_io_submit(e->io, &req, 1);
 	if (rc) {
 		r->busy = false;
@@ -518,8 +534,6 @@ static int read_submit(struct zinf_engine *e, struct egrad_read *r, struct egrou
 /* Wait for r's read; 0 or its status (r then holds nothing). */
 static int read_wait(struct zinf_engine *e, struct egrad_read *r)
 {
-	double t0 = engine_now_seconds();
-
 	if (!r->busy)
 		return 0;
 	pthread_mutex_lock(&e->grad_lock);
@@ -531,7 +545,7 @@ static int read_wait(struct zinf_engine *e, struct egrad_read *r)
 		r->sub = -1;
 		return r->req.status;
 	}
-	count_io(e, true, r->req.len, engine_now_seconds() - t0);
+	count_io(e, true, r->req.len, engine_now_seconds() - r->t0);
 	return 0;
 }
 
@@ -549,6 +563,13 @@ int engine_grad_for_step(struct zinf_engine *e, int gi, uint64_t s, const float 
 	for (int i = 0; i < 2; i++)
 		if (e->grad_rd[i].sub == (int64_t)s)
 			r = &e->grad_rd[i];
+	if (g->gr.state[s] == EGRAD_OPEN || g->gr.state[s] == EGRAD_WRITING)
+		return engine_fail(e, ZINF_ESTATE,
+				   "gradients on nvme: sub-group %" PRIu64
+				   " of the %s group is still %s at the step (its sum is not "
+				   "on NVMe)",
+				   s, group_name(e, gi),
+				   g->gr.state[s] == EGRAD_OPEN ? "open" : "being written");
 	if (!r) {
 		r = e->grad_rd[0].busy ? &e->grad_rd[1] : &e->grad_rd[0];
 		if (g->gr.state[s] == EGRAD_NVME) {

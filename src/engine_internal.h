@@ -71,6 +71,7 @@ struct egrad_read {
 	float *buf;  /* (sub_elems rounded up) aligned */
 	int64_t sub; /* sub-group read into buf, -1 when none */
 	bool busy;   /* a read is in flight */
+	double t0;   /* when it was submitted */
 	bool done;   /* set by the completion, under grad_lock */
 };
 
@@ -212,7 +213,8 @@ struct zinf_engine {
 	struct egroup groups[ENGINE_MAX_GROUPS];
 	int n_groups;
 	uint64_t nvme_state_bytes;
-	struct zinf_link_stats nvme_opt_read, nvme_opt_write;
+	struct zinf_link_stats nvme_opt_read, nvme_opt_write; /* under stats_lock */
+	pthread_mutex_t stats_lock;			      /* counters several threads add to */
 	/* Host bytes of the sub-group buffers loading and flushing hold (struct esub and a
 	 * reload's merge), now and at most: bounded by the sub-groups partly loaded, never a
 	 * whole group (tests read the peak). */

@@ -393,16 +393,14 @@ int engine_nvme_save(struct zinf_engine *e, struct eparam *p, float *master)
 /* Count one pipelined call's traffic (the stats reader may run meanwhile). */
 static void count_io(struct zinf_engine *e, const struct zinf_adam_nvme_result *res)
 {
-	if (e->opt.started)
-		pthread_mutex_lock(&e->opt.lock);
+	pthread_mutex_lock(&e->stats_lock);
 	e->nvme_opt_read.bytes += res->read_bytes;
 	e->nvme_opt_read.seconds += res->seconds;
 	e->nvme_opt_read.count += res->n_updated;
 	e->nvme_opt_write.bytes += res->write_bytes;
 	e->nvme_opt_write.seconds += res->seconds;
 	e->nvme_opt_write.count += res->n_updated;
-	if (e->opt.started)
-		pthread_mutex_unlock(&e->opt.lock);
+	pthread_mutex_unlock(&e->stats_lock);
 }
 
 /* A step in progress: modules are written home in forward order as soon as every

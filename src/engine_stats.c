@@ -39,17 +39,16 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
 	link_from(&out->pinned_to_device, &st.link[ZINF_LINK_PINNED_TO_DEVICE]);
 	link_from(&out->device_to_pinned, &st.link[ZINF_LINK_DEVICE_TO_PINNED]);
 	link_from(&out->pinned_to_nvme, &st.link[ZINF_LINK_PINNED_TO_NVME]);
-	/* The optimizer's own NVMe traffic (state read and written by each step). */
-	if (e->opt.started)
-		pthread_mutex_lock(&e->opt.lock);
+	/* The optimizer's own NVMe traffic (state read and written by each step, and the
+	 * gradients on NVMe). */
+	pthread_mutex_lock(&e->stats_lock);
 	out->nvme_to_pinned.bytes += e->nvme_opt_read.bytes;
 	out->nvme_to_pinned.seconds += e->nvme_opt_read.seconds;
 	out->nvme_to_pinned.count += e->nvme_opt_read.count;
 	out->pinned_to_nvme.bytes += e->nvme_opt_write.bytes;
 	out->pinned_to_nvme.seconds += e->nvme_opt_write.seconds;
 	out->pinned_to_nvme.count += e->nvme_opt_write.count;
-	if (e->opt.started)
-		pthread_mutex_unlock(&e->opt.lock);
+	pthread_mutex_unlock(&e->stats_lock);
 	out->wait_seconds = (double)st.wait_ns * 1e-9;
 	out->fetches = st.fetches;
 	out->hits = st.hits;
@@ -71,6 +70,12 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
 	out->wait_seconds += out->optimizer_wait_seconds;
 	if (e->opt.started)
 		pthread_mutex_unlock(&e->opt.lock);
+	/* a full gradient queue held the model up */
+	if (e->gq.started)
+		pthread_mutex_lock(&e->gq.lock);
+	out->wait_seconds += (double)e->gq.wait_ns * 1e-9;
+	if (e->gq.started)
+		pthread_mutex_unlock(&e->gq.lock);
 	for (uint32_t i = 0; i < e->n_params; i++)
 		out->param_elems += e->params[i].elems;
 }

@@ -1,7 +1,8 @@
 /* zinf.offload_gradients nvme under I/O faults, with the gradients added on the model's
  * thread and in the background (zinf.overlap_gradients). A gradient sub-group whose
  * write fails during backward stays in host memory (a warning) and the step writes it:
- * training is bit-identical to a run without the fault. If the step's write fails too,
+  * training is bit-identical to a run without the fault, also when one of the step's
+ * own writes fails (it writes that one again). If the step's writes keep failing,
  * zinf_step is refused on one line naming the sub-group and the extent, changes nothing,
  * and can be called again. A failed read of a partial sum (a later micro-batch) fails
  * that zinf_module_grads_ready on one line (in the background: a later grads_ready or
@@ -138,6 +139,18 @@ static void run(const char *dir)
 	T_CHECK(strstr(zinf_last_error(le.e), "write of extent"), "names the extent");
 	step_ok(&le);
 	finish(&le, ref, "a refused and repeated step changed the result");
+
+	/* every write fails in backward, then one more while the step writes them: the
+	 * step writes that one again (nothing lost, the result unchanged) */
+	lf_create(&le, "none", "nvme", ZINF_DTYPE_BF16, dir, SUB);
+	load_all(&le);
+	T_CHECK(backward(&le, 2, 1u << ZINF_IO_WRITE, 1000000) == 0, "backward: %s",
+		zinf_last_error(le.e));
+	zinf_io_fault_clear();
+	zinf_io_fault_set(IO_FAULT_ERRNO, 1, EIO, 0, 1u << ZINF_IO_WRITE);
+	step_ok(&le);
+	zinf_io_fault_clear();
+	finish(&le, ref, "a write failing during the step lost a gradient");
 
 	/* a partial sum cannot be read back: that step is dropped, the others train */
 	lf_create(&le, "none", "nvme", ZINF_DTYPE_BF16, dir, SUB);
