@@ -114,4 +114,27 @@ static inline int t_create(struct zinf_io_opts *o, struct zinf_io **io, int engi
 	return 0;
 }
 
+/* A handle on a new scratch directory (*dir) with CRC32C on, 16 MiB files and
+ * block_size-byte pieces; NULL (and *dir NULL) when the engine is unavailable here. */
+static inline struct zinf_io *t_create_crc(int engine_idx, uint64_t block_size, char **dir)
+{
+	struct zinf_io_opts o;
+	struct zinf_io *io = NULL;
+
+	*dir = t_mkdtemp("/var/tmp");
+	T_CHECK(*dir, "cannot make a scratch directory under /var/tmp");
+	zinf_io_opts_init(&o);
+	o.nvme_paths[0] = *dir;
+	o.n_paths = 1;
+	o.block_size = block_size;
+	o.file_size = 16 << 20;
+	o.checksum = ZINF_IO_CHECKSUM_CRC32C;
+	if (t_create(&o, &io, engine_idx) == 77) {
+		t_rmrf(*dir);
+		*dir = NULL;
+		return NULL;
+	}
+	return io;
+}
+
 #endif /* ZINF_TESTS_IO_TEST_UTIL_H */

@@ -316,26 +316,10 @@ static void crc(struct zinf_adam_nvme *h, struct zinf_io *io, const char *engine
 	expect_sub_group(h, 0, p0, NULL, NULL, engine, "junk in the unwritten moments");
 }
 
-/* An I/O handle on a scratch directory with CRC32C, on backend e; NULL if unavailable. */
+/* A CRC32C-checking handle with 64 KiB pieces (4 pieces per master part). */
 static struct zinf_io *io_create(int e, char **dir)
 {
-	struct zinf_io_opts o;
-	struct zinf_io *io = NULL;
-
-	*dir = t_mkdtemp("/var/tmp");
-	T_CHECK(*dir, "cannot make a scratch directory under /var/tmp");
-	zinf_io_opts_init(&o);
-	o.nvme_paths[0] = *dir;
-	o.n_paths = 1;
-	o.block_size = 64 << 10; /* 4 pieces per master part */
-	o.file_size = 16 << 20;
-	o.checksum = ZINF_IO_CHECKSUM_CRC32C;
-	if (t_create(&o, &io, e) == 77) {
-		t_rmrf(*dir);
-		*dir = NULL;
-		return NULL;
-	}
-	return io;
+	return t_create_crc(e, 64 << 10, dir);
 }
 
 int main(void)
