@@ -114,20 +114,34 @@ static uint64_t largest_free(const struct zinf_arena *a)
 	return best;
 }
 
-/* Carve len bytes aligned to align out of the first free extent that holds them.
- * Called with the lock held; len and align already rounded. */
-static int carve(struct zinf_arena *a, uint64_t len, uint64_t align, uint64_t *off)
+/* Where len bytes aligned to align fit in free extent f: its lowest such offset, or with
+ * high its highest; false when they do not fit. */
+static bool fit_in(const struct zinf_arena *a, struct zinf_extent f, uint64_t len, uint64_t align,
+		   bool high, uint64_t *start)
+{
+	uint64_t lo = align_up(a->base + f.off, align) - a->base;
+
+	if (lo - f.off >= f.len || f.len - (lo - f.off) < len)
+		return false;
+	*start = high ? (a->base + f.off + f.len - len) / align * align - a->base : lo;
+	return true;
+}
+
+/* Carve len bytes aligned to align out of the first free extent that holds them (with
+ * high: the last one, at its top end). Called with the lock held; len and align already
+ * rounded. */
+static int carve(struct zinf_arena *a, uint64_t len, uint64_t align, bool high, uint64_t *off)
 {
 	if (a->nalloc == a->cap)
 		return -ENFILE;
 	if (a->size - a->st.used < len)
 		return -ENOSPC;
-	for (uint32_t i = 0; i < a->nfree; i++) {
+	for (uint32_t k = 0; k < a->nfree; k++) {
+		uint32_t i = high ? a->nfree - 1 - k : k;
 		struct zinf_extent f = a->free_ext[i];
-		uint64_t start = align_up(a->base + f.off, align) - a->base;
-		uint64_t lead, tail;
+		uint64_t start, lead, tail;
 
-		if (start - f.off >= f.len || f.len - (start - f.off) < len)
+		if (!fit_in(a, f, len, align, high, &start))
 			continue;
 		lead = start - f.off;
 		tail = f.len - lead - len;
@@ -184,7 +198,21 @@ int zinf_arena_alloc(struct zinf_arena *a, uint64_t len, uint64_t align, uint64_
 	if (rc)
 		return count_refusal(a, rc);
 	pthread_mutex_lock(&a->lock);
-	rc = a->nwaiting ? -EAGAIN : carve(a, len, align, off);
+	rc = a->nwaiting ? -EAGAIN : carve(a, len, align, false, off);
+	if (rc)
+		a->st.failures++;
+	pthread_mutex_unlock(&a->lock);
+	return rc;
+}
+
+int zinf_arena_alloc_high(struct zinf_arena *a, uint64_t len, uint64_t align, uint64_t *off)
+{
+	int rc = round_request(a, &len, &align);
+
+	if (rc)
+		return count_refusal(a, rc);
+	pthread_mutex_lock(&a->lock);
+	rc = a->nwaiting ? -EAGAIN : carve(a, len, align, true, off);
 	if (rc)
 		a->st.failures++;
 	pthread_mutex_unlock(&a->lock);
@@ -217,7 +245,7 @@ int zinf_arena_alloc_wait(struct zinf_arena *a, uint64_t len, uint64_t align, ui
 	a->nwaiting++;
 	for (;;) {
 		if (a->waiters == &self) {
-			rc = carve(a, len, align, off);
+			rc = carve(a, len, align, false, off);
 			if (rc != -ENOSPC && rc != -EAGAIN && rc != -ENFILE)
 				break;
 		}

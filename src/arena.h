@@ -73,6 +73,10 @@ void zinf_arena_fini(struct zinf_arena *a);
  * -E2BIG when len can never fit (larger than the arena); -ENFILE when max_allocs are
  * live; -EINVAL for len 0 or a bad alignment. */
 int zinf_arena_alloc(struct zinf_arena *a, uint64_t len, uint64_t align, uint64_t *off);
+/* Same, from the top: the highest-addressed free extent that holds len bytes, at its
+ * end. Short-lived buffers taken from the top keep away from the long-lived ones first
+ * fit packs at the bottom, so neither splits the other's free space. */
+int zinf_arena_alloc_high(struct zinf_arena *a, uint64_t len, uint64_t align, uint64_t *off);
 /* Same, but wait up to timeout_ns (UINT64_MAX: forever) for frees when it does not fit
  * now. Returns -ETIMEDOUT when the time ran out, or the errors above that waiting
  * cannot cure (-E2BIG, -EINVAL). */

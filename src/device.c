@@ -171,7 +171,7 @@ void zinf_device_account_copy(struct zinf_device *dev, enum zinf_copy_dir dir, u
 
 /* ---- memory -------------------------------------------------------------------------- */
 
-int zinf_device_alloc(struct zinf_device *dev, uint64_t bytes, void **out)
+static int device_alloc(struct zinf_device *dev, uint64_t bytes, bool high, void **out)
 {
 	struct zinf_arena_stats st;
 	char need[32], free_b[32], lim[32], big[32];
@@ -181,7 +181,8 @@ int zinf_device_alloc(struct zinf_device *dev, uint64_t bytes, void **out)
 	*out = NULL;
 	if (!bytes)
 		return zinf_device_set_error(dev, -EINVAL, "device alloc: size 0");
-	rc = zinf_arena_alloc(&dev->heap, bytes, DEVICE_ALIGN, &off);
+	rc = high ? zinf_arena_alloc_high(&dev->heap, bytes, DEVICE_ALIGN, &off)
+		  : zinf_arena_alloc(&dev->heap, bytes, DEVICE_ALIGN, &off);
 	if (rc == 0) {
 		*out = (char *)dev->heap_base + off;
 		return 0;
@@ -206,6 +207,16 @@ int zinf_device_alloc(struct zinf_device *dev, uint64_t bytes, void **out)
 					     "device budget: need %s, %s free of %s", need, free_b,
 					     lim);
 	return zinf_device_set_error(dev, rc, "device alloc of %s: %s", need, zinf_strerror(rc));
+}
+
+int zinf_device_alloc(struct zinf_device *dev, uint64_t bytes, void **out)
+{
+	return device_alloc(dev, bytes, false, out);
+}
+
+int zinf_device_alloc_high(struct zinf_device *dev, uint64_t bytes, void **out)
+{
+	return device_alloc(dev, bytes, true, out);
 }
 
 static bool in_heap(const struct zinf_device *dev, const void *p)

@@ -116,6 +116,9 @@ const char *zinf_copy_dir_name(enum zinf_copy_dir dir); /* "h2d", "d2h", "d2d" *
  * ZINF_EBUDGET with "device budget: need 64 MiB, 10 MiB free of 256 MiB" (or the
  * largest free extent when the heap is fragmented) when it does not fit. */
 int zinf_device_alloc(struct zinf_device *dev, uint64_t bytes, void **out);
+/* Same, from the top of the heap (zinf_arena_alloc_high): for short-lived buffers, so
+ * they do not split the space the modules are packed into from the bottom. */
+int zinf_device_alloc_high(struct zinf_device *dev, uint64_t bytes, void **out);
 /* Free ptr (from zinf_device_alloc; NULL is a no-op). -EINVAL if it is not one. The
  * host backend also refuses (ZINF_ESTATE, naming the op) while queued work still uses
  * the allocation, which turns a use-after-free race into an error in CI. */

@@ -153,7 +153,10 @@ int zinf_store_evict(struct zinf_store *store, uint32_t module);
  * it; a parameter write drops it). For small, often used modules. */
 void zinf_store_set_persistent(struct zinf_store *store, uint32_t module, bool persistent);
 /* Device memory for someone else's use (gradient buffers) from the same budget,
- * evicting cached modules to make room. Returns 0 or ZINF_EBUDGET (message set). */
+ * evicting cached modules to make room. Taken from the top of the heap, while modules
+ * are placed first fit from the bottom: a module held in the middle cannot split the
+ * room a gradient buffer needs when the buffer is taken before the module is fetched
+ * (the trainer's backward does that). Returns 0 or ZINF_EBUDGET (message set). */
 int zinf_store_alloc_scratch(struct zinf_store *store, uint64_t bytes, void **out);
 int zinf_store_free_scratch(struct zinf_store *store, void *ptr);
 /* Device bytes a module occupies when fetched (after finalize; 0 otherwise). */

@@ -583,7 +583,8 @@ int zinf_store_alloc_scratch(struct zinf_store *s, uint64_t bytes, void **out)
 	/* Under the store's lock the mover cannot place a module into the room made here.
 	 * An unheld module still loading becomes evictable when it is ready: wait for it. */
 	for (;;) {
-		rc = zinf_device_alloc(s->o.device, bytes, out);
+		/* from the top: modules are packed from the bottom (see zinf_store_alloc_scratch) */
+		rc = zinf_device_alloc_high(s->o.device, bytes, out);
 		if (rc != ZINF_EBUDGET)
 			break;
 		if (evict_one(s, NULL))

@@ -243,15 +243,17 @@ static int head(struct train_pass *p, bool backward, float *loss, char *err, siz
 	bool tied = p->tm->lc.tie_word_embeddings;
 	int rc, H = p->tm->L + 1;
 
+	if (backward) { /* gradient buffers before the weights, as in backward_layers */
+		TRY(grads_out(p, H, err, errlen));
+		if (tied)
+			TRY(grads_out(p, 0, err, errlen));
+	}
 	TRY(fetch(p, H, err, errlen));
 	if (tied)
 		TRY(fetch(p, 0, err, errlen));
 	TRY(bind(p, H, w, err, errlen));
 	TRY_MODEL(p->ops->head_forward(p->m, w, layer_x(p, H - 1), loss));
 	if (backward) {
-		TRY(grads_out(p, H, err, errlen));
-		if (tied)
-			TRY(grads_out(p, 0, err, errlen));
 		grads_of(p, H, g);
 		TRY_MODEL(p->ops->head_backward(p->m, w, layer_x(p, H - 1),
 						(float)zinf_loss_scale(p->e), p->d, g));
@@ -271,8 +273,11 @@ static int backward_layers(struct train_pass *p, char *err, size_t errlen)
 	int rc;
 
 	for (int l = p->tm->L - 1; l >= 0; l--) {
-		TRY(fetch(p, l + 1, err, errlen));
+		/* The gradient buffer first: it comes from the top of the device heap, the
+		 * layer's weights then from the bottom, so a tight budget never fails on a
+		 * layer held in the middle of the free space. */
 		TRY(grads_out(p, l + 1, err, errlen));
+		TRY(fetch(p, l + 1, err, errlen));
 		TRY(bind(p, l + 1, w, err, errlen));
 		grads_of(p, l + 1, g);
 		TRY_MODEL(p->ops->layer_backward(p->m, w, layer_x(p, l), p->acts[p->ckpt ? 0 : l],
