@@ -116,6 +116,17 @@ if [ -s "$out/demo_cuda.jsonl" ]; then
 	sed -E 's/.*"step": *([0-9]+).*"loss": *([^,]+),.*"tokens_per_second": *([^,]+),.*"peak_device_bytes": *([0-9]+).*/\1,\2,\3,\4/' \
 		"$out/demo_cuda.jsonl" | grep -E '^[0-9]+,' >>"$out/demo_cuda_loss.csv"
 fi
+# the same with the gradient accumulators on NVMe and gas 2 (the gradient worker, reads
+# back of partial sums and the step's read-ahead, with CUDA compute)
+phase demo_cuda_nvme_grads 60 env OMP_WAIT_POLICY=passive "$build/zinf" train \
+	--init docs/examples/models/demo-llama.json --config docs/examples/train-demo.json \
+	--set zinf.device=cuda --set zinf.device_memory_limit=256MiB \
+	--set zinf.offload_gradients=nvme --set gradient_accumulation_steps=2 \
+	--set zero_optimization.offload_param.nvme_path="$demo/nvme" \
+	--set zero_optimization.offload_optimizer.nvme_path="$demo/nvme" \
+	--data "$demo/text.txt" --data-format text --seq-len 128 --steps 10 --shuffle seeded \
+	--log-json "$out/demo_cuda_nvme_grads.jsonl"
+tail -n 1 "$out/demo_cuda_nvme_grads.log" | tee -a "$summary"
 rm -rf "$demo"
 
 # ---- an independent reference: Hugging Face transformers, same model, same batches ---------------
