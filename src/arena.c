@@ -191,32 +191,28 @@ static int count_refusal(struct zinf_arena *a, int rc)
 	return rc;
 }
 
-int zinf_arena_alloc(struct zinf_arena *a, uint64_t len, uint64_t align, uint64_t *off)
+static int alloc_now(struct zinf_arena *a, uint64_t len, uint64_t align, bool high, uint64_t *off)
 {
 	int rc = round_request(a, &len, &align);
 
 	if (rc)
 		return count_refusal(a, rc);
 	pthread_mutex_lock(&a->lock);
-	rc = a->nwaiting ? -EAGAIN : carve(a, len, align, false, off);
+	rc = a->nwaiting ? -EAGAIN : carve(a, len, align, high, off);
 	if (rc)
 		a->st.failures++;
 	pthread_mutex_unlock(&a->lock);
 	return rc;
 }
 
+int zinf_arena_alloc(struct zinf_arena *a, uint64_t len, uint64_t align, uint64_t *off)
+{
+	return alloc_now(a, len, align, false, off);
+}
+
 int zinf_arena_alloc_high(struct zinf_arena *a, uint64_t len, uint64_t align, uint64_t *off)
 {
-	int rc = round_request(a, &len, &align);
-
-	if (rc)
-		return count_refusal(a, rc);
-	pthread_mutex_lock(&a->lock);
-	rc = a->nwaiting ? -EAGAIN : carve(a, len, align, true, off);
-	if (rc)
-		a->st.failures++;
-	pthread_mutex_unlock(&a->lock);
-	return rc;
+	return alloc_now(a, len, align, true, off);
 }
 
 int zinf_arena_alloc_wait(struct zinf_arena *a, uint64_t len, uint64_t align, uint64_t timeout_ns,

@@ -29,12 +29,12 @@ int engine_fail(struct zinf_engine *e, int code, const char *fmt, ...)
 
 	va_start(ap, fmt);
 	/* the model's thread reads last_error meanwhile: a worker writes its own */
-	vsnprintf((char *)engine_msg(e), sizeof(e->last_error), fmt, ap);
+	vsnprintf(engine_msg(e), sizeof(e->last_error), fmt, ap);
 	va_end(ap);
 	return code;
 }
 
-const char *engine_msg(const struct zinf_engine *e)
+char *engine_msg(struct zinf_engine *e)
 {
 	if (engine_opt_on_worker(e))
 		return e->opt.msg;

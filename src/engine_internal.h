@@ -279,7 +279,7 @@ void engine_module_updated(struct zinf_engine *e, uint32_t m);
 
 /* The buffer engine_fail writes to on the calling thread (the model's last_error, or a
  * background worker's own). */
-const char *engine_msg(const struct zinf_engine *e);
+char *engine_msg(struct zinf_engine *e);
 
 /* Add module m's gradients (stage: its device buffer's layout, in host memory) to the
  * accumulators. A failure on NVMe gradients marks the step's gradients lost. */
