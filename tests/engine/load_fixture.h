@@ -81,8 +81,10 @@ static inline void *lf_source(int m, int k, enum zinf_dtype dt, int variant)
 	return out;
 }
 
-/* More keys for the "zinf" block of the next lf_create (", \"key\": value ..."). */
+/* More keys for the "zinf" and "offload_optimizer" blocks of the next lf_create
+ * (", \"key\": value ..."). */
 static const char *lf_extra_zinf = "";
+static const char *lf_extra_offload_optimizer = "";
 
 static inline void lf_create(struct lf_engine *le, const char *param_home, const char *opt_home,
 			     enum zinf_dtype dtype, const char *dir, uint64_t sub_group)
@@ -95,11 +97,12 @@ static inline void lf_create(struct lf_engine *le, const char *param_home, const
 		"{\"train_micro_batch_size_per_gpu\": 1, \"gradient_clipping\": 1.0,"
 		" \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}},"
 		" \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
-		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
+		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"%s},"
 		"  \"sub_group_size\": %llu},"
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"2MiB\", \"pinned_memory_limit\": \"4MiB\","
 		"  \"chunk_size\": \"64KiB\"%s}}",
-		param_home, dir, opt_home, dir, (unsigned long long)sub_group, lf_extra_zinf);
+		param_home, dir, opt_home, dir, lf_extra_offload_optimizer,
+		(unsigned long long)sub_group, lf_extra_zinf);
 	le->dtype = dtype;
 	T_CHECK_RC(zinf_config_create(&le->cfg));
 	T_CHECK(zinf_config_load_string(le->cfg, json, "load.json") == 0, "%s",

@@ -23,38 +23,11 @@ static void *src[LF_N_MOD][2];
 /* lf_create with fast_init and CRC32C set. */
 static void create(struct lf_engine *le, const char *dir, bool fast_init)
 {
-	struct zinf_config_resolve_info info = {.world_size = 1, .require_all = true};
-	char json[1024], err[512];
-
-	snprintf(
-		json, sizeof(json),
-		"{\"train_micro_batch_size_per_gpu\": 1, \"gradient_clipping\": 1.0,"
-		" \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}},"
-		" \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"none\"},"
-		"  \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\", \"fast_init\": %s},"
-		"  \"sub_group_size\": %llu},"
-		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"2MiB\", \"pinned_memory_limit\": \"4MiB\","
-		"  \"chunk_size\": \"64KiB\", \"checksum\": \"crc32c\"}}",
-		dir, fast_init ? "true" : "false", (unsigned long long)SUB);
-	le->dtype = ZINF_DTYPE_BF16;
-	T_CHECK_RC(zinf_config_create(&le->cfg));
-	T_CHECK(zinf_config_load_string(le->cfg, json, "fast_init.json") == 0, "%s",
-		zinf_config_last_error(le->cfg));
+	lf_extra_offload_optimizer = fast_init ? ", \"fast_init\": true" : ", \"fast_init\": false";
+	lf_extra_zinf = ", \"checksum\": \"crc32c\"";
+	lf_create(le, "none", "nvme", ZINF_DTYPE_BF16, dir, SUB);
 	T_CHECK(zinf_config_warning_count(le->cfg) == 0, "config warns: %s",
 		zinf_config_warning(le->cfg, 0));
-	T_CHECK(zinf_config_resolve(le->cfg, &info) == 0, "%s", zinf_config_last_error(le->cfg));
-	T_CHECK(zinf_engine_create(le->cfg, &le->e, err, sizeof(err)) == 0, "%s", err);
-	for (int m = 0; m < LF_N_MOD; m++) {
-		char name[32];
-		snprintf(name, sizeof(name), "block%d", m);
-		T_CHECK_RC(zinf_module_add(le->e, name, &le->mod[m]));
-		for (int k = 0; k < 2; k++) {
-			snprintf(name, sizeof(name), "block%d.%s", m, k ? "bias" : "weight");
-			T_CHECK_RC(zinf_param_add(le->e, le->mod[m], name, le->dtype, k ? 1 : 2,
-						  lf_shapes[m][k], 0, &le->par[m][k]));
-		}
-	}
-	T_CHECK(zinf_engine_finalize(le->e) == 0, "%s", zinf_last_error(le->e));
 	for (int g = 0; g < le->e->n_groups; g++)
 		T_CHECK(le->e->groups[g].nvme->fast_init == fast_init &&
 				le->e->groups[g].nvme->crc32c,
