@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "adamw_cuda.h"
+#include "launch.h"
 #include "zinf/error.h"
 
 static __device__ float bf16_to_f32(uint16_t h)
@@ -111,7 +112,8 @@ extern "C" int zinf_cuda_adam_update(const struct zinf_cuda_adam_args *args, uin
 		return 0;
 	if (blocks > 16384) // grid-stride beyond this: enough blocks to fill any GPU
 		blocks = 16384;
-	adam_update_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(*args, n_elems);
+	ZINF_LAUNCH(adam_update_kernel, (unsigned)blocks, 256, (cudaStream_t)stream)
+	(*args, n_elems);
 	err = cudaGetLastError(); // also clears a non-sticky launch error
 	return err == cudaSuccess ? 0 : ZINF_EDEVICE;
 }

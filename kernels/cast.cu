@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "cast_cuda.h"
+#include "launch.h"
 #include "zinf/error.h"
 
 static __device__ uint16_t f32_to_bf16_bits(float x)
@@ -42,12 +43,12 @@ static int launch_status(void)
 
 extern "C" int zinf_cuda_cast_f32_to_bf16(const float *src, uint16_t *dst, size_t n, void *stream)
 {
-	cast_f32_to_bf16_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(src, dst, n);
+	ZINF_LAUNCH(cast_f32_to_bf16_kernel, grid_for(n), 256, (cudaStream_t)stream)(src, dst, n);
 	return launch_status();
 }
 
 extern "C" int zinf_cuda_cast_bf16_to_f32(const uint16_t *src, float *dst, size_t n, void *stream)
 {
-	cast_bf16_to_f32_kernel<<<grid_for(n), 256, 0, (cudaStream_t)stream>>>(src, dst, n);
+	ZINF_LAUNCH(cast_bf16_to_f32_kernel, grid_for(n), 256, (cudaStream_t)stream)(src, dst, n);
 	return launch_status();
 }

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
+#include "launch.h"
 #include "llama_cuda.h"
 
 #define ROW_THREADS 256
@@ -69,7 +70,7 @@ extern "C" cudaError_t zinf_cuda_llama_bf16_to_f32(float *dst, const uint16_t *s
 {
 	if (!n)
 		return cudaSuccess;
-	bf16_to_f32_kernel<<<elem_grid(n), ELEM_THREADS, 0, s>>>(dst, src, n);
+	ZINF_LAUNCH(bf16_to_f32_kernel, elem_grid(n), ELEM_THREADS, s)(dst, src, n);
 	return cudaGetLastError();
 }
 
@@ -78,7 +79,7 @@ extern "C" cudaError_t zinf_cuda_llama_f16_to_f32(float *dst, const uint16_t *sr
 {
 	if (!n)
 		return cudaSuccess;
-	f16_to_f32_kernel<<<elem_grid(n), ELEM_THREADS, 0, s>>>(dst, src, n);
+	ZINF_LAUNCH(f16_to_f32_kernel, elem_grid(n), ELEM_THREADS, s)(dst, src, n);
 	return cudaGetLastError();
 }
 
@@ -116,7 +117,8 @@ extern "C" cudaError_t zinf_cuda_llama_embed_forward(float *x, const float *tabl
 	size_t total = (size_t)n * c;
 	if (!total)
 		return cudaSuccess;
-	embed_forward_kernel<<<elem_grid(total), ELEM_THREADS, 0, s>>>(x, table, tokens, c, total);
+	ZINF_LAUNCH(embed_forward_kernel, elem_grid(total), ELEM_THREADS, s)
+	(x, table, tokens, c, total);
 	return cudaGetLastError();
 }
 
@@ -127,7 +129,8 @@ extern "C" cudaError_t zinf_cuda_llama_embed_backward(float *dtable, const float
 {
 	if (!n_uniq || !c)
 		return cudaSuccess;
-	embed_backward_kernel<<<n_uniq, ROW_THREADS, 0, s>>>(dtable, dx, uniq_tok, start, rows, c);
+	ZINF_LAUNCH(embed_backward_kernel, n_uniq, ROW_THREADS, s)
+	(dtable, dx, uniq_tok, start, rows, c);
 	return cudaGetLastError();
 }
 
@@ -188,7 +191,7 @@ extern "C" cudaError_t zinf_cuda_llama_rmsnorm_forward(float *y, float *rstd, co
 {
 	if (n <= 0 || c <= 0)
 		return cudaSuccess;
-	rmsnorm_forward_kernel<<<n, ROW_THREADS, 0, s>>>(y, rstd, x, w, c, eps);
+	ZINF_LAUNCH(rmsnorm_forward_kernel, n, ROW_THREADS, s)(y, rstd, x, w, c, eps);
 	return cudaGetLastError();
 }
 
@@ -201,12 +204,13 @@ extern "C" cudaError_t zinf_cuda_llama_rmsnorm_backward(float *dx, float *dw, co
 
 	if (n <= 0 || c <= 0)
 		return cudaSuccess;
-	rmsnorm_backward_dx_kernel<<<n, ROW_THREADS, 0, s>>>(dx, dy, x, w, rstd, c);
+	ZINF_LAUNCH(rmsnorm_backward_dx_kernel, n, ROW_THREADS, s)(dx, dy, x, w, rstd, c);
 	err = cudaGetLastError();
 	if (err != cudaSuccess)
 		return err;
-	rmsnorm_backward_dw_kernel<<<(c + ELEM_THREADS - 1) / ELEM_THREADS, ELEM_THREADS, 0, s>>>(
-		dw, dy, x, rstd, n, c);
+	ZINF_LAUNCH(rmsnorm_backward_dw_kernel, (c + ELEM_THREADS - 1) / ELEM_THREADS, ELEM_THREADS,
+		    s)
+	(dw, dy, x, rstd, n, c);
 	return cudaGetLastError();
 }
 
@@ -215,19 +219,19 @@ extern "C" cudaError_t zinf_cuda_llama_rmsnorm_backward(float *dx, float *dw, co
 __global__ void rope_kernel(float *x, const float *cos_t, const float *sin_t, int T, int nheads,
 			    int hd, float sign, size_t total)
 {
-	int half = hd / 2;
+	int hh = hd / 2;
 	GRID_STRIDE(idx, total)
 	{
-		size_t r = idx / ((size_t)nheads * half);
-		size_t rem = idx % ((size_t)nheads * half);
-		int h = (int)(rem / half), i = (int)(rem % half);
+		size_t r = idx / ((size_t)nheads * hh);
+		size_t rem = idx % ((size_t)nheads * hh);
+		int h = (int)(rem / hh), i = (int)(rem % hh);
 		int t = (int)(r % T);
 		float *v = x + r * nheads * hd + (size_t)h * hd;
-		float cr = cos_t[(size_t)t * half + i], sr = sign * sin_t[(size_t)t * half + i];
-		float a = v[i], b = v[i + half];
+		float cr = cos_t[(size_t)t * hh + i], sr = sign * sin_t[(size_t)t * hh + i];
+		float a = v[i], b = v[i + hh];
 
 		v[i] = a * cr - b * sr;
-		v[i + half] = b * cr + a * sr;
+		v[i + hh] = b * cr + a * sr;
 	}
 }
 
@@ -237,8 +241,8 @@ extern "C" cudaError_t zinf_cuda_llama_rope(float *x, const float *cos_t, const 
 	size_t total = (size_t)B * T * nheads * (hd / 2);
 	if (!total)
 		return cudaSuccess;
-	rope_kernel<<<elem_grid(total), ELEM_THREADS, 0, s>>>(x, cos_t, sin_t, T, nheads, hd, sign,
-							      total);
+	ZINF_LAUNCH(rope_kernel, elem_grid(total), ELEM_THREADS, s)
+	(x, cos_t, sin_t, T, nheads, hd, sign, total);
 	return cudaGetLastError();
 }
 
@@ -294,7 +298,7 @@ extern "C" cudaError_t zinf_cuda_llama_bias_add(float *y, const float *b, int n,
 	size_t total = (size_t)n * out;
 	if (!total)
 		return cudaSuccess;
-	bias_add_kernel<<<elem_grid(total), ELEM_THREADS, 0, s>>>(y, b, out, total);
+	ZINF_LAUNCH(bias_add_kernel, elem_grid(total), ELEM_THREADS, s)(y, b, out, total);
 	return cudaGetLastError();
 }
 
@@ -303,8 +307,9 @@ extern "C" cudaError_t zinf_cuda_llama_column_sums_add(float *db, const float *d
 {
 	if (n <= 0 || out <= 0)
 		return cudaSuccess;
-	column_sums_add_kernel<<<(out + ELEM_THREADS - 1) / ELEM_THREADS, ELEM_THREADS, 0, s>>>(
-		db, dy, n, out);
+	ZINF_LAUNCH(column_sums_add_kernel, (out + ELEM_THREADS - 1) / ELEM_THREADS, ELEM_THREADS,
+		    s)
+	(db, dy, n, out);
 	return cudaGetLastError();
 }
 
@@ -312,7 +317,7 @@ extern "C" cudaError_t zinf_cuda_llama_add(float *dst, const float *src, size_t 
 {
 	if (!n)
 		return cudaSuccess;
-	add_kernel<<<elem_grid(n), ELEM_THREADS, 0, s>>>(dst, src, n);
+	ZINF_LAUNCH(add_kernel, elem_grid(n), ELEM_THREADS, s)(dst, src, n);
 	return cudaGetLastError();
 }
 
@@ -321,7 +326,7 @@ extern "C" cudaError_t zinf_cuda_llama_swiglu_forward(float *act, const float *g
 {
 	if (!n)
 		return cudaSuccess;
-	swiglu_forward_kernel<<<elem_grid(n), ELEM_THREADS, 0, s>>>(act, gate, up, n);
+	ZINF_LAUNCH(swiglu_forward_kernel, elem_grid(n), ELEM_THREADS, s)(act, gate, up, n);
 	return cudaGetLastError();
 }
 
@@ -331,7 +336,8 @@ extern "C" cudaError_t zinf_cuda_llama_swiglu_backward(float *dgate, float *dup,
 {
 	if (!n)
 		return cudaSuccess;
-	swiglu_backward_kernel<<<elem_grid(n), ELEM_THREADS, 0, s>>>(dgate, dup, dact, gate, up, n);
+	ZINF_LAUNCH(swiglu_backward_kernel, elem_grid(n), ELEM_THREADS, s)
+	(dgate, dup, dact, gate, up, n);
 	return cudaGetLastError();
 }
 
@@ -389,7 +395,7 @@ extern "C" cudaError_t zinf_cuda_llama_attn_softmax_forward(float *p, float *lse
 {
 	if (B <= 0 || T <= 0)
 		return cudaSuccess;
-	attn_softmax_forward_kernel<<<B * T, ROW_THREADS, 0, s>>>(p, lse, T, nh, h, window);
+	ZINF_LAUNCH(attn_softmax_forward_kernel, B * T, ROW_THREADS, s)(p, lse, T, nh, h, window);
 	return cudaGetLastError();
 }
 
@@ -400,8 +406,8 @@ extern "C" cudaError_t zinf_cuda_llama_attn_softmax_backward(float *p, float *ds
 {
 	if (B <= 0 || T <= 0)
 		return cudaSuccess;
-	attn_softmax_backward_kernel<<<B * T, ROW_THREADS, 0, s>>>(p, ds, lse, T, nh, h, window,
-								   scale);
+	ZINF_LAUNCH(attn_softmax_backward_kernel, B * T, ROW_THREADS, s)
+	(p, ds, lse, T, nh, h, window, scale);
 	return cudaGetLastError();
 }
 
@@ -451,7 +457,7 @@ extern "C" cudaError_t zinf_cuda_llama_ce_forward(float *lse, double *rowloss, c
 {
 	if (n <= 0 || V <= 0)
 		return cudaSuccess;
-	ce_forward_kernel<<<n, ROW_THREADS, 0, s>>>(lse, rowloss, logits, targets, V);
+	ZINF_LAUNCH(ce_forward_kernel, n, ROW_THREADS, s)(lse, rowloss, logits, targets, V);
 	return cudaGetLastError();
 }
 
@@ -461,6 +467,6 @@ extern "C" cudaError_t zinf_cuda_llama_ce_backward(float *logits, const float *l
 {
 	if (n <= 0 || V <= 0)
 		return cudaSuccess;
-	ce_backward_kernel<<<n, ROW_THREADS, 0, s>>>(logits, lse, targets, V, scale);
+	ZINF_LAUNCH(ce_backward_kernel, n, ROW_THREADS, s)(logits, lse, targets, V, scale);
 	return cudaGetLastError();
 }
