@@ -1,0 +1,117 @@
+// Included ahead of every kernels/*.cu file when the kernels are built as host C++ for
+// the CUDA simulator (ZINF_CUDA=SIM): the CUDA qualifiers, the thread and block indices,
+// __syncthreads and the few device intrinsics the kernels use, and ZINF_LAUNCH, which
+// queues the kernel on its stream in the simulated runtime (sim_runtime.cc). One block
+// runs at a time, one fiber per thread, so a static __shared__ array is the block's.
+#ifndef ZINF_CUDASIM_H
+#define ZINF_CUDASIM_H
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <functional>
+#include <memory>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+struct cudasim_index {
+	uint3 thread, block;
+	dim3 block_dim, grid_dim;
+};
+
+// The running thread's indices, set by the block scheduler before each switch (one
+// grid runs at a time, under the runtime's device lock).
+extern struct cudasim_index cudasim_cur;
+
+#define threadIdx (cudasim_cur.thread)
+#define blockIdx (cudasim_cur.block)
+#define blockDim (cudasim_cur.block_dim)
+#define gridDim (cudasim_cur.grid_dim)
+
+void cudasim_syncthreads(void);
+#define __syncthreads() cudasim_syncthreads()
+
+// Queue body to run over grid x block on stream (validated there; errors go to the
+// thread's last CUDA error as a real launch's would).
+void cudasim_launch(cudaStream_t stream, dim3 grid, dim3 block, const char *name,
+		    std::function<void()> body);
+
+static inline float __uint_as_float(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static inline uint32_t __float_as_uint(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+// The round-to-nearest arithmetic intrinsics: the host's IEEE float operations (the
+// kernels are built without floating-point contraction).
+static inline float __fadd_rn(float a, float b)
+{
+	return a + b;
+}
+
+static inline float __fmul_rn(float a, float b)
+{
+	return a * b;
+}
+
+static inline float __fdiv_rn(float a, float b)
+{
+	return a / b;
+}
+
+static inline float __fmaf_rn(float a, float b, float c)
+{
+	return fmaf(a, b, c);
+}
+
+static inline float __fsqrt_rn(float a)
+{
+	return sqrtf(a);
+}
+
+template <typename... P> struct cudasim_launcher {
+	void (*kernel)(P...);
+	dim3 grid, block;
+	cudaStream_t stream;
+	const char *name;
+
+	// The arguments are copied now, converted to the kernel's parameter types, as a
+	// real launch copies them into its parameter buffer.
+	template <typename... A> void operator()(A &&...a) const
+	{
+		auto args = std::make_shared<std::tuple<std::decay_t<P>...>>(std::forward<A>(a)...);
+		void (*k)(P...) = kernel;
+
+		cudasim_launch(stream, grid, block, name, [k, args]() { std::apply(k, *args); });
+	}
+};
+
+template <typename... P>
+static inline cudasim_launcher<P...> cudasim_make_launcher(void (*kernel)(P...), dim3 grid,
+							   dim3 block, cudaStream_t stream,
+							   const char *name)
+{
+	return cudasim_launcher<P...>{kernel, grid, block, stream, name};
+}
+
+#define ZINF_LAUNCH(kernel, grid, block, stream)                                                   \
+	cudasim_make_launcher(kernel, dim3(grid), dim3(block), (stream), #kernel)
+
+#endif

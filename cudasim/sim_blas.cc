@@ -1,0 +1,192 @@
+// The CUDA simulator's cuBLAS: handles, their stream, and the fp32 GEMMs zinf calls,
+// queued on the handle's stream and run with the host's BLAS (OpenBLAS sgemm; exact
+// fp32, whatever the math mode asks). Scalars are read at the call (host pointer mode).
+// The arguments are checked as cuBLAS checks them, and every matrix must lie inside one
+// device allocation, which the real device would only notice as a fault or wrong data.
+#include <cblas.h>
+#include <cublas_v2.h>
+#include <string.h>
+
+#include "sim_internal.h"
+
+struct cublasContext {
+	cudaStream_t stream = NULL;
+	cublasMath_t math = CUBLAS_DEFAULT_MATH;
+};
+
+namespace
+{
+// Elements spanned by a rows x cols column-major matrix with leading dimension ld.
+size_t span(int rows, int cols, int ld)
+{
+	return rows && cols ? (size_t)ld * (cols - 1) + rows : 0;
+}
+
+CBLAS_TRANSPOSE cblas_op(cublasOperation_t op)
+{
+	return op == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
+}
+
+bool op_valid(cublasOperation_t op)
+{
+	return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C;
+}
+
+// Check one GEMM (batch items stride* elements apart); CUBLAS_STATUS_SUCCESS if valid.
+cublasStatus_t check_gemm(const char *what, cublasOperation_t ta, cublasOperation_t tb, int m,
+			  int n, int k, const float *A, int lda, long long sa, const float *B,
+			  int ldb, long long sb, const float *C, int ldc, long long sc, int batch)
+{
+	int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
+	int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
+	size_t ea, eb, ec;
+
+	if (!op_valid(ta) || !op_valid(tb) || m < 0 || n < 0 || k < 0 || batch < 0 ||
+	    lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) ||
+	    ldc < (m > 1 ? m : 1) || sa < 0 || sb < 0 || sc < 0) {
+		sim_complain("%s: invalid arguments (m %d n %d k %d lda %d ldb %d ldc %d batch %d)",
+			     what, m, n, k, lda, ldb, ldc, batch);
+		return CUBLAS_STATUS_INVALID_VALUE;
+	}
+	if (!m || !n || !batch)
+		return CUBLAS_STATUS_SUCCESS;
+	ea = span(arows, acols, lda) + (size_t)sa * (batch - 1);
+	eb = span(brows, bcols, ldb) + (size_t)sb * (batch - 1);
+	ec = span(m, n, ldc) + (size_t)sc * (batch - 1);
+	if ((k && (!sim_is_device_range(A, ea * sizeof(float)) ||
+		   !sim_is_device_range(B, eb * sizeof(float)))) ||
+	    !sim_is_device_range(C, ec * sizeof(float))) {
+		sim_complain("%s: a matrix leaves its device allocation (A %p %zu, B %p %zu, C %p "
+			     "%zu elements)",
+			     what, (const void *)A, ea, (const void *)B, eb, (const void *)C, ec);
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	}
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+void run_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+	      const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (beta == 0.0f) { // C is not read: it may hold anything, NaN included
+		for (int j = 0; j < n; j++)
+			memset(C + (size_t)j * ldc, 0, (size_t)m * sizeof(float));
+	}
+	if (!k) {
+		for (int j = 0; j < n && beta != 0.0f; j++)
+			for (int i = 0; i < m; i++)
+				C[(size_t)j * ldc + i] *= beta;
+		return;
+	}
+	cblas_sgemm(CblasColMajor, cblas_op(ta), cblas_op(tb), m, n, k, alpha, A, lda, B, ldb,
+		    beta == 0.0f ? 0.0f : beta, C, ldc);
+}
+
+cublasStatus_t queue(cublasHandle_t h, std::function<void()> op)
+{
+	return sim_enqueue(h->stream, std::move(op)) == cudaSuccess
+		       ? CUBLAS_STATUS_SUCCESS
+		       : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+} // namespace
+
+extern "C" {
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
+{
+	*handle = new cublasContext;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
+{
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	delete handle;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream)
+{
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	handle->stream = stream;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t *stream)
+{
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	*stream = handle->stream;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode)
+{
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	handle->math = mode;
+	return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasGetStatusString(cublasStatus_t status)
+{
+	switch (status) {
+	case CUBLAS_STATUS_SUCCESS:
+		return "the operation completed successfully";
+	case CUBLAS_STATUS_NOT_INITIALIZED:
+		return "the library was not initialized";
+	case CUBLAS_STATUS_INVALID_VALUE:
+		return "an invalid value was used as an argument";
+	case CUBLAS_STATUS_EXECUTION_FAILED:
+		return "the GPU program failed to execute";
+	default:
+		return "unknown error";
+	}
+}
+
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
+			      cublasOperation_t transb, int m, int n, int k, const float *alpha,
+			      const float *A, int lda, const float *B, int ldb, const float *beta,
+			      float *C, int ldc)
+{
+	cublasStatus_t st;
+	float a, b;
+
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	st = check_gemm("cublasSgemm", transa, transb, m, n, k, A, lda, 0, B, ldb, 0, C, ldc, 0, 1);
+	if (st != CUBLAS_STATUS_SUCCESS || !m || !n)
+		return st;
+	a = *alpha;
+	b = *beta;
+	return queue(handle,
+		     [=]() { run_gemm(transa, transb, m, n, k, a, A, lda, B, ldb, b, C, ldc); });
+}
+
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
+					 cublasOperation_t transb, int m, int n, int k,
+					 const float *alpha, const float *A, int lda,
+					 long long int strideA, const float *B, int ldb,
+					 long long int strideB, const float *beta, float *C,
+					 int ldc, long long int strideC, int batchCount)
+{
+	cublasStatus_t st;
+	float a, b;
+
+	if (!handle)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	st = check_gemm("cublasSgemmStridedBatched", transa, transb, m, n, k, A, lda, strideA, B,
+			ldb, strideB, C, ldc, strideC, batchCount);
+	if (st != CUBLAS_STATUS_SUCCESS || !m || !n || !batchCount)
+		return st;
+	a = *alpha;
+	b = *beta;
+	return queue(handle, [=]() {
+		for (int i = 0; i < batchCount; i++)
+			run_gemm(transa, transb, m, n, k, a, A + i * strideA, lda, B + i * strideB,
+				 ldb, b, C + i * strideC, ldc);
+	});
+}
+
+} // extern "C"

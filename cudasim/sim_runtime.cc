@@ -1,0 +1,692 @@
+// The CUDA simulator's runtime: the subset of the CUDA runtime API zinf calls, with the
+// device's memory in host memory and its work run on the host (ZINF_CUDA=SIM).
+//
+// It is strict where a real device is lenient or fails late, so that a test run here
+// finds the mistakes a first run on a GPU would:
+// - streams are lazy: queued work runs only when something waits for it (a stream or
+//   event synchronize, a stream waiting on an event, a second query of a pending event,
+//   cudaFree, cudaDeviceSynchronize), so a result read before its wait, a buffer reused
+//   while a copy from it is queued, or a missing wait between two streams shows up as
+//   wrong data (ZINF_CUDASIM_EAGER=1 runs everything at once instead);
+// - a copy's pointers must match its kind, device ranges must lie inside one allocation,
+//   and a launch's grid and block must be within the device's limits;
+// - new device memory is filled with 0xff bytes (a NaN in every float format), so an
+//   uninitialised read shows up in the results.
+// Copies from and to pageable host memory run at once, after the stream's queued work,
+// as the real runtime stages them. The legacy default stream (NULL) runs its work at
+// once after that of every blocking stream. Device memory defaults to 8 GiB
+// (ZINF_CUDASIM_MEMORY_MIB), one device (ZINF_CUDASIM_DEVICES).
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "cudasim.h"
+#include "sim_internal.h"
+
+struct CUstream_st {
+	std::deque<std::function<void()>> queue;
+	uint64_t enqueued = 0, completed = 0;
+	unsigned flags = 0;
+	bool running = false;
+};
+
+struct CUevent_st {
+	cudaStream_t stream = NULL; // where last recorded; NULL: complete at record
+	uint64_t target = 0;	    // complete when stream->completed reaches it
+	bool recorded = false, timing = true, polled = false;
+	double ms = 0; // when the record ran
+};
+
+namespace
+{
+std::mutex dev_lock; // everything below, and the running of all device work
+std::set<cudaStream_t> streams;
+std::set<cudaEvent_t> events;
+std::map<uintptr_t, size_t> device_allocs; // start -> bytes
+std::map<uintptr_t, size_t> host_regs;	   // start -> bytes
+uint64_t device_used;
+thread_local cudaError_t last_error = cudaSuccess;
+
+const uint64_t POISON_MAX = 256ull << 20;
+
+uint64_t env_u64(const char *name, uint64_t def)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long long x;
+
+	if (!v || !*v)
+		return def;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno || *end) {
+		sim_complain("%s=%s is not a number; using %llu", name, v, (unsigned long long)def);
+		return def;
+	}
+	return x;
+}
+
+uint64_t device_total(void)
+{
+	return env_u64("ZINF_CUDASIM_MEMORY_MIB", 8192) << 20;
+}
+
+int device_count(void)
+{
+	return (int)env_u64("ZINF_CUDASIM_DEVICES", 1);
+}
+
+bool eager(void)
+{
+	return env_u64("ZINF_CUDASIM_EAGER", 0) != 0;
+}
+
+double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+// The registered range in map m holding [p, p + n), or m.end().
+std::map<uintptr_t, size_t>::const_iterator find_range(const std::map<uintptr_t, size_t> &m,
+						       const void *p, size_t n)
+{
+	uintptr_t a = (uintptr_t)p;
+	auto it = m.upper_bound(a);
+
+	if (it == m.begin())
+		return m.end();
+	--it;
+	if (a - it->first > it->second || n > it->second - (a - it->first))
+		return m.end();
+	return it;
+}
+
+bool is_device_ptr(const void *p)
+{
+	return find_range(device_allocs, p, 1) != device_allocs.end();
+}
+
+bool is_pinned_range(const void *p, size_t n)
+{
+	return find_range(host_regs, p, n) != host_regs.end();
+}
+
+// Run stream s's queued work until upto items have completed. Lock held.
+void flush(cudaStream_t s, uint64_t upto)
+{
+	if (s->completed >= upto)
+		return;
+	if (s->running) {
+		sim_complain("a stream waits (through events) for its own later work: a deadlock");
+		abort();
+	}
+	s->running = true;
+	while (s->completed < upto) {
+		std::function<void()> op = std::move(s->queue.front());
+
+		s->queue.pop_front();
+		op();
+		s->completed++;
+	}
+	s->running = false;
+}
+
+void flush_all(bool blocking_only)
+{
+	for (cudaStream_t s : streams)
+		if (!blocking_only || !(s->flags & cudaStreamNonBlocking))
+			flush(s, s->enqueued);
+}
+
+bool valid_stream(cudaStream_t s)
+{
+	return !s || s == cudaStreamLegacy || streams.count(s);
+}
+
+// Queue op on s, or run it now on the legacy stream or in eager mode. Lock held.
+void enqueue_locked(cudaStream_t s, std::function<void()> op)
+{
+	if (!s || s == cudaStreamLegacy) {
+		flush_all(true);
+		op();
+		return;
+	}
+	s->queue.push_back(std::move(op));
+	s->enqueued++;
+	if (eager())
+		flush(s, s->enqueued);
+}
+
+// Wait until everything queued on s so far has run (all streams for NULL). Lock held.
+void sync_stream(cudaStream_t s)
+{
+	if (!s || s == cudaStreamLegacy)
+		flush_all(true);
+	else
+		flush(s, s->enqueued);
+}
+
+const char *kind_name(enum cudaMemcpyKind k)
+{
+	switch (k) {
+	case cudaMemcpyHostToHost:
+		return "HostToHost";
+	case cudaMemcpyHostToDevice:
+		return "HostToDevice";
+	case cudaMemcpyDeviceToHost:
+		return "DeviceToHost";
+	case cudaMemcpyDeviceToDevice:
+		return "DeviceToDevice";
+	case cudaMemcpyDefault:
+		return "Default";
+	}
+	return "?";
+}
+} // namespace
+
+void sim_complain(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("cudasim: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+cudaError_t sim_error(cudaError_t err)
+{
+	if (err != cudaSuccess)
+		last_error = err;
+	return err;
+}
+
+bool sim_is_device_range(const void *p, size_t n)
+{
+	return find_range(device_allocs, p, n) != device_allocs.end();
+}
+
+cudaError_t sim_enqueue(cudaStream_t stream, std::function<void()> op)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	if (!valid_stream(stream))
+		return sim_error(cudaErrorInvalidResourceHandle);
+	enqueue_locked(stream, std::move(op));
+	return cudaSuccess;
+}
+
+void cudasim_launch(cudaStream_t stream, dim3 grid, dim3 block, const char *name,
+		    std::function<void()> body)
+{
+	uint64_t threads = (uint64_t)block.x * block.y * block.z;
+
+	if (!grid.x || !grid.y || !grid.z || grid.x > 0x7fffffffu || grid.y > 65535 ||
+	    grid.z > 65535 || !threads || threads > 1024 || block.x > 1024 || block.y > 1024 ||
+	    block.z > 64) {
+		sim_complain(
+			"launch of %s with grid (%u,%u,%u) block (%u,%u,%u): invalid configuration",
+			name, grid.x, grid.y, grid.z, block.x, block.y, block.z);
+		sim_error(cudaErrorInvalidConfiguration);
+		return;
+	}
+	sim_enqueue(stream, [grid, block, body]() { sim_run_grid(grid, block, body); });
+}
+
+extern "C" {
+
+cudaError_t cudaGetLastError(void)
+{
+	cudaError_t err = last_error;
+
+	last_error = cudaSuccess;
+	return err;
+}
+
+cudaError_t cudaPeekAtLastError(void)
+{
+	return last_error;
+}
+
+const char *cudaGetErrorName(cudaError_t err)
+{
+	switch (err) {
+	case cudaSuccess:
+		return "cudaSuccess";
+	case cudaErrorInvalidValue:
+		return "cudaErrorInvalidValue";
+	case cudaErrorMemoryAllocation:
+		return "cudaErrorMemoryAllocation";
+	case cudaErrorInvalidConfiguration:
+		return "cudaErrorInvalidConfiguration";
+	case cudaErrorInvalidDevice:
+		return "cudaErrorInvalidDevice";
+	case cudaErrorInvalidResourceHandle:
+		return "cudaErrorInvalidResourceHandle";
+	case cudaErrorNotReady:
+		return "cudaErrorNotReady";
+	case cudaErrorHostMemoryAlreadyRegistered:
+		return "cudaErrorHostMemoryAlreadyRegistered";
+	case cudaErrorHostMemoryNotRegistered:
+		return "cudaErrorHostMemoryNotRegistered";
+	case cudaErrorNoDevice:
+		return "cudaErrorNoDevice";
+	default:
+		return "cudaErrorUnknown";
+	}
+}
+
+const char *cudaGetErrorString(cudaError_t err)
+{
+	switch (err) {
+	case cudaSuccess:
+		return "no error";
+	case cudaErrorInvalidValue:
+		return "invalid argument";
+	case cudaErrorMemoryAllocation:
+		return "out of memory";
+	case cudaErrorInvalidConfiguration:
+		return "invalid configuration argument";
+	case cudaErrorInvalidDevice:
+		return "invalid device ordinal";
+	case cudaErrorInvalidResourceHandle:
+		return "invalid resource handle";
+	case cudaErrorNotReady:
+		return "device not ready";
+	case cudaErrorHostMemoryAlreadyRegistered:
+		return "part or all of the requested memory range is already mapped";
+	case cudaErrorHostMemoryNotRegistered:
+		return "pointer does not correspond to a registered memory region";
+	case cudaErrorNoDevice:
+		return "no CUDA-capable device is detected";
+	default:
+		return "unknown error";
+	}
+}
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+	*count = device_count();
+	return *count ? cudaSuccess : sim_error(cudaErrorNoDevice);
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+	if (device < 0 || device >= device_count())
+		return sim_error(cudaErrorInvalidDevice);
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+	*device = 0;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+	if (device < 0 || device >= device_count())
+		return sim_error(cudaErrorInvalidDevice);
+	memset(prop, 0, sizeof(*prop));
+	snprintf(prop->name, sizeof(prop->name), "zinf CUDA simulator");
+	prop->totalGlobalMem = device_total();
+	prop->major = 9;
+	prop->minor = 0;
+	prop->multiProcessorCount = 1;
+	prop->warpSize = 32;
+	prop->maxThreadsPerBlock = 1024;
+	prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+	prop->maxThreadsDim[2] = 64;
+	prop->maxGridSize[0] = 0x7fffffff;
+	prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+	prop->sharedMemPerBlock = 48 << 10;
+	prop->pciDeviceID = device;
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *bus_id, int len, int device)
+{
+	if (device < 0 || device >= device_count() || len <= 0)
+		return sim_error(device < 0 || device >= device_count() ? cudaErrorInvalidDevice
+									: cudaErrorInvalidValue);
+	snprintf(bus_id, (size_t)len, "0000:%02x:00.0", device);
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	*total_bytes = device_total();
+	*free_bytes = device_total() - device_used;
+	return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **ptr, size_t size)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+	void *p;
+
+	*ptr = NULL;
+	if (!size)
+		return cudaSuccess;
+	if (size > device_total() - device_used)
+		return sim_error(cudaErrorMemoryAllocation);
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0);
+	if (p == MAP_FAILED)
+		return sim_error(cudaErrorMemoryAllocation);
+	if (size <= POISON_MAX)
+		memset(p, 0xff, size);
+	device_allocs[(uintptr_t)p] = size;
+	device_used += size;
+	*ptr = p;
+	return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *ptr)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+	auto it = device_allocs.find((uintptr_t)ptr);
+
+	if (!ptr)
+		return cudaSuccess;
+	if (it == device_allocs.end()) {
+		sim_complain("cudaFree(%p): not the start of a device allocation", ptr);
+		return sim_error(cudaErrorInvalidValue);
+	}
+	flush_all(false); // cudaFree waits for the device
+	munmap(ptr, it->second);
+	device_used -= it->second;
+	device_allocs.erase(it);
+	return cudaSuccess;
+}
+
+cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+	uintptr_t a = (uintptr_t)ptr;
+
+	(void)flags;
+	if (!ptr || !size)
+		return sim_error(cudaErrorInvalidValue);
+	auto it = host_regs.lower_bound(a);
+	if ((it != host_regs.end() && it->first < a + size) ||
+	    (it != host_regs.begin() && std::prev(it)->first + std::prev(it)->second > a))
+		return sim_error(cudaErrorHostMemoryAlreadyRegistered);
+	host_regs[a] = size;
+	return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void *ptr)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+	auto it = host_regs.find((uintptr_t)ptr);
+
+	if (it == host_regs.end())
+		return sim_error(cudaErrorHostMemoryNotRegistered);
+	flush_all(false); // queued copies may still use it
+	host_regs.erase(it);
+	return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	memset(attr, 0, sizeof(*attr));
+	if (is_device_ptr(ptr)) {
+		attr->type = cudaMemoryTypeDevice;
+		attr->devicePointer = (void *)ptr;
+	} else if (is_pinned_range(ptr, 1)) {
+		attr->type = cudaMemoryTypeHost;
+		attr->devicePointer = (void *)ptr;
+		attr->hostPointer = (void *)ptr;
+	} else {
+		attr->type = cudaMemoryTypeUnregistered;
+		attr->device = -2;
+	}
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+			    cudaStream_t stream)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+	bool ddst, dsrc, dst_any, src_any;
+
+	if (!count)
+		return cudaSuccess;
+	if (!valid_stream(stream))
+		return sim_error(cudaErrorInvalidResourceHandle);
+	ddst = find_range(device_allocs, dst, count) != device_allocs.end();
+	dsrc = find_range(device_allocs, src, count) != device_allocs.end();
+	dst_any = is_device_ptr(dst);
+	src_any = is_device_ptr(src);
+	if (kind == cudaMemcpyDefault)
+		kind = dst_any ? (src_any ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+			       : (src_any ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+	if ((kind == cudaMemcpyHostToDevice && (!ddst || src_any)) ||
+	    (kind == cudaMemcpyDeviceToHost && (!dsrc || dst_any)) ||
+	    (kind == cudaMemcpyDeviceToDevice && (!ddst || !dsrc)) ||
+	    (kind == cudaMemcpyHostToHost && (dst_any || src_any))) {
+		sim_complain("cudaMemcpyAsync(%p, %p, %zu, %s): a pointer is not where the kind "
+			     "says, or a device range leaves its allocation",
+			     dst, src, count, kind_name(kind));
+		return sim_error(cudaErrorInvalidValue);
+	}
+	if ((kind == cudaMemcpyHostToDevice && !is_pinned_range(src, count)) ||
+	    (kind == cudaMemcpyDeviceToHost && !is_pinned_range(dst, count))) {
+		// pageable host memory: staged by the runtime, so done when the call returns
+		sync_stream(stream);
+		memcpy(dst, src, count);
+		return cudaSuccess;
+	}
+	enqueue_locked(stream, [dst, src, count]() { memcpy(dst, src, count); });
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	cudaError_t err = cudaMemcpyAsync(dst, src, count, kind, NULL);
+
+	if (err == cudaSuccess)
+		err = cudaDeviceSynchronize();
+	return err;
+}
+
+cudaError_t cudaMemsetAsync(void *ptr, int value, size_t count, cudaStream_t stream)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	if (!count)
+		return cudaSuccess;
+	if (!valid_stream(stream))
+		return sim_error(cudaErrorInvalidResourceHandle);
+	if (!sim_is_device_range(ptr, count)) {
+		sim_complain("cudaMemsetAsync(%p, %d, %zu): not inside one device allocation", ptr,
+			     value, count);
+		return sim_error(cudaErrorInvalidValue);
+	}
+	enqueue_locked(stream, [ptr, value, count]() { memset(ptr, value, count); });
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+	cudaStream_t s = new CUstream_st;
+
+	s->flags = flags;
+	streams.insert(s);
+	*stream = s;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream)
+{
+	return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	if (!stream || !streams.count(stream))
+		return sim_error(cudaErrorInvalidResourceHandle);
+	flush(stream, stream->enqueued); // its work still completes
+	for (cudaEvent_t e : events)
+		if (e->stream == stream)
+			e->stream = NULL;
+	streams.erase(stream);
+	delete stream;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	if (!valid_stream(stream))
+		return sim_error(cudaErrorInvalidResourceHandle);
+	sync_stream(stream);
+	return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	flush_all(false);
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+	cudaEvent_t e = new CUevent_st;
+
+	e->timing = !(flags & cudaEventDisableTiming);
+	events.insert(e);
+	*event = e;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+	return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	if (!event || !events.count(event))
+		return sim_error(cudaErrorInvalidResourceHandle);
+	if (event->stream) // queued records still write it: run them first
+		flush(event->stream, event->stream->enqueued);
+	events.erase(event);
+	delete event;
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	if (!event || !events.count(event) || !valid_stream(stream))
+		return sim_error(cudaErrorInvalidResourceHandle);
+	event->recorded = true;
+	event->polled = false;
+	if (!stream || stream == cudaStreamLegacy) {
+		flush_all(true);
+		event->stream = NULL;
+		event->ms = now_ms();
+		return cudaSuccess;
+	}
+	enqueue_locked(stream, [event]() { event->ms = now_ms(); });
+	event->stream = stream;
+	event->target = stream->enqueued;
+	return cudaSuccess;
+}
+
+static bool event_done(cudaEvent_t e)
+{
+	return !e->stream || e->stream->completed >= e->target;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	if (!event || !events.count(event))
+		return sim_error(cudaErrorInvalidResourceHandle);
+	if (event_done(event))
+		return cudaSuccess;
+	if (!event->polled) { // not yet, once: the device is still busy
+		event->polled = true;
+		return cudaErrorNotReady; // not an error: the last error is left alone
+	}
+	flush(event->stream, event->target);
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	if (!event || !events.count(event))
+		return sim_error(cudaErrorInvalidResourceHandle);
+	if (!event_done(event))
+		flush(event->stream, event->target);
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	if (!start || !end || !events.count(start) || !events.count(end) || !start->timing ||
+	    !end->timing || !start->recorded || !end->recorded)
+		return sim_error(cudaErrorInvalidResourceHandle);
+	if (!event_done(start) || !event_done(end))
+		return sim_error(cudaErrorNotReady);
+	*ms = (float)(end->ms - start->ms);
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+	cudaStream_t es;
+	uint64_t target;
+
+	(void)flags;
+	if (!event || !events.count(event) || !valid_stream(stream))
+		return sim_error(cudaErrorInvalidResourceHandle);
+	if (!event->recorded || event_done(event))
+		return cudaSuccess;
+	es = event->stream;
+	target = event->target;
+	enqueue_locked(stream, [es, target]() {
+		if (streams.count(es))
+			flush(es, target);
+	});
+	return cudaSuccess;
+}
+
+} // extern "C"

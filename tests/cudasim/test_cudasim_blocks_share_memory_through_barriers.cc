@@ -1,0 +1,124 @@
+// The CUDA simulator's block scheduler gives kernels CUDA's semantics: __shared__ memory
+// is the block's and a __syncthreads orders its writes before its reads (a reversal
+// through shared memory and a tree reduction come out right in every block), thread and
+// block indices cover 2-D shapes in CUDA's order, threads that return early do not hang
+// a barrier, and a launch beyond the device's limits (or of an empty grid) is refused
+// with cudaErrorInvalidConfiguration and runs nothing. Built with cudasim.h, like the
+// kernels themselves.
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "test.h"
+
+#define THREADS 256
+#define BLOCKS 7
+
+__global__ void reverse_kernel(int *out, const int *in)
+{
+	__shared__ int sh[THREADS];
+	size_t base = (size_t)blockIdx.x * blockDim.x;
+
+	sh[threadIdx.x] = in[base + threadIdx.x];
+	__syncthreads();
+	out[base + threadIdx.x] = sh[blockDim.x - 1 - threadIdx.x];
+}
+
+__global__ void sum_kernel(long *out, const int *in)
+{
+	__shared__ long sh[THREADS];
+
+	sh[threadIdx.x] = in[(size_t)blockIdx.x * blockDim.x + threadIdx.x];
+	__syncthreads();
+	for (unsigned w = THREADS / 2; w > 0; w >>= 1) {
+		if (threadIdx.x < w)
+			sh[threadIdx.x] += sh[threadIdx.x + w];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		out[blockIdx.x] = sh[0];
+}
+
+__global__ void index_kernel(unsigned *out)
+{
+	unsigned x = blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned y = blockIdx.y * blockDim.y + threadIdx.y;
+
+	out[y * gridDim.x * blockDim.x + x] = y << 16 | x;
+}
+
+__global__ void early_exit_kernel(int *out)
+{
+	__shared__ int sh[THREADS];
+
+	if (threadIdx.x >= 100)
+		return;
+	sh[threadIdx.x] = (int)threadIdx.x;
+	__syncthreads();
+	out[threadIdx.x] = sh[99 - threadIdx.x];
+}
+
+#define CK(call) T_CHECK((call) == cudaSuccess, "%s", #call)
+
+int main(void)
+{
+	static int in[BLOCKS * THREADS], out[BLOCKS * THREADS];
+	static long sums[BLOCKS];
+	static unsigned idx[4 * 8 * 3 * 16];
+	int *d_in, *d_out;
+	long *d_sums;
+	unsigned *d_idx;
+	cudaStream_t s;
+
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CK(cudaMalloc((void **)&d_in, sizeof(in)));
+	CK(cudaMalloc((void **)&d_out, sizeof(out)));
+	CK(cudaMalloc((void **)&d_sums, sizeof(sums)));
+	CK(cudaMalloc((void **)&d_idx, sizeof(idx)));
+	for (int i = 0; i < BLOCKS * THREADS; i++)
+		in[i] = i * 7 - 1000;
+	CK(cudaMemcpyAsync(d_in, in, sizeof(in), cudaMemcpyHostToDevice, s));
+
+	ZINF_LAUNCH(reverse_kernel, BLOCKS, THREADS, s)(d_out, d_in);
+	ZINF_LAUNCH(sum_kernel, BLOCKS, THREADS, s)(d_sums, d_in);
+	ZINF_LAUNCH(index_kernel, dim3(3, 2), dim3(16, 4), s)(d_idx);
+	CK(cudaGetLastError());
+	CK(cudaMemcpyAsync(out, d_out, sizeof(out), cudaMemcpyDeviceToHost, s));
+	CK(cudaMemcpyAsync(sums, d_sums, sizeof(sums), cudaMemcpyDeviceToHost, s));
+	CK(cudaMemcpyAsync(idx, d_idx, sizeof(idx), cudaMemcpyDeviceToHost, s));
+	for (int b = 0; b < BLOCKS; b++) {
+		long want = 0;
+
+		for (int t = 0; t < THREADS; t++) {
+			T_CHECK(out[b * THREADS + t] == in[b * THREADS + THREADS - 1 - t],
+				"block %d thread %d reversed through shared memory", b, t);
+			want += in[b * THREADS + t];
+		}
+		T_CHECK(sums[b] == want, "block %d sum %ld, want %ld", b, sums[b], want);
+	}
+	for (unsigned y = 0; y < 8; y++)
+		for (unsigned x = 0; x < 48; x++)
+			T_CHECK(idx[y * 48 + x] == (y << 16 | x), "2-D index (%u,%u)", x, y);
+
+	CK(cudaMemsetAsync(d_out, 0, sizeof(out), s));
+	ZINF_LAUNCH(early_exit_kernel, 1, THREADS, s)(d_out);
+	CK(cudaMemcpyAsync(out, d_out, sizeof(out), cudaMemcpyDeviceToHost, s));
+	for (int t = 0; t < 100; t++)
+		T_CHECK(out[t] == 99 - t, "thread %d behind a barrier others skipped", t);
+
+	CK(cudaMemsetAsync(d_out, 0, sizeof(out), s));
+	ZINF_LAUNCH(reverse_kernel, 1, 1025, s)(d_out, d_in);
+	T_CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "1025 threads per block");
+	ZINF_LAUNCH(reverse_kernel, 0, THREADS, s)(d_out, d_in);
+	T_CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "an empty grid");
+	ZINF_LAUNCH(index_kernel, dim3(1, 65536), dim3(1), s)(d_idx);
+	T_CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "grid.y beyond 65535");
+	CK(cudaMemcpyAsync(out, d_out, sizeof(out), cudaMemcpyDeviceToHost, s));
+	T_CHECK(out[0] == 0 && out[THREADS - 1] == 0, "a refused launch ran nothing");
+
+	CK(cudaFree(d_idx));
+	CK(cudaFree(d_sums));
+	CK(cudaFree(d_out));
+	CK(cudaFree(d_in));
+	CK(cudaStreamDestroy(s));
+	return 0;
+}
