@@ -1,16 +1,18 @@
 /* zinf train on the cuda device backend (the cuda model runtime, activations from the
  * device budget) gives the losses the host backend gives: 3 steps of a tiny fp32 model
- * with parameters and optimizer state on NVMe agree within 1e-4 relative, with and
- * without activation checkpointing; the loss moves (the updates take effect) and the
- * device peak, activations included, stays within zinf.device_memory_limit. Skips (77)
- * without a GPU. */
+ * with parameters on NVMe agree within 1e-4 relative, with and without activation
+ * checkpointing, and so do 3 steps in bf16 with parameters, optimizer state and
+ * gradients on NVMe; the loss moves (the updates take effect) and the device peak,
+ * activations included, stays within zinf.device_memory_limit. Skips (77) without a GPU
+ * (a ZINF_CUDA=SIM build runs it on the CUDA simulator). */
 #include "device.h"
 #include "train_fixture.h"
 
 #define STEPS 3
 
-/* tf_write_ds with the device backend named: fp32, params and optimizer on NVMe. */
-static void write_ds(struct tf_dir *d, const char *device)
+/* tf_write_ds with the device backend named: fp32, params on NVMe, optimizer on the CPU;
+ * or (nvme_all) bf16 with params, optimizer state and gradients on NVMe. */
+static void write_ds(struct tf_dir *d, const char *device, bool nvme_all)
 {
 	FILE *f;
 
@@ -19,31 +21,33 @@ static void write_ds(struct tf_dir *d, const char *device)
 	T_CHECK(f != NULL, "write %s", d->ds);
 	fprintf(f,
 		"{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 2,"
-		" \"gradient_clipping\": 1.0, \"bf16\": {\"enabled\": false},"
+		" \"gradient_clipping\": 1.0, \"bf16\": {\"enabled\": %s},"
 		" \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003, \"weight_decay\": 0.01}},"
 		" \"zero_optimization\": {\"stage\": 3,"
 		"  \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"},"
-		"  \"offload_optimizer\": {\"device\": \"cpu\"},"
+		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
 		"  \"sub_group_size\": 20000},"
 		" \"zinf\": {\"device\": \"%s\", \"device_memory_limit\": \"4MiB\","
-		"  \"pinned_memory_limit\": \"4MiB\", \"chunk_size\": \"64KiB\"}}\n",
-		d->nvme, device);
+		"  \"pinned_memory_limit\": \"4MiB\", \"chunk_size\": \"64KiB\","
+		"  \"offload_gradients\": \"%s\"}}\n",
+		nvme_all ? "true" : "false", d->nvme, nvme_all ? "nvme" : "cpu", d->nvme, device,
+		nvme_all ? "nvme" : "cpu");
 	fclose(f);
 }
 
-static void run(struct tf_dir *d, const char *device, bool ckpt, struct tf_losses *l)
+static void run(struct tf_dir *d, const char *device, bool ckpt, bool nvme_all, struct tf_losses *l)
 {
 	struct zinf_train_opts o;
 	struct zinf_train_result res;
 
-	write_ds(d, device);
+	write_ds(d, device, nvme_all);
 	tf_opts(d, &o, STEPS, l);
 	o.activation_checkpointing = ckpt;
 	tf_run(&o, &res);
 	T_CHECK(l->n == STEPS && res.steps == STEPS, "%s: %d steps reported", device, l->n);
-	printf("%s%s: losses %.9g %.9g %.9g, peak device %llu of %llu bytes\n", device,
-	       ckpt ? " (checkpointing)" : "", l->loss[0], l->loss[1], l->loss[2],
-	       (unsigned long long)res.peak_device_bytes,
+	printf("%s%s%s: losses %.9g %.9g %.9g, peak device %llu of %llu bytes\n", device,
+	       ckpt ? " (checkpointing)" : "", nvme_all ? " (bf16, all on NVMe)" : "", l->loss[0],
+	       l->loss[1], l->loss[2], (unsigned long long)res.peak_device_bytes,
 	       (unsigned long long)res.device_limit_bytes);
 	T_CHECK(res.peak_device_bytes <= res.device_limit_bytes, "%s: peak %llu > limit %llu",
 		device, (unsigned long long)res.peak_device_bytes,
@@ -61,16 +65,19 @@ static void same(const struct tf_losses *a, const struct tf_losses *b, const cha
 int main(void)
 {
 	struct tf_dir d;
-	struct tf_losses host, cuda, cuda_ckpt;
+	struct tf_losses host, cuda, cuda_ckpt, host_nvme, cuda_nvme;
 
 	if (zinf_device_cuda_count() == 0)
 		T_SKIP("no CUDA device (or zinf built without CUDA)");
 	tf_setup(&d, NULL);
-	run(&d, "host", false, &host);
-	run(&d, "cuda", false, &cuda);
-	run(&d, "cuda", true, &cuda_ckpt);
+	run(&d, "host", false, false, &host);
+	run(&d, "cuda", false, false, &cuda);
+	run(&d, "cuda", true, false, &cuda_ckpt);
+	run(&d, "host", false, true, &host_nvme);
+	run(&d, "cuda", false, true, &cuda_nvme);
 	same(&host, &cuda, "host vs cuda");
 	same(&host, &cuda_ckpt, "host vs cuda with activation checkpointing");
+	same(&host_nvme, &cuda_nvme, "host vs cuda in bf16 with everything on NVMe");
 	T_CHECK(fabs(cuda.loss[0] - cuda.loss[STEPS - 1]) > 1e-3, "loss did not move: %g -> %g",
 		cuda.loss[0], cuda.loss[STEPS - 1]);
 	tf_cleanup(&d);
