@@ -49,6 +49,7 @@ struct train_run {
 	struct train_model tm;
 	struct train_data data, eval;
 	uint64_t B, gas, vocab;
+	bool cpu_ckpt; /* activation_checkpointing.cpu_checkpointing */
 	struct zinf_engine *e;
 	struct train_pass pass;
 	int32_t *inputs, *targets;
@@ -152,11 +153,21 @@ static int setup_config(struct train_run *r, char *err, size_t errlen)
 		rc = zinf_config_get_bool(r->cfg, "bf16.enabled", &bf16);
 	if (!rc)
 		rc = zinf_config_get_bool(r->cfg, "fp16.enabled", &fp16);
+	if (!rc)
+		rc = zinf_config_get_bool(r->cfg, "activation_checkpointing.cpu_checkpointing",
+					  &r->cpu_ckpt);
 	if (rc) {
 		const char *msg = zinf_config_last_error(r->cfg);
 
 		snprintf(err, errlen, "%s", *msg ? msg : "config: batch sizes or precision unset");
 		return rc;
+	}
+	if (r->cpu_ckpt && !o->activation_checkpointing) {
+		snprintf(err, errlen,
+			 "%s: activation_checkpointing.cpu_checkpointing: true needs "
+			 "--activation-checkpointing (without it no layer input is a checkpoint)",
+			 o->config_path);
+		return ZINF_ECONFIG;
 	}
 	if (r->B * o->seq_len > (1u << 30)) {
 		snprintf(err, errlen, "%s: micro batch %llu x --seq-len %llu is too large",
@@ -261,7 +272,7 @@ static int start(struct train_run *r, char *err, size_t errlen)
 		rc = train_model_load(&r->tm, r->e, r->o, err, errlen);
 	if (!rc)
 		rc = train_pass_create(&r->pass, &r->tm, r->e, (int)r->B, (int)r->o->seq_len,
-				       r->o->activation_checkpointing, err, errlen);
+				       r->o->activation_checkpointing, r->cpu_ckpt, err, errlen);
 	return rc;
 }
 

@@ -72,13 +72,17 @@ struct train_pass {
 	struct llama_rt_acts **acts; /* [ckpt ? 1 : L] */
 	int n_acts;
 	bool ckpt;
+	bool cpu_ckpt; /* checkpoints in host_xs: xs is then a ring of two */
 	int B, T, N, C;
-	float *xs; /* (L + 1, N, C) fp32 layer inputs, the last the head's input */
-	float *d;  /* (N, C) fp32 gradient flowing backward */
+	float *xs;	/* (L + 1, N, C) fp32 layer inputs, the last the head's input */
+	float *host_xs; /* cpu_ckpt: (L, N, C) in host memory, layer l's input at l */
+	float *d;	/* (N, C) fp32 gradient flowing backward */
 };
 
+/* ckpt: recompute each layer in backward from its saved input; cpu_ckpt (with ckpt):
+ * save those inputs in host memory instead of the runtime's (device) memory. */
 int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_engine *e, int B,
-		      int T, bool ckpt, char *err, size_t errlen);
+		      int T, bool ckpt, bool cpu_ckpt, char *err, size_t errlen);
 void train_pass_destroy(struct train_pass *p);
 /* Forward (and with backward true, backward into the engine's gradient buffers with
  * dloss = the engine's loss scale) of one micro-batch; *loss is its mean loss. */

@@ -35,7 +35,7 @@ static const char *engine_mem_error(void *ctx)
 }
 
 int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_engine *e, int B,
-		      int T, bool ckpt, char *err, size_t errlen)
+		      int T, bool ckpt, bool cpu_ckpt, char *err, size_t errlen)
 {
 	struct llama_rt_opts opts;
 	uint64_t nc_bytes;
@@ -49,6 +49,7 @@ int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_
 	p->N = B * T;
 	p->C = tm->lc.hidden_size;
 	p->ckpt = ckpt;
+	p->cpu_ckpt = ckpt && cpu_ckpt;
 	p->ops = llama_rt_ops_for(zinf_engine_device_kind(e));
 	llama_rt_opts_init(&opts);
 	opts.weight_dtype = tm->param_dtype;
@@ -69,7 +70,19 @@ int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_
 			 T);
 		goto out_fail;
 	}
-	rc = p->ops->buf_alloc(p->m, (uint64_t)(tm->L + 1) * nc_bytes, (void **)&p->xs);
+	if (p->cpu_ckpt) {
+		p->host_xs = malloc((size_t)tm->L * nc_bytes);
+		if (!p->host_xs) {
+			rc = -ENOMEM;
+			snprintf(err, errlen,
+				 "model runtime: out of host memory for the activation checkpoints "
+				 "(%llu bytes: %d layers x B %d x T %d x %d floats)",
+				 (unsigned long long)(tm->L * nc_bytes), tm->L, B, T, p->C);
+			goto out_fail;
+		}
+	}
+	rc = p->ops->buf_alloc(p->m, (uint64_t)(p->cpu_ckpt ? 2 : tm->L + 1) * nc_bytes,
+			       (void **)&p->xs);
 	if (!rc)
 		rc = p->ops->buf_alloc(p->m, nc_bytes, (void **)&p->d);
 	for (int i = 0; !rc && i < p->n_acts; i++)
@@ -99,12 +112,20 @@ void train_pass_destroy(struct train_pass *p)
 		p->ops->destroy(p->m);
 	}
 	free(p->acts);
+	free(p->host_xs);
 	memset(p, 0, sizeof(*p));
 }
 
+/* Layer l's input (l = L: the head's) in runtime memory; with cpu_ckpt the forward
+ * alternates between two buffers, and backward brings the input back into the one. */
 static float *layer_x(const struct train_pass *p, int l)
 {
-	return p->xs + (size_t)l * p->N * p->C;
+	return p->xs + (size_t)(p->cpu_ckpt ? l & 1 : l) * p->N * p->C;
+}
+
+static float *host_x(const struct train_pass *p, int l)
+{
+	return p->host_xs + (size_t)l * p->N * p->C;
 }
 
 /* The engine parameter of slot s of module mod; the tied LM head is the embedding's. */
@@ -215,8 +236,9 @@ static int grads_in(struct train_pass *p, int mod, char *err, size_t errlen)
 			return model_fail(p, rc, err, errlen);                                     \
 	} while (0)
 
-static int forward_layers(struct train_pass *p, char *err, size_t errlen)
+static int forward_layers(struct train_pass *p, bool backward, char *err, size_t errlen)
 {
+	uint64_t nc_bytes = (uint64_t)p->N * p->C * sizeof(float);
 	const float *w[ZINF_LLAMA_MAX_PARAMS];
 	int rc, L = p->tm->L;
 
@@ -225,6 +247,10 @@ static int forward_layers(struct train_pass *p, char *err, size_t errlen)
 	TRY_MODEL(p->ops->embed_forward(p->m, w, layer_x(p, 0)));
 	TRY(release(p, 0, err, errlen));
 	for (int l = 0; l < L; l++) {
+		/* its input, complete (release synced), to host memory before the ring
+		 * buffer holding it takes layer l + 1's output */
+		if (p->cpu_ckpt && backward)
+			TRY_MODEL(p->ops->download(p->m, host_x(p, l), layer_x(p, l), nc_bytes));
 		TRY(fetch(p, l + 1, err, errlen));
 		TRY(bind(p, l + 1, w, err, errlen));
 		TRY_MODEL(p->ops->layer_forward(p->m, w, layer_x(p, l), layer_x(p, l + 1),
@@ -270,6 +296,7 @@ static int backward_layers(struct train_pass *p, char *err, size_t errlen)
 {
 	const float *w[ZINF_LLAMA_MAX_PARAMS];
 	float *g[ZINF_LLAMA_MAX_PARAMS];
+	uint64_t nc_bytes = (uint64_t)p->N * p->C * sizeof(float);
 	int rc;
 
 	for (int l = p->tm->L - 1; l >= 0; l--) {
@@ -279,6 +306,8 @@ static int backward_layers(struct train_pass *p, char *err, size_t errlen)
 		TRY(grads_out(p, l + 1, err, errlen));
 		TRY(fetch(p, l + 1, err, errlen));
 		TRY(bind(p, l + 1, w, err, errlen));
+		if (p->cpu_ckpt) /* the previous layer's queued work is done (grads_in) */
+			TRY_MODEL(p->ops->upload(p->m, layer_x(p, l), host_x(p, l), nc_bytes));
 		grads_of(p, l + 1, g);
 		TRY_MODEL(p->ops->layer_backward(p->m, w, layer_x(p, l), p->acts[p->ckpt ? 0 : l],
 						 p->ckpt, p->d, p->d, g));
@@ -298,7 +327,7 @@ int train_pass_run(struct train_pass *p, const int32_t *inputs, const int32_t *t
 	int rc;
 
 	TRY_MODEL(p->ops->set_tokens(p->m, inputs, targets));
-	TRY(forward_layers(p, err, errlen));
+	TRY(forward_layers(p, backward, err, errlen));
 	TRY(head(p, backward, loss, err, errlen));
 	if (backward)
 		TRY(backward_layers(p, err, errlen));

@@ -23,7 +23,7 @@ int main(void)
 		cfg,
 		"{\"wall_clock_breakdown\": true, \"flops_profiler\": {\"enabled\": true},"
 		" \"aio\": {\"thread_count\": 2, \"use_gds\": true},"
-		" \"activation_checkpointing\": {\"cpu_checkpointing\": true, \"profile\": false},"
+		" \"activation_checkpointing\": {\"partition_activations\": true, \"profile\": false},"
 		" \"optimizer\": {\"type\": \"Adam\", \"params\": {\"weight_decay\": 0.1}},"
 		" \"zero_optimization\": {\"stage\": 3, \"round_robin_gradients\": true,"
 		"  \"stage3_gather_fp16_weights_on_model_save\": true,"
@@ -46,8 +46,8 @@ int main(void)
 	T_CHECK(has_warning(cfg, "stage3_gather_fp16_weights_on_model_save: old DeepSpeed name"),
 		"alias 2");
 	T_CHECK(has_warning(cfg, "aio.use_gds: not implemented by zinf yet"), "use_gds");
-	T_CHECK(has_warning(cfg, "activation_checkpointing.cpu_checkpointing: not implemented"),
-		"cpu ckpt");
+	T_CHECK(has_warning(cfg, "activation_checkpointing.partition_activations: not implemented"),
+		"partition_activations");
 	T_CHECK(!has_warning(cfg, "activation_checkpointing.profile"), "a default value warns not");
 	T_CHECK(has_warning(cfg, "optimizer.type: Adam applies weight_decay as L2"),
 		"Adam/AdamW difference");

@@ -1,7 +1,8 @@
 /* zinf train on the cuda device backend (the cuda model runtime, activations from the
  * device budget) gives the losses the host backend gives: 3 steps of a tiny fp32 model
- * with parameters on NVMe agree within 1e-4 relative, with and without activation
- * checkpointing, and so do 3 steps in bf16 with parameters, optimizer state and
+  * with parameters on NVMe agree within 1e-4 relative, with and without activation
+ * checkpointing (and with the checkpoints in host memory, which lowers the device peak by
+ * the L - 1 layer inputs no longer on the device), and so do 3 steps in bf16 with parameters, optimizer state and
  * gradients on NVMe; the loss moves (the updates take effect) and the device peak,
  * activations included, stays within zinf.device_memory_limit. Skips (77) without a GPU
  * (a ZINF_CUDA=SIM build runs it on the CUDA simulator). */
@@ -35,24 +36,35 @@ static void write_ds(struct tf_dir *d, const char *device, bool nvme_all)
 	fclose(f);
 }
 
-static void run(struct tf_dir *d, const char *device, bool ckpt, bool nvme_all, struct tf_losses *l)
+/* L 2, B 2, T 16, C 32 (train_fixture.h): one layer input, in bytes */
+#define LAYER_INPUT_BYTES (2 * 16 * 32 * sizeof(float))
+
+static uint64_t run(struct tf_dir *d, const char *device, bool ckpt, bool nvme_all, bool cpu_ckpt,
+		    struct tf_losses *l)
 {
+	static const char *const sets[] = {"activation_checkpointing.cpu_checkpointing=true"};
 	struct zinf_train_opts o;
 	struct zinf_train_result res;
 
 	write_ds(d, device, nvme_all);
 	tf_opts(d, &o, STEPS, l);
 	o.activation_checkpointing = ckpt;
+	if (cpu_ckpt) {
+		o.config_sets = sets;
+		o.n_config_sets = 1;
+	}
 	tf_run(&o, &res);
 	T_CHECK(l->n == STEPS && res.steps == STEPS, "%s: %d steps reported", device, l->n);
-	printf("%s%s%s: losses %.9g %.9g %.9g, peak device %llu of %llu bytes\n", device,
-	       ckpt ? " (checkpointing)" : "", nvme_all ? " (bf16, all on NVMe)" : "", l->loss[0],
-	       l->loss[1], l->loss[2], (unsigned long long)res.peak_device_bytes,
+	printf("%s%s%s%s: losses %.9g %.9g %.9g, peak device %llu of %llu bytes\n", device,
+	       ckpt ? " (checkpointing)" : "", cpu_ckpt ? " (in host memory)" : "",
+	       nvme_all ? " (bf16, all on NVMe)" : "", l->loss[0], l->loss[1], l->loss[2],
+	       (unsigned long long)res.peak_device_bytes,
 	       (unsigned long long)res.device_limit_bytes);
 	T_CHECK(res.peak_device_bytes <= res.device_limit_bytes, "%s: peak %llu > limit %llu",
 		device, (unsigned long long)res.peak_device_bytes,
 		(unsigned long long)res.device_limit_bytes);
 	T_CHECK(res.peak_device_bytes > 0, "%s: no device use counted", device);
+	return res.peak_device_bytes;
 }
 
 static void same(const struct tf_losses *a, const struct tf_losses *b, const char *what)
@@ -65,19 +77,26 @@ static void same(const struct tf_losses *a, const struct tf_losses *b, const cha
 int main(void)
 {
 	struct tf_dir d;
-	struct tf_losses host, cuda, cuda_ckpt, host_nvme, cuda_nvme;
+	struct tf_losses host, cuda, cuda_ckpt, cuda_cpu_ckpt, host_nvme, cuda_nvme;
+	uint64_t peak_ckpt, peak_cpu_ckpt;
 
 	if (zinf_device_cuda_count() == 0)
 		T_SKIP("no CUDA device (or zinf built without CUDA)");
 	tf_setup(&d, NULL);
-	run(&d, "host", false, false, &host);
-	run(&d, "cuda", false, false, &cuda);
-	run(&d, "cuda", true, false, &cuda_ckpt);
-	run(&d, "host", false, true, &host_nvme);
-	run(&d, "cuda", false, true, &cuda_nvme);
+	run(&d, "host", false, false, false, &host);
+	run(&d, "cuda", false, false, false, &cuda);
+	peak_ckpt = run(&d, "cuda", true, false, false, &cuda_ckpt);
+	peak_cpu_ckpt = run(&d, "cuda", true, false, true, &cuda_cpu_ckpt);
+	run(&d, "host", false, true, false, &host_nvme);
+	run(&d, "cuda", false, true, false, &cuda_nvme);
 	same(&host, &cuda, "host vs cuda");
 	same(&host, &cuda_ckpt, "host vs cuda with activation checkpointing");
 	same(&host_nvme, &cuda_nvme, "host vs cuda in bf16 with everything on NVMe");
+	same(&host, &cuda_cpu_ckpt, "host vs cuda with checkpoints in host memory");
+	T_CHECK(peak_cpu_ckpt + LAYER_INPUT_BYTES <= peak_ckpt,
+		"checkpoints in host memory: device peak %llu, not %zu below %llu",
+		(unsigned long long)peak_cpu_ckpt, LAYER_INPUT_BYTES,
+		(unsigned long long)peak_ckpt);
 	T_CHECK(fabs(cuda.loss[0] - cuda.loss[STEPS - 1]) > 1e-3, "loss did not move: %g -> %g",
 		cuda.loss[0], cuda.loss[STEPS - 1]);
 	tf_cleanup(&d);
