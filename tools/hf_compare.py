@@ -135,8 +135,9 @@ def main():
         rms_norm_eps=1e-5, tie_word_embeddings=False,
         attention_bias=False, mlp_bias=False)  # rope theta: the default, 10000
     model_dir = os.path.join(work, "hf-model")
-    transformers.LlamaForCausalLM(cfg).to(torch.float32).save_pretrained(
-        model_dir, safe_serialization=True)
+        # safetensors is save_pretrained's default since transformers 4.35 and its only format
+    # in 5, which removed the safe_serialization argument
+    transformers.LlamaForCausalLM(cfg).to(torch.float32).save_pretrained(model_dir)
     token_path = os.path.join(work, "tokens.bin")
     tokens = make_tokens(args.steps * args.batch * args.seq_len + 1, args.vocab)
     write_tokens(token_path, tokens)
