@@ -1,11 +1,16 @@
 // The CUDA simulator's cuBLAS: handles, their stream, and the fp32 GEMMs zinf calls,
-// queued on the handle's stream and run with the host's BLAS (OpenBLAS sgemm; exact
-// fp32, whatever the math mode asks). Scalars are read at the call (host pointer mode).
+// queued on the handle's stream and run with the host's BLAS (OpenBLAS sgemm, exact
+// fp32). In CUBLAS_TF32_TENSOR_OP_MATH mode the inputs are first rounded to TF32 (10
+// mantissa bits, to nearest even) as tensor cores take them, so that mode's effect on
+// results shows here too. Scalars are read at the call (host pointer mode).
 // The arguments are checked as cuBLAS checks them, and every matrix must lie inside one
 // device allocation, which the real device would only notice as a fault or wrong data.
 #include <cblas.h>
 #include <cublas_v2.h>
+#include <stdint.h>
 #include <string.h>
+
+#include <vector>
 
 #include "sim_internal.h"
 
@@ -64,9 +69,39 @@ cublasStatus_t check_gemm(const char *what, cublasOperation_t ta, cublasOperatio
 	return CUBLAS_STATUS_SUCCESS;
 }
 
-void run_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
-	      const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+float tf32_round(float x)
 {
+	uint32_t u;
+
+	memcpy(&u, &x, sizeof(u));
+	if ((u & 0x7f800000u) != 0x7f800000u) // finite: round the low 13 bits away
+		u = (u + 0xfffu + ((u >> 13) & 1)) & ~0x1fffu;
+	memcpy(&x, &u, sizeof(x));
+	return x;
+}
+
+// A TF32 copy of the n elements at p.
+std::vector<float> tf32_copy(const float *p, size_t n)
+{
+	std::vector<float> v(p, p + n);
+
+	for (float &x : v)
+		x = tf32_round(x);
+	return v;
+}
+
+void run_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+	      const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+	      bool tf32)
+{
+	std::vector<float> a32, b32;
+
+	if (tf32 && k) {
+		a32 = tf32_copy(A, span(ta == CUBLAS_OP_N ? m : k, ta == CUBLAS_OP_N ? k : m, lda));
+		b32 = tf32_copy(B, span(tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k, ldb));
+		A = a32.data();
+		B = b32.data();
+	}
 	if (beta == 0.0f) { // C is not read: it may hold anything, NaN included
 		for (int j = 0; j < n; j++)
 			memset(C + (size_t)j * ldc, 0, (size_t)m * sizeof(float));
@@ -152,6 +187,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
 {
 	cublasStatus_t st;
 	float a, b;
+	bool tf32;
 
 	if (!handle)
 		return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -160,8 +196,10 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
 		return st;
 	a = *alpha;
 	b = *beta;
-	return queue(handle,
-		     [=]() { run_gemm(transa, transb, m, n, k, a, A, lda, B, ldb, b, C, ldc); });
+	tf32 = (handle->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH; // less the flag bits
+	return queue(handle, [=]() {
+		run_gemm(transa, transb, m, n, k, a, A, lda, B, ldb, b, C, ldc, tf32);
+	});
 }
 
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
@@ -173,6 +211,7 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
 {
 	cublasStatus_t st;
 	float a, b;
+	bool tf32;
 
 	if (!handle)
 		return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -182,10 +221,11 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
 		return st;
 	a = *alpha;
 	b = *beta;
+	tf32 = (handle->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH; // less the flag bits
 	return queue(handle, [=]() {
 		for (int i = 0; i < batchCount; i++)
 			run_gemm(transa, transb, m, n, k, a, A + i * strideA, lda, B + i * strideB,
-				 ldb, b, C + i * strideC, ldc);
+				 ldb, b, C + i * strideC, ldc, tf32);
 	});
 }
 

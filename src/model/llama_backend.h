@@ -54,6 +54,7 @@ struct llama_rt_opts {
 	enum zinf_dtype weight_dtype;
 	struct llama_rt_mem mem; /* cuda: device memory for buffers and activations */
 	int cuda_device;	 /* cuda: ordinal */
+	bool tf32;		 /* cuda: TF32 tensor-core matrix products (zinf.tf32) */
 };
 
 void llama_rt_opts_init(struct llama_rt_opts *opts);

@@ -1,7 +1,7 @@
 /*
  * The cuda model runtime (llama_backend.h): the Llama-family forward and backward of
- * llama.h on a GPU. Matrix products are cuBLAS sgemm calls (fp32, CUBLAS_DEFAULT_MATH, no
- * TF32) on row-major buffers, everything else the kernels of kernels/llama_cuda.h, all
+  * llama.h on a GPU. Matrix products are cuBLAS sgemm calls (fp32, CUBLAS_DEFAULT_MATH, no
+ * TF32 unless opts.tf32) on row-major buffers, everything else the kernels of kernels/llama_cuda.h, all
  * queued on the runtime's own stream. The math is the CPU runtime's (llama.c,
  * llama_layer.c, llama_ops.c, llama_attention.c) step for step, so results agree to
  * rounding: attention is computed head by head as full (T, T) score matrices for the B
@@ -208,8 +208,10 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 	CU(cudaStreamCreateWithFlags, (&m->stream, cudaStreamNonBlocking), NULL);
 	BLAS(cublasCreate, (&m->blas), NULL);
 	BLAS(cublasSetStream, (m->blas, m->stream), NULL);
-	/* fp32 products, no TF32: results stay within rounding of the CPU runtime */
-	BLAS(cublasSetMathMode, (m->blas, CUBLAS_DEFAULT_MATH), NULL);
+	/* fp32 products, no TF32 (unless asked): results stay within rounding of the CPU
+	 * runtime */
+	BLAS(cublasSetMathMode,
+	     (m->blas, m->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), NULL);
 	TRY(dev_alloc(m, runtime_layout(m, NULL), &m->arena, "runtime buffers"));
 	runtime_layout(m, m->arena);
 	m->h_rowloss = malloc((size_t)m->N * sizeof(double));
@@ -261,6 +263,7 @@ static int cuda_create(const struct zinf_llama_config *cfg, const struct llama_r
 	m->base.ops = &llama_rt_cuda_ops;
 	m->cfg = *cfg;
 	m->mem = opts->mem;
+	m->tf32 = opts->tf32;
 	m->B = B;
 	m->T = T;
 	m->N = B * T;

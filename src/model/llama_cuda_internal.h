@@ -19,6 +19,7 @@ struct cuda_rt {
 	int B, T, N;
 	int head_rows; /* rows of logits held at once (N: all) */
 	int layer;     /* of the last bind: selects the attention window */
+	bool tf32;     /* cuBLAS math mode CUBLAS_TF32_TENSOR_OP_MATH */
 	cudaStream_t stream;
 	cublasHandle_t blas;
 	void *arena; /* device: the buffers below */

@@ -50,6 +50,7 @@ struct train_run {
 	struct train_data data, eval;
 	uint64_t B, gas, vocab;
 	bool cpu_ckpt; /* activation_checkpointing.cpu_checkpointing */
+	bool tf32;     /* zinf.tf32 */
 	struct zinf_engine *e;
 	struct train_pass pass;
 	int32_t *inputs, *targets;
@@ -156,6 +157,8 @@ static int setup_config(struct train_run *r, char *err, size_t errlen)
 	if (!rc)
 		rc = zinf_config_get_bool(r->cfg, "activation_checkpointing.cpu_checkpointing",
 					  &r->cpu_ckpt);
+	if (!rc)
+		rc = zinf_config_get_bool(r->cfg, "zinf.tf32", &r->tf32);
 	if (rc) {
 		const char *msg = zinf_config_last_error(r->cfg);
 
@@ -263,6 +266,8 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 /* Engine, parameters, runtime: a budget that cannot hold the model is refused here. */
 static int start(struct train_run *r, char *err, size_t errlen)
 {
+	struct train_pass_opts po = {
+		.ckpt = r->o->activation_checkpointing, .cpu_ckpt = r->cpu_ckpt, .tf32 = r->tf32};
 	int rc;
 
 	rc = zinf_engine_create(r->cfg, &r->e, err, errlen);
@@ -271,8 +276,8 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	if (!rc)
 		rc = train_model_load(&r->tm, r->e, r->o, err, errlen);
 	if (!rc)
-		rc = train_pass_create(&r->pass, &r->tm, r->e, (int)r->B, (int)r->o->seq_len,
-				       r->o->activation_checkpointing, r->cpu_ckpt, err, errlen);
+		rc = train_pass_create(&r->pass, &r->tm, r->e, (int)r->B, (int)r->o->seq_len, &po,
+				       err, errlen);
 	return rc;
 }
 

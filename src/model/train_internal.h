@@ -79,10 +79,14 @@ struct train_pass {
 	float *d;	/* (N, C) fp32 gradient flowing backward */
 };
 
-/* ckpt: recompute each layer in backward from its saved input; cpu_ckpt (with ckpt):
- * save those inputs in host memory instead of the runtime's (device) memory. */
+struct train_pass_opts {
+	bool ckpt;     /* recompute each layer in backward from its saved input */
+	bool cpu_ckpt; /* with ckpt: save those inputs in host memory, not the runtime's */
+	bool tf32;     /* cuda runtime: TF32 matrix products (zinf.tf32) */
+};
+
 int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_engine *e, int B,
-		      int T, bool ckpt, bool cpu_ckpt, char *err, size_t errlen);
+		      int T, const struct train_pass_opts *po, char *err, size_t errlen);
 void train_pass_destroy(struct train_pass *p);
 /* Forward (and with backward true, backward into the engine's gradient buffers with
  * dloss = the engine's loss scale) of one micro-batch; *loss is its mean loss. */

@@ -35,7 +35,7 @@ static const char *engine_mem_error(void *ctx)
 }
 
 int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_engine *e, int B,
-		      int T, bool ckpt, bool cpu_ckpt, char *err, size_t errlen)
+		      int T, const struct train_pass_opts *po, char *err, size_t errlen)
 {
 	struct llama_rt_opts opts;
 	uint64_t nc_bytes;
@@ -48,8 +48,8 @@ int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_
 	p->T = T;
 	p->N = B * T;
 	p->C = tm->lc.hidden_size;
-	p->ckpt = ckpt;
-	p->cpu_ckpt = ckpt && cpu_ckpt;
+	p->ckpt = po->ckpt;
+	p->cpu_ckpt = po->ckpt && po->cpu_ckpt;
 	p->ops = llama_rt_ops_for(zinf_engine_device_kind(e));
 	llama_rt_opts_init(&opts);
 	opts.weight_dtype = tm->param_dtype;
@@ -58,11 +58,12 @@ int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_
 	opts.mem.last_error = engine_mem_error;
 	opts.mem.ctx = e;
 	opts.cuda_device = zinf_engine_device_ordinal(e);
+	opts.tf32 = po->tf32;
 	rc = p->ops->create(&tm->lc, &opts, B, T, &p->m, err, errlen);
 	if (rc)
 		return rc;
 	nc_bytes = (uint64_t)p->N * p->C * sizeof(float);
-	p->n_acts = ckpt ? 1 : tm->L;
+	p->n_acts = p->ckpt ? 1 : tm->L;
 	p->acts = calloc((size_t)p->n_acts, sizeof(*p->acts));
 	if (!p->acts) {
 		rc = -ENOMEM;

@@ -1,7 +1,9 @@
 /* The CUDA simulator's cuBLAS SGEMMs compute what cuBLAS defines, checked against a naive
  * column-major product: every transpose pair, leading dimensions larger than the rows,
- * alpha and beta both used, beta = 0 ignoring C's old contents (NaN there stays out),
- * and a strided batch. */
+  * alpha and beta both used, beta = 0 ignoring C's old contents (NaN there stays out),
+ * and a strided batch; in CUBLAS_TF32_TENSOR_OP_MATH mode the inputs are rounded to TF32
+ * first (an input's 2^-15 part below TF32's precision drops out of the product, which
+ * it does not in the default mode). */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -94,6 +96,35 @@ int main(void)
 		for (int i = 0; i < STRIDE * BATCH; i++)
 			T_CHECK(got[i] == want[i], "batch element %d: %g, want %g", i, got[i],
 				want[i]);
+	}
+	{
+		float alpha = 1, beta = 0, exact[STRIDE];
+
+		/* A: small integers + 2^-15, which TF32 (10 mantissa bits) rounds away */
+		for (int i = 0; i < STRIDE; i++)
+			want[i] = A[i] + (A[i] >= 1 ? 0x1p-15f : 0);
+		CK(cudaMemcpy(dA, want, STRIDE * sizeof(float), cudaMemcpyHostToDevice));
+		T_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &alpha, dA, LD, dB, LD,
+				    &beta, dC, LD) == CUBLAS_STATUS_SUCCESS,
+			"fp32 sgemm");
+		CK(cudaMemcpy(exact, dC, sizeof(exact), cudaMemcpyDeviceToHost));
+		T_CHECK(cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH) == CUBLAS_STATUS_SUCCESS,
+			"TF32 math mode");
+		T_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &alpha, dA, LD, dB, LD,
+				    &beta, dC, LD) == CUBLAS_STATUS_SUCCESS,
+			"TF32 sgemm");
+		CK(cudaMemcpy(got, dC, STRIDE * sizeof(float), cudaMemcpyDeviceToHost));
+		memcpy(want, C, sizeof(C));
+		naive(CUBLAS_OP_N, CUBLAS_OP_N, alpha, A, B, beta, want); /* the rounded inputs */
+		int differ = 0;
+		for (int j = 0; j < N; j++)
+			for (int i = 0; i < M; i++) {
+				T_CHECK(got[j * LD + i] == want[j * LD + i],
+					"TF32 C(%d,%d) %.9g, want %.9g", i, j, got[j * LD + i],
+					want[j * LD + i]);
+				differ += exact[j * LD + i] != got[j * LD + i];
+			}
+		T_CHECK(differ > 0, "the default mode kept the 2^-15 parts");
 	}
 	T_CHECK(cublasDestroy(h) == CUBLAS_STATUS_SUCCESS, "cublasDestroy");
 	CK(cudaFree(dC));

@@ -2,8 +2,9 @@
  * device budget) gives the losses the host backend gives: 3 steps of a tiny fp32 model
   * with parameters on NVMe agree within 1e-4 relative, with and without activation
  * checkpointing (and with the checkpoints in host memory, which lowers the device peak by
- * the L - 1 layer inputs no longer on the device), and so do 3 steps in bf16 with parameters, optimizer state and
- * gradients on NVMe; the loss moves (the updates take effect) and the device peak,
+  * the L - 1 layer inputs no longer on the device), and so do 3 steps in bf16 with parameters, optimizer state and
+ * gradients on NVMe; with zinf.tf32 the losses stay within 1e-3 and change (the TF32
+ * math mode took effect); the loss moves (the updates take effect) and the device peak,
  * activations included, stays within zinf.device_memory_limit. Skips (77) without a GPU
  * (a ZINF_CUDA=SIM build runs it on the CUDA simulator). */
 #include "device.h"
@@ -39,24 +40,26 @@ static void write_ds(struct tf_dir *d, const char *device, bool nvme_all)
 /* L 2, B 2, T 16, C 32 (train_fixture.h): one layer input, in bytes */
 #define LAYER_INPUT_BYTES (2 * 16 * 32 * sizeof(float))
 
-static uint64_t run(struct tf_dir *d, const char *device, bool ckpt, bool nvme_all, bool cpu_ckpt,
+#define CPU_CKPT "activation_checkpointing.cpu_checkpointing=true"
+#define TF32 "zinf.tf32=true"
+
+/* One run; set: NULL or one --set KEY=VALUE. Returns the peak device bytes. */
+static uint64_t run(struct tf_dir *d, const char *device, bool ckpt, bool nvme_all, const char *set,
 		    struct tf_losses *l)
 {
-	static const char *const sets[] = {"activation_checkpointing.cpu_checkpointing=true"};
+	const char *sets[1] = {set};
 	struct zinf_train_opts o;
 	struct zinf_train_result res;
 
 	write_ds(d, device, nvme_all);
 	tf_opts(d, &o, STEPS, l);
 	o.activation_checkpointing = ckpt;
-	if (cpu_ckpt) {
-		o.config_sets = sets;
-		o.n_config_sets = 1;
-	}
+	o.config_sets = sets;
+	o.n_config_sets = set ? 1 : 0;
 	tf_run(&o, &res);
 	T_CHECK(l->n == STEPS && res.steps == STEPS, "%s: %d steps reported", device, l->n);
-	printf("%s%s%s%s: losses %.9g %.9g %.9g, peak device %llu of %llu bytes\n", device,
-	       ckpt ? " (checkpointing)" : "", cpu_ckpt ? " (in host memory)" : "",
+	printf("%s%s%s%s%s: losses %.9g %.9g %.9g, peak device %llu of %llu bytes\n", device,
+	       ckpt ? " (checkpointing)" : "", set ? " --set " : "", set ? set : "",
 	       nvme_all ? " (bf16, all on NVMe)" : "", l->loss[0], l->loss[1], l->loss[2],
 	       (unsigned long long)res.peak_device_bytes,
 	       (unsigned long long)res.device_limit_bytes);
@@ -77,18 +80,20 @@ static void same(const struct tf_losses *a, const struct tf_losses *b, const cha
 int main(void)
 {
 	struct tf_dir d;
-	struct tf_losses host, cuda, cuda_ckpt, cuda_cpu_ckpt, host_nvme, cuda_nvme;
+	struct tf_losses host, cuda, cuda_ckpt, cuda_cpu_ckpt, host_nvme, cuda_nvme, cuda_tf32;
 	uint64_t peak_ckpt, peak_cpu_ckpt;
+	int differ = 0;
 
 	if (zinf_device_cuda_count() == 0)
 		T_SKIP("no CUDA device (or zinf built without CUDA)");
 	tf_setup(&d, NULL);
-	run(&d, "host", false, false, false, &host);
-	run(&d, "cuda", false, false, false, &cuda);
-	peak_ckpt = run(&d, "cuda", true, false, false, &cuda_ckpt);
-	peak_cpu_ckpt = run(&d, "cuda", true, false, true, &cuda_cpu_ckpt);
-	run(&d, "host", false, true, false, &host_nvme);
-	run(&d, "cuda", false, true, false, &cuda_nvme);
+	run(&d, "host", false, false, NULL, &host);
+	run(&d, "cuda", false, false, NULL, &cuda);
+	peak_ckpt = run(&d, "cuda", true, false, NULL, &cuda_ckpt);
+	peak_cpu_ckpt = run(&d, "cuda", true, false, CPU_CKPT, &cuda_cpu_ckpt);
+	run(&d, "host", false, true, NULL, &host_nvme);
+	run(&d, "cuda", false, true, NULL, &cuda_nvme);
+	run(&d, "cuda", false, false, TF32, &cuda_tf32);
 	same(&host, &cuda, "host vs cuda");
 	same(&host, &cuda_ckpt, "host vs cuda with activation checkpointing");
 	same(&host_nvme, &cuda_nvme, "host vs cuda in bf16 with everything on NVMe");
@@ -97,6 +102,13 @@ int main(void)
 		"checkpoints in host memory: device peak %llu, not %zu below %llu",
 		(unsigned long long)peak_cpu_ckpt, LAYER_INPUT_BYTES,
 		(unsigned long long)peak_ckpt);
+	/* TF32 products: close to fp32, and not the same numbers (the mode took effect) */
+	for (int i = 0; i < STEPS; i++) {
+		T_CHECK(fabs(cuda_tf32.loss[i] - host.loss[i]) <= 1e-3 * fabs(host.loss[i]),
+			"tf32: step %d loss %.9g vs %.9g", i + 1, cuda_tf32.loss[i], host.loss[i]);
+		differ += cuda_tf32.loss[i] != cuda.loss[i];
+	}
+	T_CHECK(differ > 0, "zinf.tf32 changed no loss");
 	T_CHECK(fabs(cuda.loss[0] - cuda.loss[STEPS - 1]) > 1e-3, "loss did not move: %g -> %g",
 		cuda.loss[0], cuda.loss[STEPS - 1]);
 	tf_cleanup(&d);
