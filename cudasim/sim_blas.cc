@@ -122,6 +122,30 @@ cublasStatus_t queue(cublasHandle_t h, std::function<void()> op)
 		       ? CUBLAS_STATUS_SUCCESS
 		       : CUBLAS_STATUS_EXECUTION_FAILED;
 }
+// Check one (batched) GEMM and queue it on the handle's stream.
+cublasStatus_t gemm(cublasHandle_t h, const char *what, cublasOperation_t ta, cublasOperation_t tb,
+		    int m, int n, int k, const float *alpha, const float *A, int lda, long long sa,
+		    const float *B, int ldb, long long sb, const float *beta, float *C, int ldc,
+		    long long sc, int batch)
+{
+	cublasStatus_t st;
+	float a, b;
+	bool tf32;
+
+	if (!h)
+		return CUBLAS_STATUS_NOT_INITIALIZED;
+	st = check_gemm(what, ta, tb, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, batch);
+	if (st != CUBLAS_STATUS_SUCCESS || !m || !n || !batch)
+		return st;
+	a = *alpha;
+	b = *beta;
+	tf32 = (h->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH; // less the flag bits
+	return queue(h, [=]() {
+		for (int i = 0; i < batch; i++)
+			run_gemm(ta, tb, m, n, k, a, A + i * sa, lda, B + i * sb, ldb, b,
+				 C + i * sc, ldc, tf32);
+	});
+}
 } // namespace
 
 extern "C" {
@@ -185,21 +209,8 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
 			      const float *A, int lda, const float *B, int ldb, const float *beta,
 			      float *C, int ldc)
 {
-	cublasStatus_t st;
-	float a, b;
-	bool tf32;
-
-	if (!handle)
-		return CUBLAS_STATUS_NOT_INITIALIZED;
-	st = check_gemm("cublasSgemm", transa, transb, m, n, k, A, lda, 0, B, ldb, 0, C, ldc, 0, 1);
-	if (st != CUBLAS_STATUS_SUCCESS || !m || !n)
-		return st;
-	a = *alpha;
-	b = *beta;
-	tf32 = (handle->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH; // less the flag bits
-	return queue(handle, [=]() {
-		run_gemm(transa, transb, m, n, k, a, A, lda, B, ldb, b, C, ldc, tf32);
-	});
+	return gemm(handle, "cublasSgemm", transa, transb, m, n, k, alpha, A, lda, 0, B, ldb, 0,
+		    beta, C, ldc, 0, 1);
 }
 
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
@@ -209,24 +220,8 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
 					 long long int strideB, const float *beta, float *C,
 					 int ldc, long long int strideC, int batchCount)
 {
-	cublasStatus_t st;
-	float a, b;
-	bool tf32;
-
-	if (!handle)
-		return CUBLAS_STATUS_NOT_INITIALIZED;
-	st = check_gemm("cublasSgemmStridedBatched", transa, transb, m, n, k, A, lda, strideA, B,
-			ldb, strideB, C, ldc, strideC, batchCount);
-	if (st != CUBLAS_STATUS_SUCCESS || !m || !n || !batchCount)
-		return st;
-	a = *alpha;
-	b = *beta;
-	tf32 = (handle->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH; // less the flag bits
-	return queue(handle, [=]() {
-		for (int i = 0; i < batchCount; i++)
-			run_gemm(transa, transb, m, n, k, a, A + i * strideA, lda, B + i * strideB,
-				 ldb, b, C + i * strideC, ldc, tf32);
-	});
+	return gemm(handle, "cublasSgemmStridedBatched", transa, transb, m, n, k, alpha, A, lda,
+		    strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
 }
 
 } // extern "C"
