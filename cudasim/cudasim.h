@@ -2,7 +2,9 @@
 // the CUDA simulator (ZINF_CUDA=SIM): the CUDA qualifiers, the thread and block indices,
 // __syncthreads and the few device intrinsics the kernels use, and ZINF_LAUNCH, which
 // queues the kernel on its stream in the simulated runtime (sim_runtime.cc). One block
-// runs at a time, one fiber per thread, so a static __shared__ array is the block's.
+// runs at a time, one fiber per thread, so a static __shared__ array is the block's: all
+// of them sit in one section, filled with 0xff before each block, so a block never sees
+// what another left there.
 #ifndef ZINF_CUDASIM_H
 #define ZINF_CUDASIM_H
 
@@ -10,7 +12,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __shared__ static
+#define __shared__ __attribute__((section("cudasim_shared"))) static
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -43,7 +45,27 @@ void cudasim_syncthreads(void);
 // Queue body to run over grid x block on stream (validated there; errors go to the
 // thread's last CUDA error as a real launch's would).
 void cudasim_launch(cudaStream_t stream, dim3 grid, dim3 block, const char *name,
-		    std::function<void()> body);
+		    std::function<void()> body, char *shared_lo, char *shared_hi);
+
+// The linker's bounds of this module's cudasim_shared section (NULL when it has none).
+extern "C" char __start_cudasim_shared[] __attribute__((weak, visibility("hidden")));
+extern "C" char __stop_cudasim_shared[] __attribute__((weak, visibility("hidden")));
+
+// Whether p may be a kernel's pointer argument: NULL, device memory, or registered
+// (mapped) host memory; and the refusal of a launch whose argument arg is not.
+bool sim_is_kernel_pointer(const void *p);
+void cudasim_refuse_launch(const char *name, int arg, const void *p);
+
+template <typename T> static inline bool cudasim_arg_ok(const char *name, int arg, const T &v)
+{
+	if constexpr (std::is_pointer_v<T>) {
+		if (!sim_is_kernel_pointer((const void *)v)) {
+			cudasim_refuse_launch(name, arg, (const void *)v);
+			return false;
+		}
+	}
+	return true;
+}
 
 static inline float __uint_as_float(uint32_t u)
 {
@@ -98,8 +120,17 @@ template <typename... P> struct cudasim_launcher {
 	{
 		auto args = std::make_shared<std::tuple<std::decay_t<P>...>>(std::forward<A>(a)...);
 		void (*k)(P...) = kernel;
+		bool ok = std::apply(
+			[this](const auto &...v) {
+				int i = 0;
+				return (cudasim_arg_ok(name, i++, v) && ...);
+			},
+			*args);
 
-		cudasim_launch(stream, grid, block, name, [k, args]() { std::apply(k, *args); });
+		if (ok)
+			cudasim_launch(
+				stream, grid, block, name, [k, args]() { std::apply(k, *args); },
+				__start_cudasim_shared, __stop_cudasim_shared);
 	}
 };
 

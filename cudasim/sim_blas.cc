@@ -44,7 +44,7 @@ cublasStatus_t check_gemm(const char *what, cublasOperation_t ta, cublasOperatio
 {
 	int arows = ta == CUBLAS_OP_N ? m : k, acols = ta == CUBLAS_OP_N ? k : m;
 	int brows = tb == CUBLAS_OP_N ? k : n, bcols = tb == CUBLAS_OP_N ? n : k;
-	size_t ea, eb, ec;
+	size_t ea = 0, eb = 0, ec = 0, ba = 0, bb = 0, bc = 0;
 
 	if (!op_valid(ta) || !op_valid(tb) || m < 0 || n < 0 || k < 0 || batch < 0 ||
 	    lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) ||
@@ -55,12 +55,22 @@ cublasStatus_t check_gemm(const char *what, cublasOperation_t ta, cublasOperatio
 	}
 	if (!m || !n || !batch)
 		return CUBLAS_STATUS_SUCCESS;
-	ea = span(arows, acols, lda) + (size_t)sa * (batch - 1);
-	eb = span(brows, bcols, ldb) + (size_t)sb * (batch - 1);
-	ec = span(m, n, ldc) + (size_t)sc * (batch - 1);
-	if ((k && (!sim_is_device_range(A, ea * sizeof(float)) ||
-		   !sim_is_device_range(B, eb * sizeof(float)))) ||
-	    !sim_is_device_range(C, ec * sizeof(float))) {
+	if (batch > 1 && (size_t)sc < span(m, n, ldc)) { // tolerated here, a race on a GPU
+		sim_complain("%s: batch items overlap in C (strideC %lld, each item spans %zu)",
+			     what, sc, span(m, n, ldc));
+		return CUBLAS_STATUS_EXECUTION_FAILED;
+	}
+	if (__builtin_mul_overflow((size_t)sa, (size_t)(batch - 1), &ea) ||
+	    __builtin_add_overflow(ea, span(arows, acols, lda), &ea) ||
+	    __builtin_mul_overflow(ea, sizeof(float), &ba) ||
+	    __builtin_mul_overflow((size_t)sb, (size_t)(batch - 1), &eb) ||
+	    __builtin_add_overflow(eb, span(brows, bcols, ldb), &eb) ||
+	    __builtin_mul_overflow(eb, sizeof(float), &bb) ||
+	    __builtin_mul_overflow((size_t)sc, (size_t)(batch - 1), &ec) ||
+	    __builtin_add_overflow(ec, span(m, n, ldc), &ec) ||
+	    __builtin_mul_overflow(ec, sizeof(float), &bc) ||
+	    (k && (!sim_is_device_range(A, ba) || !sim_is_device_range(B, bb))) ||
+	    !sim_is_device_range(C, bc)) {
 		sim_complain("%s: a matrix leaves its device allocation (A %p %zu, B %p %zu, C %p "
 			     "%zu elements)",
 			     what, (const void *)A, ea, (const void *)B, eb, (const void *)C, ec);

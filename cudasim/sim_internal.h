@@ -9,14 +9,16 @@
 #include <functional>
 
 // Run body once per thread of every block of grid x block (block by block, one fiber
-// per thread). Called with the device lock held.
-void sim_run_grid(dim3 grid, dim3 block, const std::function<void()> &body);
+// per thread), filling the kernels' shared memory [shared_lo, shared_hi) with 0xff
+// before each block. Called with the device lock held.
+void sim_run_grid(dim3 grid, dim3 block, const std::function<void()> &body, char *shared_lo,
+		  char *shared_hi);
 
 // Queue op on stream (NULL: the legacy default stream); the caller has validated it.
 // Returns cudaSuccess, or the error of an unknown stream.
 cudaError_t sim_enqueue(cudaStream_t stream, std::function<void()> op);
 
-// Whether [p, p + n) lies inside one device allocation.
+// Whether [p, p + n) lies inside one device allocation (takes the device lock).
 bool sim_is_device_range(const void *p, size_t n);
 
 // Set the calling thread's last error to err (unless cudaSuccess) and return err.

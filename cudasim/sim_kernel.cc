@@ -1,8 +1,12 @@
 // The CUDA simulator's block scheduler: every thread of a block is a fiber on the
 // calling host thread; __syncthreads parks the fiber, and when every live fiber of the
 // block is parked or finished the barrier opens. Blocks run one after another, so a
-// kernel's static __shared__ arrays (static locals, see cudasim.h) are its block's.
+// kernel's static __shared__ arrays (static locals in one section, see cudasim.h) are
+// its block's, filled with 0xff before each block.
 // Only one grid runs at a time: the runtime calls this with its device lock held.
+// ZINF_CUDASIM_ORDER=reverse runs the blocks, and the threads between two barriers, in
+// reverse order, so that a kernel that depends on the order (a missing __syncthreads, a
+// block reading another block's output) gives other results.
 //
 // A switch between fibers is a few instructions on x86-64 (callee-saved registers and
 // the stack pointer, below); elsewhere it is swapcontext, which is correct but makes a
@@ -10,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include <vector>
@@ -23,8 +28,8 @@ namespace
 {
 enum fiber_state { FIBER_RUNNABLE, FIBER_AT_BARRIER, FIBER_DONE };
 
-const size_t STACK_BYTES = 32 << 10; // a kernel thread's frames are small
-const size_t GUARD_BYTES = 4096;     // an inaccessible page below each stack
+const size_t STACK_BYTES = 256 << 10; // reserved, not committed: pages are used as touched
+const size_t GUARD_BYTES = 4096;      // an inaccessible page below each stack
 } // namespace
 
 #if defined(__x86_64__)
@@ -122,6 +127,7 @@ struct block_run {
 };
 
 struct block_run *running; // guarded by the runtime's device lock
+bool reverse_order;	   // ZINF_CUDASIM_ORDER=reverse, read at each launch
 std::vector<char *> stacks;
 std::vector<struct fiber> fibers;
 } // namespace
@@ -156,8 +162,8 @@ static void run_block(struct block_run *run, unsigned nthreads)
 	unsigned done = 0;
 
 	while (done < nthreads) {
-		for (unsigned i = 0; i < nthreads; i++) {
-			struct fiber *f = &fibers[i];
+		for (unsigned n = 0; n < nthreads; n++) {
+			struct fiber *f = &fibers[reverse_order ? nthreads - 1 - n : n];
 
 			if (f->state == FIBER_AT_BARRIER) // parked in the previous pass
 				f->state = FIBER_RUNNABLE;
@@ -171,15 +177,17 @@ static void run_block(struct block_run *run, unsigned nthreads)
 	}
 }
 
-void sim_run_grid(dim3 grid, dim3 block, const std::function<void()> &body)
+void sim_run_grid(dim3 grid, dim3 block, const std::function<void()> &body, char *shared_lo,
+		  char *shared_hi)
 {
 	unsigned nthreads = block.x * block.y * block.z;
+	uint64_t nblocks = (uint64_t)grid.x * grid.y * grid.z;
 	struct block_run run = {};
 	struct cudasim_index saved = cudasim_cur;
 
 	while (stacks.size() < nthreads) {
 		char *s = (char *)mmap(NULL, GUARD_BYTES + STACK_BYTES, PROT_READ | PROT_WRITE,
-				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
 		if (s == MAP_FAILED || mprotect(s, GUARD_BYTES, PROT_NONE)) {
 			sim_complain("out of host memory for %u thread stacks", nthreads);
@@ -191,25 +199,29 @@ void sim_run_grid(dim3 grid, dim3 block, const std::function<void()> &body)
 		fibers.resize(nthreads);
 	run.body = &body;
 	running = &run;
+	reverse_order =
+		getenv("ZINF_CUDASIM_ORDER") && !strcmp(getenv("ZINF_CUDASIM_ORDER"), "reverse");
 	cudasim_cur.block_dim = block;
 	cudasim_cur.grid_dim = grid;
-	for (unsigned bz = 0; bz < grid.z; bz++)
-		for (unsigned by = 0; by < grid.y; by++)
-			for (unsigned bx = 0; bx < grid.x; bx++) {
-				unsigned i = 0;
+	for (uint64_t b = 0; b < nblocks; b++) {
+		uint64_t lin = reverse_order ? nblocks - 1 - b : b;
+		unsigned i = 0;
 
-				cudasim_cur.block = make_uint3(bx, by, bz);
-				for (unsigned tz = 0; tz < block.z; tz++)
-					for (unsigned ty = 0; ty < block.y; ty++)
-						for (unsigned tx = 0; tx < block.x; tx++, i++) {
-							struct fiber *f = &fibers[i];
+		if (shared_lo && shared_hi > shared_lo)
+			memset(shared_lo, 0xff, (size_t)(shared_hi - shared_lo));
 
-							context_init(&f->ctx, stacks[i]);
-							f->tid = make_uint3(tx, ty, tz);
-							f->state = FIBER_RUNNABLE;
-						}
-				run_block(&run, nthreads);
-			}
+		cudasim_cur.block =
+			make_uint3((unsigned)(lin % grid.x), (unsigned)(lin / grid.x % grid.y),
+				   (unsigned)(lin / grid.x / grid.y));
+		for (unsigned tz = 0; tz < block.z; tz++)
+			for (unsigned ty = 0; ty < block.y; ty++)
+				for (unsigned tx = 0; tx < block.x; tx++, i++) {
+					context_init(&fibers[i].ctx, stacks[i]);
+					fibers[i].tid = make_uint3(tx, ty, tz);
+					fibers[i].state = FIBER_RUNNABLE;
+				}
+		run_block(&run, nthreads);
+	}
 	running = NULL;
 	cudasim_cur = saved;
 }

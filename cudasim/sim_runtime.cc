@@ -5,17 +5,21 @@
 // finds the mistakes a first run on a GPU would:
 // - streams are lazy: queued work runs only when something waits for it (a stream or
 //   event synchronize, a stream waiting on an event, a second query of a pending event,
-//   cudaFree, cudaDeviceSynchronize), so a result read before its wait, a buffer reused
-//   while a copy from it is queued, or a missing wait between two streams shows up as
-//   wrong data (ZINF_CUDASIM_EAGER=1 runs everything at once instead);
+//   cudaFree, cudaHostUnregister, cudaDeviceSynchronize), so a result read before its
+//   wait, a buffer reused while a copy from it is queued, or a missing wait between two
+//   streams shows up as wrong data (ZINF_CUDASIM_EAGER=1 runs everything at once);
+//   destroying a stream or event waits for nothing, as on a GPU;
 // - a copy's pointers must match its kind, device ranges must lie inside one allocation,
-//   and a launch's grid and block must be within the device's limits;
-// - new device memory is filled with 0xff bytes (a NaN in every float format), so an
-//   uninitialised read shows up in the results.
-// Copies from and to pageable host memory run at once, after the stream's queued work,
-// as the real runtime stages them. The legacy default stream (NULL) runs its work at
-// once after that of every blocking stream. Device memory defaults to 8 GiB
-// (ZINF_CUDASIM_MEMORY_MIB), one device (ZINF_CUDASIM_DEVICES).
+//   a launch's grid and block must be within the device's limits, and a kernel's pointer
+//   arguments must be device (or registered host) memory;
+// - new device memory (allocations up to 256 MiB) is filled with 0xff bytes, a NaN in
+//   every float format, so an uninitialised read shows up in the results.
+// A copy from pageable host memory is staged at the call (the buffer may be reused at
+// once) and queued; one to pageable memory, or between host buffers, is done when the
+// call returns, after the stream's queued work. The legacy default stream (NULL) runs
+// its work at once after that of every blocking stream (a simplification: on a GPU it
+// is queued too). Device memory defaults to 8 GiB (ZINF_CUDASIM_MEMORY_MIB), one device
+// (ZINF_CUDASIM_DEVICES).
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -27,12 +31,17 @@
 
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "cudasim.h"
 #include "sim_internal.h"
 
+// A destroyed stream is kept (in dead_streams, never freed): its queued work still runs
+// when something waits for it, and no new stream can take its address, so a queued
+// event wait naming it never reaches another stream.
 struct CUstream_st {
 	std::deque<std::function<void()>> queue;
 	uint64_t enqueued = 0, completed = 0;
@@ -40,17 +49,20 @@ struct CUstream_st {
 	bool running = false;
 };
 
+// A destroyed event is freed when the last of its queued records has run.
 struct CUevent_st {
 	cudaStream_t stream = NULL; // where last recorded; NULL: complete at record
 	uint64_t target = 0;	    // complete when stream->completed reaches it
-	bool recorded = false, timing = true, polled = false;
-	double ms = 0; // when the record ran
+	bool recorded = false, timing = true, polled = false, destroyed = false;
+	int pending = 0; // queued records not yet run
+	double ms = 0;	 // when the record ran
 };
 
 namespace
 {
 std::mutex dev_lock; // everything below, and the running of all device work
 std::set<cudaStream_t> streams;
+std::vector<cudaStream_t> dead_streams;
 std::set<cudaEvent_t> events;
 std::map<uintptr_t, size_t> device_allocs; // start -> bytes
 std::map<uintptr_t, size_t> host_regs;	   // start -> bytes
@@ -129,6 +141,11 @@ void flush(cudaStream_t s, uint64_t upto)
 {
 	if (s->completed >= upto)
 		return;
+	if (upto > s->enqueued) {
+		sim_complain("waiting for work a stream never had (%llu of %llu items)",
+			     (unsigned long long)upto, (unsigned long long)s->enqueued);
+		abort();
+	}
 	if (s->running) {
 		sim_complain("a stream waits (through events) for its own later work: a deadlock");
 		abort();
@@ -149,6 +166,8 @@ void flush_all(bool blocking_only)
 	for (cudaStream_t s : streams)
 		if (!blocking_only || !(s->flags & cudaStreamNonBlocking))
 			flush(s, s->enqueued);
+	for (cudaStream_t s : dead_streams)
+		flush(s, s->enqueued);
 }
 
 bool valid_stream(cudaStream_t s)
@@ -179,6 +198,10 @@ void sync_stream(cudaStream_t s)
 		flush(s, s->enqueued);
 }
 
+// The kind of a copy of count bytes from src to dst (cudaMemcpyDefault inferred), or
+// cudaMemcpyDefault when its pointers are not where the kind says. Lock held.
+enum cudaMemcpyKind copy_kind(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind);
+
 const char *kind_name(enum cudaMemcpyKind k)
 {
 	switch (k) {
@@ -194,6 +217,27 @@ const char *kind_name(enum cudaMemcpyKind k)
 		return "Default";
 	}
 	return "?";
+}
+
+enum cudaMemcpyKind copy_kind(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	bool ddst = find_range(device_allocs, dst, count) != device_allocs.end();
+	bool dsrc = find_range(device_allocs, src, count) != device_allocs.end();
+	bool dst_any = is_device_ptr(dst), src_any = is_device_ptr(src);
+
+	if (kind == cudaMemcpyDefault)
+		kind = dst_any ? (src_any ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+			       : (src_any ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+	if ((kind == cudaMemcpyHostToDevice && (!ddst || src_any)) ||
+	    (kind == cudaMemcpyDeviceToHost && (!dsrc || dst_any)) ||
+	    (kind == cudaMemcpyDeviceToDevice && (!ddst || !dsrc)) ||
+	    (kind == cudaMemcpyHostToHost && (dst_any || src_any))) {
+		sim_complain("cudaMemcpy(%p, %p, %zu, %s): a pointer is not where the kind says, "
+			     "or a device range leaves its allocation",
+			     dst, src, count, kind_name(kind));
+		return cudaMemcpyDefault;
+	}
+	return kind;
 }
 } // namespace
 
@@ -217,7 +261,16 @@ cudaError_t sim_error(cudaError_t err)
 
 bool sim_is_device_range(const void *p, size_t n)
 {
+	std::lock_guard<std::mutex> g(dev_lock);
+
 	return find_range(device_allocs, p, n) != device_allocs.end();
+}
+
+bool sim_is_kernel_pointer(const void *p)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	return !p || is_device_ptr(p) || is_pinned_range(p, 1); // registered: mapped (UVA)
 }
 
 cudaError_t sim_enqueue(cudaStream_t stream, std::function<void()> op)
@@ -231,7 +284,7 @@ cudaError_t sim_enqueue(cudaStream_t stream, std::function<void()> op)
 }
 
 void cudasim_launch(cudaStream_t stream, dim3 grid, dim3 block, const char *name,
-		    std::function<void()> body)
+		    std::function<void()> body, char *shared_lo, char *shared_hi)
 {
 	uint64_t threads = (uint64_t)block.x * block.y * block.z;
 
@@ -244,7 +297,17 @@ void cudasim_launch(cudaStream_t stream, dim3 grid, dim3 block, const char *name
 		sim_error(cudaErrorInvalidConfiguration);
 		return;
 	}
-	sim_enqueue(stream, [grid, block, body]() { sim_run_grid(grid, block, body); });
+	sim_enqueue(stream, [grid, block, body, shared_lo, shared_hi]() {
+		sim_run_grid(grid, block, body, shared_lo, shared_hi);
+	});
+}
+
+void cudasim_refuse_launch(const char *name, int arg, const void *p)
+{
+	sim_complain("launch of %s: argument %d (%p) is neither device memory nor registered "
+		     "host memory (an illegal address on a GPU)",
+		     name, arg, p);
+	sim_error(cudaErrorIllegalAddress);
 }
 
 extern "C" {
@@ -285,6 +348,10 @@ const char *cudaGetErrorName(cudaError_t err)
 		return "cudaErrorHostMemoryNotRegistered";
 	case cudaErrorNoDevice:
 		return "cudaErrorNoDevice";
+	case cudaErrorIllegalAddress:
+		return "cudaErrorIllegalAddress";
+	case cudaErrorInvalidMemcpyDirection:
+		return "cudaErrorInvalidMemcpyDirection";
 	default:
 		return "cudaErrorUnknown";
 	}
@@ -313,6 +380,10 @@ const char *cudaGetErrorString(cudaError_t err)
 		return "pointer does not correspond to a registered memory region";
 	case cudaErrorNoDevice:
 		return "no CUDA-capable device is detected";
+	case cudaErrorIllegalAddress:
+		return "an illegal memory access was encountered";
+	case cudaErrorInvalidMemcpyDirection:
+		return "invalid copy direction for memcpy";
 	default:
 		return "unknown error";
 	}
@@ -422,7 +493,7 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 	uintptr_t a = (uintptr_t)ptr;
 
 	(void)flags;
-	if (!ptr || !size)
+	if (!ptr || !size || a + size < a)
 		return sim_error(cudaErrorInvalidValue);
 	auto it = host_regs.lower_bound(a);
 	if ((it != host_regs.end() && it->first < a + size) ||
@@ -467,31 +538,28 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 			    cudaStream_t stream)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
-	bool ddst, dsrc, dst_any, src_any;
 
 	if (!count)
 		return cudaSuccess;
+	if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+		return sim_error(cudaErrorInvalidMemcpyDirection);
 	if (!valid_stream(stream))
 		return sim_error(cudaErrorInvalidResourceHandle);
-	ddst = find_range(device_allocs, dst, count) != device_allocs.end();
-	dsrc = find_range(device_allocs, src, count) != device_allocs.end();
-	dst_any = is_device_ptr(dst);
-	src_any = is_device_ptr(src);
+	kind = copy_kind(dst, src, count, kind);
 	if (kind == cudaMemcpyDefault)
-		kind = dst_any ? (src_any ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
-			       : (src_any ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
-	if ((kind == cudaMemcpyHostToDevice && (!ddst || src_any)) ||
-	    (kind == cudaMemcpyDeviceToHost && (!dsrc || dst_any)) ||
-	    (kind == cudaMemcpyDeviceToDevice && (!ddst || !dsrc)) ||
-	    (kind == cudaMemcpyHostToHost && (dst_any || src_any))) {
-		sim_complain("cudaMemcpyAsync(%p, %p, %zu, %s): a pointer is not where the kind "
-			     "says, or a device range leaves its allocation",
-			     dst, src, count, kind_name(kind));
 		return sim_error(cudaErrorInvalidValue);
+	if (kind == cudaMemcpyHostToDevice && !is_pinned_range(src, count)) {
+		// pageable source: staged at the call, so it may be reused at once
+		auto staged = std::make_shared<std::vector<char>>((const char *)src,
+								  (const char *)src + count);
+
+		enqueue_locked(stream,
+			       [dst, staged]() { memcpy(dst, staged->data(), staged->size()); });
+		return cudaSuccess;
 	}
-	if ((kind == cudaMemcpyHostToDevice && !is_pinned_range(src, count)) ||
-	    (kind == cudaMemcpyDeviceToHost && !is_pinned_range(dst, count))) {
-		// pageable host memory: staged by the runtime, so done when the call returns
+	if ((kind == cudaMemcpyDeviceToHost && !is_pinned_range(dst, count)) ||
+	    kind == cudaMemcpyHostToHost) {
+		// to pageable memory, or between host buffers: done when the call returns
 		sync_stream(stream);
 		memcpy(dst, src, count);
 		return cudaSuccess;
@@ -502,11 +570,17 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
-	cudaError_t err = cudaMemcpyAsync(dst, src, count, kind, NULL);
+	std::lock_guard<std::mutex> g(dev_lock);
 
-	if (err == cudaSuccess)
-		err = cudaDeviceSynchronize();
-	return err;
+	if (!count)
+		return cudaSuccess;
+	if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
+		return sim_error(cudaErrorInvalidMemcpyDirection);
+	if (copy_kind(dst, src, count, kind) == cudaMemcpyDefault)
+		return sim_error(cudaErrorInvalidValue);
+	sync_stream(NULL); // the legacy stream: after the blocking streams' work
+	memcpy(dst, src, count);
+	return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void *ptr, int value, size_t count, cudaStream_t stream)
@@ -517,7 +591,7 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t count, cudaStream_t str
 		return cudaSuccess;
 	if (!valid_stream(stream))
 		return sim_error(cudaErrorInvalidResourceHandle);
-	if (!sim_is_device_range(ptr, count)) {
+	if (find_range(device_allocs, ptr, count) == device_allocs.end()) {
 		sim_complain("cudaMemsetAsync(%p, %d, %zu): not inside one device allocation", ptr,
 			     value, count);
 		return sim_error(cudaErrorInvalidValue);
@@ -548,12 +622,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 
 	if (!stream || !streams.count(stream))
 		return sim_error(cudaErrorInvalidResourceHandle);
-	flush(stream, stream->enqueued); // its work still completes
-	for (cudaEvent_t e : events)
-		if (e->stream == stream)
-			e->stream = NULL;
+	// returns at once, as on a GPU; the queued work runs when something waits for it
 	streams.erase(stream);
-	delete stream;
+	dead_streams.push_back(stream);
 	return cudaSuccess;
 }
 
@@ -597,10 +668,11 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 
 	if (!event || !events.count(event))
 		return sim_error(cudaErrorInvalidResourceHandle);
-	if (event->stream) // queued records still write it: run them first
-		flush(event->stream, event->stream->enqueued);
 	events.erase(event);
-	delete event;
+	if (event->pending) // queued records still write it: the last one frees it
+		event->destroyed = true;
+	else
+		delete event;
 	return cudaSuccess;
 }
 
@@ -618,7 +690,12 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 		event->ms = now_ms();
 		return cudaSuccess;
 	}
-	enqueue_locked(stream, [event]() { event->ms = now_ms(); });
+	event->pending++;
+	enqueue_locked(stream, [event]() {
+		event->ms = now_ms();
+		if (--event->pending == 0 && event->destroyed)
+			delete event;
+	});
 	event->stream = stream;
 	event->target = stream->enqueued;
 	return cudaSuccess;
@@ -682,10 +759,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 		return cudaSuccess;
 	es = event->stream;
 	target = event->target;
-	enqueue_locked(stream, [es, target]() {
-		if (streams.count(es))
-			flush(es, target);
-	});
+	enqueue_locked(stream, [es, target]() { flush(es, target); }); // es is never freed
 	return cudaSuccess;
 }
 

@@ -3,8 +3,10 @@
 // through shared memory and a tree reduction come out right in every block), thread and
 // block indices cover 2-D shapes in CUDA's order, threads that return early do not hang
 // a barrier, and a launch beyond the device's limits (or of an empty grid) is refused
-// with cudaErrorInvalidConfiguration and runs nothing. Built with cudasim.h, like the
-// kernels themselves.
+// with cudaErrorInvalidConfiguration and runs nothing, as is one with a pointer argument
+// that is not device memory (cudaErrorIllegalAddress). ZINF_CUDASIM_ORDER=reverse runs
+// threads and blocks the other way round: the same results for correct kernels, others
+// for a kernel missing a barrier. Built with cudasim.h, like the kernels themselves.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -46,6 +48,15 @@ __global__ void index_kernel(unsigned *out)
 	out[y * gridDim.x * blockDim.x + x] = y << 16 | x;
 }
 
+// Wrong on purpose: reads a neighbour's shared write with no barrier in between.
+__global__ void racy_shift_kernel(int *out, const int *in)
+{
+	__shared__ int sh[THREADS];
+
+	sh[threadIdx.x] = in[threadIdx.x];
+	out[threadIdx.x] = threadIdx.x ? sh[threadIdx.x - 1] : 0;
+}
+
 __global__ void early_exit_kernel(int *out)
 {
 	__shared__ int sh[THREADS];
@@ -58,6 +69,9 @@ __global__ void early_exit_kernel(int *out)
 }
 
 #define CK(call) T_CHECK((call) == cudaSuccess, "%s", #call)
+
+// Everything above in the current order; returns the racy kernel's mismatches.
+static int run_all(cudaStream_t s, int *d_in, int *d_out, long *d_sums, unsigned *d_idx);
 
 int main(void)
 {
@@ -78,6 +92,48 @@ int main(void)
 		in[i] = i * 7 - 1000;
 	CK(cudaMemcpyAsync(d_in, in, sizeof(in), cudaMemcpyHostToDevice, s));
 
+	setenv("ZINF_CUDASIM_ORDER", "forward", 1);
+	T_CHECK(run_all(s, d_in, d_out, d_sums, d_idx) == 0,
+		"in order, the racy kernel looks right");
+	setenv("ZINF_CUDASIM_ORDER", "reverse", 1);
+	T_CHECK(run_all(s, d_in, d_out, d_sums, d_idx) > 0,
+		"in reverse order the missing barrier shows");
+	unsetenv("ZINF_CUDASIM_ORDER");
+
+	{
+		static int host_buf[THREADS];
+
+		ZINF_LAUNCH(reverse_kernel, 1, THREADS, s)(host_buf, d_in);
+		T_CHECK(cudaGetLastError() == cudaErrorIllegalAddress,
+			"a kernel argument in unregistered host memory");
+	}
+	CK(cudaMemsetAsync(d_out, 0, sizeof(out), s));
+	ZINF_LAUNCH(reverse_kernel, 1, 1025, s)(d_out, d_in);
+	T_CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "1025 threads per block");
+	ZINF_LAUNCH(reverse_kernel, 0, THREADS, s)(d_out, d_in);
+	T_CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "an empty grid");
+	ZINF_LAUNCH(index_kernel, dim3(1, 65536), dim3(1), s)(d_idx);
+	T_CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "grid.y beyond 65535");
+	CK(cudaMemcpyAsync(out, d_out, sizeof(out), cudaMemcpyDeviceToHost, s));
+	T_CHECK(out[0] == 0 && out[THREADS - 1] == 0, "a refused launch ran nothing");
+
+	CK(cudaFree(d_idx));
+	CK(cudaFree(d_sums));
+	CK(cudaFree(d_out));
+	CK(cudaFree(d_in));
+	CK(cudaStreamDestroy(s));
+	return 0;
+}
+
+static int run_all(cudaStream_t s, int *d_in, int *d_out, long *d_sums, unsigned *d_idx)
+{
+	static int in[BLOCKS * THREADS], out[BLOCKS * THREADS];
+	static long sums[BLOCKS];
+	static unsigned idx[4 * 8 * 3 * 16];
+	int racy = 0;
+
+	for (int i = 0; i < BLOCKS * THREADS; i++)
+		in[i] = i * 7 - 1000;
 	ZINF_LAUNCH(reverse_kernel, BLOCKS, THREADS, s)(d_out, d_in);
 	ZINF_LAUNCH(sum_kernel, BLOCKS, THREADS, s)(d_sums, d_in);
 	ZINF_LAUNCH(index_kernel, dim3(3, 2), dim3(16, 4), s)(d_idx);
@@ -105,20 +161,9 @@ int main(void)
 	for (int t = 0; t < 100; t++)
 		T_CHECK(out[t] == 99 - t, "thread %d behind a barrier others skipped", t);
 
-	CK(cudaMemsetAsync(d_out, 0, sizeof(out), s));
-	ZINF_LAUNCH(reverse_kernel, 1, 1025, s)(d_out, d_in);
-	T_CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "1025 threads per block");
-	ZINF_LAUNCH(reverse_kernel, 0, THREADS, s)(d_out, d_in);
-	T_CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "an empty grid");
-	ZINF_LAUNCH(index_kernel, dim3(1, 65536), dim3(1), s)(d_idx);
-	T_CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "grid.y beyond 65535");
-	CK(cudaMemcpyAsync(out, d_out, sizeof(out), cudaMemcpyDeviceToHost, s));
-	T_CHECK(out[0] == 0 && out[THREADS - 1] == 0, "a refused launch ran nothing");
-
-	CK(cudaFree(d_idx));
-	CK(cudaFree(d_sums));
-	CK(cudaFree(d_out));
-	CK(cudaFree(d_in));
-	CK(cudaStreamDestroy(s));
-	return 0;
+	ZINF_LAUNCH(racy_shift_kernel, 1, THREADS, s)(d_out, d_in);
+	CK(cudaMemcpyAsync(out, d_out, THREADS * sizeof(int), cudaMemcpyDeviceToHost, s));
+	for (int t = 1; t < THREADS; t++)
+		racy += out[t] != in[t - 1];
+	return racy;
 }

@@ -2,8 +2,10 @@
  * a missing wait shows up as wrong data here rather than as a race on a GPU: a queued
  * copy from pinned memory reads the buffer as it is when the work runs; a result is not
  * in pinned memory before its stream is synchronized; a stream sees another's work only
- * through an event wait; a pending event's first query says "not ready"; copies from and
- * to pageable memory are done when the call returns; new device memory reads as 0xff. */
+  * through an event wait; a pending event's first query says "not ready"; a copy from
+ * pageable memory is staged at the call and one to pageable memory is done when the call
+ * returns; destroying a stream runs nothing (its work runs at the next device-wide
+ * wait); new device memory reads as 0xff. */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -83,8 +85,15 @@ int main(void)
 	CK(cudaMemcpyAsync(pageable, dev, N, cudaMemcpyDeviceToHost, s1));
 	T_CHECK(all(pageable, 5), "copies through pageable memory are done at the call");
 
-	CK(cudaEventDestroy(ev));
+	/* destroying a stream waits for nothing */
+	fill(pinned, 9);
+	CK(cudaMemcpyAsync(pinned, dev, N, cudaMemcpyDeviceToHost, s2));
 	CK(cudaStreamDestroy(s2));
+	T_CHECK(all(pinned, 9), "the destroyed stream's copy has not run");
+	CK(cudaDeviceSynchronize());
+	T_CHECK(all(pinned, 5), "it ran at the device-wide wait");
+
+	CK(cudaEventDestroy(ev));
 	CK(cudaStreamDestroy(s1));
 	CK(cudaHostUnregister(pinned));
 	CK(cudaFree(dev));

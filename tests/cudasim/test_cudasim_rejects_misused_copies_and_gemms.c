@@ -1,9 +1,10 @@
 /* The CUDA simulator refuses, with the CUDA or cuBLAS error a GPU run would show (or the
  * fault it would risk), what the real device only sometimes catches: a copy whose
  * pointers are not where its kind says, a device range that leaves its allocation, a
- * memset outside device memory, a second registration of pinned memory, an unknown
- * stream, a GEMM with a too small leading dimension or a matrix past its allocation,
- * and allocations beyond the simulated device's memory. Errors reach cudaGetLastError. */
+  * memset outside device memory, a copy direction that does not exist, a second
+ * registration of pinned memory, an unknown stream, a GEMM with a too small leading
+ * dimension or a matrix past its allocation, a batched GEMM whose outputs overlap, and
+ * allocations beyond the simulated device's memory. Errors reach cudaGetLastError. */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -41,6 +42,9 @@ int main(void)
 	T_CHECK(cudaMemsetAsync(dev, 0, 16, (cudaStream_t)(uintptr_t)0x1234) ==
 			cudaErrorInvalidResourceHandle,
 		"an unknown stream");
+	T_CHECK(cudaMemcpyAsync(dev, host, 16, (enum cudaMemcpyKind)7, s) ==
+			cudaErrorInvalidMemcpyDirection,
+		"a copy kind that does not exist");
 	CK(cudaMemcpyAsync(dev, host, 16, cudaMemcpyDefault, s)); /* inferred: fine */
 
 	CK(cudaHostRegister(host, sizeof(host), cudaHostRegisterDefault));
@@ -71,6 +75,10 @@ int main(void)
 					  dev2, 8, 64, &beta, dev, 8, 64,
 					  4) == CUBLAS_STATUS_SUCCESS,
 		"four batch items fit");
+	T_CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &alpha, dev, 8, 64,
+					  dev2, 8, 64, &beta, dev, 8, 0,
+					  2) == CUBLAS_STATUS_EXECUTION_FAILED,
+		"two batch items writing the same C");
 	T_CHECK(cublasDestroy(h) == CUBLAS_STATUS_SUCCESS, "cublasDestroy");
 
 	CK(cudaMemGetInfo(&free_b, &total_b));
