@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -85,6 +86,19 @@ int zinf_device_create(const struct zinf_device_opts *opts, struct zinf_device *
 		rc = zinf_device_cuda_open(opts, out, err, errlen);
 	else
 		rc = zinf_device_host_open(opts, out, err, errlen);
+	if (rc == 0 && getenv("ZINF_DEVICE_POISON") && strcmp(getenv("ZINF_DEVICE_POISON"), "0")) {
+		rc = (*out)->ops->stream_create(*out, &(*out)->poison);
+		if (rc) {
+			snprintf(err, errlen, "device: ZINF_DEVICE_POISON: stream: %s",
+				 zinf_device_last_error(*out));
+			(*out)->ops->destroy(*out);
+			*out = NULL;
+			return rc;
+		}
+		pthread_mutex_init(&(*out)->poison_lock, NULL);
+		zinf_logf(ZINF_LOG_INFO,
+			  "device: ZINF_DEVICE_POISON: allocations filled with 0xff");
+	}
 	if (rc == 0) {
 		char lim[32];
 
@@ -107,6 +121,10 @@ void zinf_device_destroy(struct zinf_device *dev)
 		zinf_logf(ZINF_LOG_WARN,
 			  "device %s destroyed with %llu allocation(s), %llu bytes, still live",
 			  dev->name, (unsigned long long)st.live, (unsigned long long)st.used);
+	if (dev->poison) {
+		dev->ops->stream_destroy(dev->poison);
+		pthread_mutex_destroy(&dev->poison_lock);
+	}
 	dev->ops->destroy(dev);
 }
 
@@ -171,6 +189,19 @@ void zinf_device_account_copy(struct zinf_device *dev, enum zinf_copy_dir dir, u
 
 /* ---- memory -------------------------------------------------------------------------- */
 
+/* Fill a new allocation with 0xff before it is handed out (ZINF_DEVICE_POISON). */
+static int poison(struct zinf_device *dev, void *p, uint64_t bytes)
+{
+	int rc;
+
+	pthread_mutex_lock(&dev->poison_lock);
+	rc = dev->ops->memset_async(dev->poison, p, 0xff, bytes);
+	if (!rc)
+		rc = dev->ops->stream_synchronize(dev->poison);
+	pthread_mutex_unlock(&dev->poison_lock);
+	return rc;
+}
+
 static int device_alloc(struct zinf_device *dev, uint64_t bytes, bool high, void **out)
 {
 	struct zinf_arena_stats st;
@@ -185,7 +216,12 @@ static int device_alloc(struct zinf_device *dev, uint64_t bytes, bool high, void
 		  : zinf_arena_alloc(&dev->heap, bytes, DEVICE_ALIGN, &off);
 	if (rc == 0) {
 		*out = (char *)dev->heap_base + off;
-		return 0;
+		rc = dev->poison ? poison(dev, *out, bytes) : 0;
+		if (rc) {
+			zinf_arena_free(&dev->heap, off, NULL);
+			*out = NULL;
+		}
+		return rc;
 	}
 	__atomic_fetch_add(&dev->alloc_failures, 1, __ATOMIC_RELAXED);
 	zinf_arena_get_stats(&dev->heap, &st);

@@ -211,6 +211,11 @@ struct zinf_device {
 	struct zinf_copy_stats copy[ZINF_COPY_DIRS]; /* updated with atomics */
 	uint64_t memset_bytes;
 	uint64_t err_serial; /* tags this device's messages (io/thread_error.h) */
+	/* ZINF_DEVICE_POISON=1: every allocation is filled with 0xff bytes (NaN in every
+	 * float format) on this stream before it is handed out, so that a read of memory
+	 * nobody wrote shows up in results instead of stale, plausible data */
+	struct zinf_stream *poison;
+	pthread_mutex_t poison_lock;
 };
 
 struct zinf_stream {
