@@ -20,6 +20,11 @@
 // its work at once after that of every blocking stream (a simplification: on a GPU it
 // is queued too). Device memory defaults to 8 GiB (ZINF_CUDASIM_MEMORY_MIB), one device
 // (ZINF_CUDASIM_DEVICES).
+//
+// ZINF_CUDASIM_FAULT=KERNEL:N makes the Nth launch of KERNEL fault when it runs, as an
+// illegal address does on a GPU: the error is sticky, the faulting kernel and all work
+// queued after it never run, and every later call returns cudaErrorIllegalAddress, so
+// the paths that report an asynchronous failure run here too.
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -68,6 +73,8 @@ std::map<uintptr_t, size_t> device_allocs; // start -> bytes
 std::map<uintptr_t, size_t> host_regs;	   // start -> bytes
 uint64_t device_used;
 thread_local cudaError_t last_error = cudaSuccess;
+cudaError_t sticky = cudaSuccess; // a fault: every call fails from then on
+uint64_t fault_seen;		  // launches of the ZINF_CUDASIM_FAULT kernel so far
 
 const uint64_t POISON_MAX = 256ull << 20;
 
@@ -155,7 +162,8 @@ void flush(cudaStream_t s, uint64_t upto)
 		std::function<void()> op = std::move(s->queue.front());
 
 		s->queue.pop_front();
-		op();
+		if (!sticky) // after a fault nothing runs any more
+			op();
 		s->completed++;
 	}
 	s->running = false;
@@ -241,6 +249,23 @@ enum cudaMemcpyKind copy_kind(void *dst, const void *src, size_t count, enum cud
 }
 } // namespace
 
+// After a fault every call fails with it (the lock is held).
+#define STICKY()                                                                                   \
+	do {                                                                                       \
+		if (sticky)                                                                        \
+			return sim_error(sticky);                                                  \
+	} while (0)
+
+// Whether this launch of name is the one ZINF_CUDASIM_FAULT=KERNEL:N names. Lock held.
+static bool fault_due(const char *name)
+{
+	const char *f = getenv("ZINF_CUDASIM_FAULT"), *colon = f ? strrchr(f, ':') : NULL;
+
+	if (!colon || strlen(name) != (size_t)(colon - f) || strncmp(f, name, colon - f))
+		return false;
+	return ++fault_seen == strtoull(colon + 1, NULL, 10);
+}
+
 void sim_complain(const char *fmt, ...)
 {
 	va_list ap;
@@ -277,6 +302,7 @@ cudaError_t sim_enqueue(cudaStream_t stream, std::function<void()> op)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	if (!valid_stream(stream))
 		return sim_error(cudaErrorInvalidResourceHandle);
 	enqueue_locked(stream, std::move(op));
@@ -297,6 +323,21 @@ void cudasim_launch(cudaStream_t stream, dim3 grid, dim3 block, const char *name
 		sim_error(cudaErrorInvalidConfiguration);
 		return;
 	}
+	{
+		std::lock_guard<std::mutex> g(dev_lock);
+
+		if (fault_due(name)) {
+			uint64_t n = fault_seen;
+
+			enqueue_locked(stream, [name, n]() {
+				sim_complain(
+					"injected fault in launch %llu of %s (ZINF_CUDASIM_FAULT)",
+					(unsigned long long)n, name);
+				sticky = cudaErrorIllegalAddress;
+			});
+			return;
+		}
+	}
 	sim_enqueue(stream, [grid, block, body, shared_lo, shared_hi]() {
 		sim_run_grid(grid, block, body, shared_lo, shared_hi);
 	});
@@ -316,13 +357,15 @@ cudaError_t cudaGetLastError(void)
 {
 	cudaError_t err = last_error;
 
+	if (sticky) // not cleared: the context is lost
+		return sticky;
 	last_error = cudaSuccess;
 	return err;
 }
 
 cudaError_t cudaPeekAtLastError(void)
 {
-	return last_error;
+	return sticky ? sticky : last_error;
 }
 
 const char *cudaGetErrorName(cudaError_t err)
@@ -442,6 +485,7 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	*total_bytes = device_total();
 	*free_bytes = device_total() - device_used;
 	return cudaSuccess;
@@ -452,6 +496,7 @@ cudaError_t cudaMalloc(void **ptr, size_t size)
 	std::lock_guard<std::mutex> g(dev_lock);
 	void *p;
 
+	STICKY();
 	*ptr = NULL;
 	if (!size)
 		return cudaSuccess;
@@ -474,6 +519,7 @@ cudaError_t cudaFree(void *ptr)
 	std::lock_guard<std::mutex> g(dev_lock);
 	auto it = device_allocs.find((uintptr_t)ptr);
 
+	STICKY();
 	if (!ptr)
 		return cudaSuccess;
 	if (it == device_allocs.end()) {
@@ -484,7 +530,7 @@ cudaError_t cudaFree(void *ptr)
 	munmap(ptr, it->second);
 	device_used -= it->second;
 	device_allocs.erase(it);
-	return cudaSuccess;
+	return sticky ? sim_error(sticky) : cudaSuccess; // a fault in what ran
 }
 
 cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
@@ -492,6 +538,7 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
 	std::lock_guard<std::mutex> g(dev_lock);
 	uintptr_t a = (uintptr_t)ptr;
 
+	STICKY();
 	(void)flags;
 	if (!ptr || !size || a + size < a)
 		return sim_error(cudaErrorInvalidValue);
@@ -508,11 +555,12 @@ cudaError_t cudaHostUnregister(void *ptr)
 	std::lock_guard<std::mutex> g(dev_lock);
 	auto it = host_regs.find((uintptr_t)ptr);
 
+	STICKY();
 	if (it == host_regs.end())
 		return sim_error(cudaErrorHostMemoryNotRegistered);
 	flush_all(false); // queued copies may still use it
 	host_regs.erase(it);
-	return cudaSuccess;
+	return sticky ? sim_error(sticky) : cudaSuccess; // a fault in what ran
 }
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attr, const void *ptr)
@@ -539,6 +587,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	if (!count)
 		return cudaSuccess;
 	if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
@@ -561,6 +610,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 	    kind == cudaMemcpyHostToHost) {
 		// to pageable memory, or between host buffers: done when the call returns
 		sync_stream(stream);
+		STICKY(); // a fault in what ran first
 		memcpy(dst, src, count);
 		return cudaSuccess;
 	}
@@ -572,6 +622,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	if (!count)
 		return cudaSuccess;
 	if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault)
@@ -579,6 +630,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 	if (copy_kind(dst, src, count, kind) == cudaMemcpyDefault)
 		return sim_error(cudaErrorInvalidValue);
 	sync_stream(NULL); // the legacy stream: after the blocking streams' work
+	STICKY();
 	memcpy(dst, src, count);
 	return cudaSuccess;
 }
@@ -587,6 +639,7 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t count, cudaStream_t str
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	if (!count)
 		return cudaSuccess;
 	if (!valid_stream(stream))
@@ -605,6 +658,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
 	std::lock_guard<std::mutex> g(dev_lock);
 	cudaStream_t s = new CUstream_st;
 
+	STICKY();
 	s->flags = flags;
 	streams.insert(s);
 	*stream = s;
@@ -620,6 +674,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	if (!stream || !streams.count(stream))
 		return sim_error(cudaErrorInvalidResourceHandle);
 	// returns at once, as on a GPU; the queued work runs when something waits for it
@@ -632,18 +687,20 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	if (!valid_stream(stream))
 		return sim_error(cudaErrorInvalidResourceHandle);
 	sync_stream(stream);
-	return cudaSuccess;
+	return sticky ? sim_error(sticky) : cudaSuccess; // a fault in what ran
 }
 
 cudaError_t cudaDeviceSynchronize(void)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	flush_all(false);
-	return cudaSuccess;
+	return sticky ? sim_error(sticky) : cudaSuccess; // a fault in what ran
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
@@ -651,6 +708,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 	std::lock_guard<std::mutex> g(dev_lock);
 	cudaEvent_t e = new CUevent_st;
 
+	STICKY();
 	e->timing = !(flags & cudaEventDisableTiming);
 	events.insert(e);
 	*event = e;
@@ -666,6 +724,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	if (!event || !events.count(event))
 		return sim_error(cudaErrorInvalidResourceHandle);
 	events.erase(event);
@@ -680,6 +739,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	if (!event || !events.count(event) || !valid_stream(stream))
 		return sim_error(cudaErrorInvalidResourceHandle);
 	event->recorded = true;
@@ -710,6 +770,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	if (!event || !events.count(event))
 		return sim_error(cudaErrorInvalidResourceHandle);
 	if (event_done(event))
@@ -719,24 +780,26 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 		return cudaErrorNotReady; // not an error: the last error is left alone
 	}
 	flush(event->stream, event->target);
-	return cudaSuccess;
+	return sticky ? sim_error(sticky) : cudaSuccess; // a fault in what ran
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	if (!event || !events.count(event))
 		return sim_error(cudaErrorInvalidResourceHandle);
 	if (!event_done(event))
 		flush(event->stream, event->target);
-	return cudaSuccess;
+	return sticky ? sim_error(sticky) : cudaSuccess; // a fault in what ran
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
 
+	STICKY();
 	if (!start || !end || !events.count(start) || !events.count(end) || !start->timing ||
 	    !end->timing || !start->recorded || !end->recorded)
 		return sim_error(cudaErrorInvalidResourceHandle);
@@ -752,6 +815,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 	cudaStream_t es;
 	uint64_t target;
 
+	STICKY();
 	(void)flags;
 	if (!event || !events.count(event) || !valid_stream(stream))
 		return sim_error(cudaErrorInvalidResourceHandle);

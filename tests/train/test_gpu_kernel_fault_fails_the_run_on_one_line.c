@@ -1,0 +1,73 @@
+/* A kernel that faults on the device (an illegal address: the error is sticky and
+ * surfaces at the next synchronisation, not at the launch) fails zinf train with a
+ * non-zero code and one line naming the CUDA error, without hanging or crashing, in
+ * forward (the third RMSNorm) and in backward (the first SwiGLU backward). Needs a
+ * fault injected, so it runs on the CUDA simulator (ZINF_CUDASIM_FAULT) and skips (77)
+ * on a real GPU and without CUDA. */
+#include <cuda_runtime.h>
+#include <sys/wait.h>
+
+#include "device.h"
+#include "train_fixture.h"
+
+static void run_fault(struct tf_dir *d, const char *fault)
+{
+	struct zinf_train_opts o;
+	struct zinf_train_result res;
+	struct tf_losses l;
+	char err[1024] = "";
+	int rc;
+
+	tf_write_ds(d, "nvme", "cpu", false);
+	/* the fixture's host device, moved to cuda */
+	{
+		static const char *const sets[] = {"zinf.device=cuda",
+						   "zinf.device_memory_limit=8MiB"};
+
+		tf_opts(d, &o, 2, &l);
+		o.config_sets = sets;
+		o.n_config_sets = 2;
+	}
+	setenv("ZINF_CUDASIM_FAULT", fault, 1);
+	rc = zinf_train_run(&o, &res, err, sizeof(err));
+	unsetenv("ZINF_CUDASIM_FAULT");
+	printf("%s: rc %d: %s\n", fault, rc, err);
+	T_CHECK(rc != 0, "%s: the run succeeded", fault);
+	T_CHECK(err[0] && !strchr(err, '\n'), "%s: one line: %s", fault, err);
+	T_CHECK(strstr(err, "cudaErrorIllegalAddress") || strstr(err, "illegal memory access"),
+		"%s: the CUDA error is named: %s", fault, err);
+}
+
+int main(void)
+{
+	struct cudaDeviceProp prop;
+	struct tf_dir d;
+
+	if (zinf_device_cuda_count() == 0)
+		T_SKIP("no CUDA device (or zinf built without CUDA)");
+	if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
+	    strcmp(prop.name, "zinf CUDA simulator") != 0)
+		T_SKIP("faults are injected only on the CUDA simulator");
+	zinf_log_set_level(ZINF_LOG_ERROR);
+	tf_setup(&d, NULL);
+	/* a fault is sticky for the process, as on a GPU: each case runs in a child */
+	for (int i = 0; i < 2; i++) {
+		static const char *const faults[] = {"rmsnorm_forward_kernel:3",
+						     "swiglu_backward_kernel:1"};
+		int status = 0;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		T_CHECK(pid >= 0, "fork");
+		if (pid == 0) {
+			run_fault(&d, faults[i]);
+			exit(0);
+		}
+		T_CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+				WEXITSTATUS(status) == 0,
+			"%s: the case failed (status %d)", faults[i], status);
+	}
+	tf_cleanup(&d);
+	return T_EXIT_PASS;
+}
