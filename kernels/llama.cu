@@ -1,7 +1,8 @@
 // CUDA kernels of the Llama-family decoder (see llama_cuda.h). Simple by design: one
 // thread per element for elementwise work, one block per row for row reductions (sums
-// in double where the CPU runtime sums in double), one thread per column for column
-// sums. Correctness and agreement with the CPU runtime (src/model/llama_ops.c) first.
+// in double where the CPU runtime sums in double), and for column sums a block per tile
+// of COL_TILE columns whose ROW_LANES rows of threads each sum every ROW_LANES-th row
+// (coalesced, and enough blocks to fill the GPU), their partials added in a fixed order. Correctness and agreement with the CPU runtime (src/model/llama_ops.c) first.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -11,6 +12,8 @@
 
 #define ROW_THREADS 256
 #define ELEM_THREADS 256
+#define COL_TILE 32
+#define ROW_LANES 16
 
 static unsigned elem_grid(size_t n)
 {
@@ -173,16 +176,32 @@ __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dy, const flo
 		dxr[i] += rs * (dyr[i] * w[i] - xr[i] * rs * mean);
 }
 
+// Add the ROW_LANES partial sums of the block's columns (threadIdx.y's) to dst, in lane
+// order, so that the result does not depend on scheduling.
+static __device__ void column_tile_add(float *dst, float acc, int col, int ncols)
+{
+	__shared__ float part[ROW_LANES][COL_TILE];
+
+	part[threadIdx.y][threadIdx.x] = acc;
+	__syncthreads();
+	if (threadIdx.y == 0 && col < ncols) {
+		float s = 0.0f;
+		for (int k = 0; k < ROW_LANES; k++)
+			s += part[k][threadIdx.x];
+		dst[col] += s;
+	}
+}
+
 __global__ void rmsnorm_backward_dw_kernel(float *dw, const float *dy, const float *x,
 					   const float *rstd, int n, int c)
 {
-	int i = blockIdx.x * blockDim.x + threadIdx.x;
-	if (i >= c)
-		return;
+	int i = blockIdx.x * COL_TILE + threadIdx.x;
 	float acc = 0.0f;
-	for (int r = 0; r < n; r++)
-		acc += dy[(size_t)r * c + i] * (x[(size_t)r * c + i] * rstd[r]);
-	dw[i] += acc;
+
+	if (i < c)
+		for (int r = threadIdx.y; r < n; r += ROW_LANES)
+			acc += dy[(size_t)r * c + i] * (x[(size_t)r * c + i] * rstd[r]);
+	column_tile_add(dw, acc, i, c);
 }
 
 extern "C" cudaError_t zinf_cuda_llama_rmsnorm_forward(float *y, float *rstd, const float *x,
@@ -208,8 +227,8 @@ extern "C" cudaError_t zinf_cuda_llama_rmsnorm_backward(float *dx, float *dw, co
 	err = cudaGetLastError();
 	if (err != cudaSuccess)
 		return err;
-	ZINF_LAUNCH(rmsnorm_backward_dw_kernel, (c + ELEM_THREADS - 1) / ELEM_THREADS, ELEM_THREADS,
-		    s)
+	ZINF_LAUNCH(rmsnorm_backward_dw_kernel, (c + COL_TILE - 1) / COL_TILE,
+		    dim3(COL_TILE, ROW_LANES), s)
 	(dw, dy, x, rstd, n, c);
 	return cudaGetLastError();
 }
@@ -256,13 +275,13 @@ __global__ void bias_add_kernel(float *y, const float *b, int out, size_t total)
 
 __global__ void column_sums_add_kernel(float *db, const float *dy, int n, int out)
 {
-	int c = blockIdx.x * blockDim.x + threadIdx.x;
-	if (c >= out)
-		return;
+	int c = blockIdx.x * COL_TILE + threadIdx.x;
 	float acc = 0.0f;
-	for (int r = 0; r < n; r++)
-		acc += dy[(size_t)r * out + c];
-	db[c] += acc;
+
+	if (c < out)
+		for (int r = threadIdx.y; r < n; r += ROW_LANES)
+			acc += dy[(size_t)r * out + c];
+	column_tile_add(db, acc, c, out);
 }
 
 __global__ void add_kernel(float *dst, const float *src, size_t n)
@@ -307,8 +326,8 @@ extern "C" cudaError_t zinf_cuda_llama_column_sums_add(float *db, const float *d
 {
 	if (n <= 0 || out <= 0)
 		return cudaSuccess;
-	ZINF_LAUNCH(column_sums_add_kernel, (out + ELEM_THREADS - 1) / ELEM_THREADS, ELEM_THREADS,
-		    s)
+	ZINF_LAUNCH(column_sums_add_kernel, (out + COL_TILE - 1) / COL_TILE,
+		    dim3(COL_TILE, ROW_LANES), s)
 	(db, dy, n, out);
 	return cudaGetLastError();
 }
