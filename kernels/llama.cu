@@ -2,7 +2,8 @@
 // thread per element for elementwise work, one block per row for row reductions (sums
 // in double where the CPU runtime sums in double), and for column sums a block per tile
 // of COL_TILE columns whose ROW_LANES rows of threads each sum every ROW_LANES-th row
-// (coalesced, and enough blocks to fill the GPU), their partials added in a fixed order. Correctness and agreement with the CPU runtime (src/model/llama_ops.c) first.
+// (coalesced, and enough blocks to fill the GPU), their partials added in a fixed order.
+// Correctness and agreement with the CPU runtime (src/model/llama_ops.c) first.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -177,7 +178,8 @@ __global__ void rmsnorm_backward_dx_kernel(float *dx, const float *dy, const flo
 }
 
 // Add the ROW_LANES partial sums of the block's columns (threadIdx.y's) to dst, in lane
-// order, so that the result does not depend on scheduling.
+// order, so that the result does not depend on scheduling. Once per kernel: there is no
+// barrier after lane 0's reads.
 static __device__ void column_tile_add(float *dst, float acc, int col, int ncols)
 {
 	__shared__ float part[ROW_LANES][COL_TILE];

@@ -38,7 +38,8 @@ cudaError_t zinf_cuda_llama_embed_backward(float *dtable, const float *dx, const
 /* y (n, c) = x * rsqrt(mean(x^2) + eps) * w, the mean in double; rstd (n). */
 cudaError_t zinf_cuda_llama_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w,
 					    int n, int c, float eps, cudaStream_t s);
-/* dx (n, c) += d/dx given dy; dw (c) += sum over rows of dy * x * rstd (row order). */
+/* dx (n, c) += d/dx given dy; dw (c) += sum over rows of dy * x * rstd: per column, 16
+ * row-strided partial sums added in lane order (deterministic, not the CPU's row order). */
 cudaError_t zinf_cuda_llama_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
 					     const float *w, const float *rstd, int n, int c,
 					     cudaStream_t s);
@@ -50,7 +51,7 @@ cudaError_t zinf_cuda_llama_rope(float *x, const float *cos_t, const float *sin_
 
 /* y (n, out) += b (out) on every row. */
 cudaError_t zinf_cuda_llama_bias_add(float *y, const float *b, int n, int out, cudaStream_t s);
-/* db (out) += column sums of dy (n, out), each column summed in row order. */
+/* db (out) += column sums of dy (n, out), summed as dw above. */
 cudaError_t zinf_cuda_llama_column_sums_add(float *db, const float *dy, int n, int out,
 					    cudaStream_t s);
 /* dst (n) += src (n). */

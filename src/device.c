@@ -86,7 +86,7 @@ int zinf_device_create(const struct zinf_device_opts *opts, struct zinf_device *
 		rc = zinf_device_cuda_open(opts, out, err, errlen);
 	else
 		rc = zinf_device_host_open(opts, out, err, errlen);
-	if (rc == 0 && getenv("ZINF_DEVICE_POISON") && strcmp(getenv("ZINF_DEVICE_POISON"), "0")) {
+	if (rc == 0 && getenv("ZINF_DEVICE_POISON") && !strcmp(getenv("ZINF_DEVICE_POISON"), "1")) {
 		rc = (*out)->ops->stream_create(*out, &(*out)->poison);
 		if (rc) {
 			snprintf(err, errlen, "device: ZINF_DEVICE_POISON: stream: %s",
@@ -189,17 +189,25 @@ void zinf_device_account_copy(struct zinf_device *dev, enum zinf_copy_dir dir, u
 
 /* ---- memory -------------------------------------------------------------------------- */
 
-/* Fill a new allocation with 0xff before it is handed out (ZINF_DEVICE_POISON). */
+/* Fill a new allocation with 0xff before it is handed out (ZINF_DEVICE_POISON); the fill
+ * is not counted in memset_bytes, which stays the callers' own. */
 static int poison(struct zinf_device *dev, void *p, uint64_t bytes)
 {
+	char need[32];
 	int rc;
 
 	pthread_mutex_lock(&dev->poison_lock);
 	rc = dev->ops->memset_async(dev->poison, p, 0xff, bytes);
 	if (!rc)
 		rc = dev->ops->stream_synchronize(dev->poison);
+	if (!rc)
+		__atomic_fetch_sub(&dev->memset_bytes, bytes, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&dev->poison_lock);
-	return rc;
+	if (rc)
+		return zinf_device_set_error(
+			dev, rc, "device alloc of %s: ZINF_DEVICE_POISON fill: %s",
+			zinf_format_bytes(bytes, need, sizeof(need)), zinf_device_last_error(dev));
+	return 0;
 }
 
 static int device_alloc(struct zinf_device *dev, uint64_t bytes, bool high, void **out)

@@ -58,8 +58,16 @@ def hf_losses(args, model_dir, tokens, torch, transformers):
     import torch.nn.functional as F
 
     dev = torch.device("cuda" if args.device == "cuda" else "cpu")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    # exact fp32 products: the newer API where torch has it (2.9+ deprecates the flags,
+    # and mixing the two raises), else the flags
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+        conv = getattr(torch.backends.cudnn, "conv", None)
+        if conv is not None and hasattr(conv, "fp32_precision"):
+            conv.fp32_precision = "ieee"
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     # no dtype argument (renamed in transformers 5): the checkpoint is fp32 anyway
     model = transformers.LlamaForCausalLM.from_pretrained(
         model_dir, attn_implementation="eager").float().to(dev)
@@ -135,7 +143,7 @@ def main():
         rms_norm_eps=1e-5, tie_word_embeddings=False,
         attention_bias=False, mlp_bias=False)  # rope theta: the default, 10000
     model_dir = os.path.join(work, "hf-model")
-        # safetensors is save_pretrained's default since transformers 4.35 and its only format
+    # safetensors is save_pretrained's default since transformers 4.35 and its only format
     # in 5, which removed the safe_serialization argument
     transformers.LlamaForCausalLM(cfg).to(torch.float32).save_pretrained(model_dir)
     token_path = os.path.join(work, "tokens.bin")

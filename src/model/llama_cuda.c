@@ -1,9 +1,10 @@
 /*
  * The cuda model runtime (llama_backend.h): the Llama-family forward and backward of
-  * llama.h on a GPU. Matrix products are cuBLAS sgemm calls (fp32, CUBLAS_DEFAULT_MATH, no
- * TF32 unless opts.tf32) on row-major buffers, everything else the kernels of kernels/llama_cuda.h, all
- * queued on the runtime's own stream. The math is the CPU runtime's (llama.c,
- * llama_layer.c, llama_ops.c, llama_attention.c) step for step, so results agree to
+ * llama.h on a GPU. Matrix products are cuBLAS sgemm calls (fp32, CUBLAS_DEFAULT_MATH;
+ * TF32 tensor cores with opts.tf32) on row-major buffers, everything else the kernels of
+ * kernels/llama_cuda.h, all queued on the runtime's own stream. The math is the CPU
+ * runtime's (llama.c, llama_layer.c, llama_ops.c, llama_attention.c) step for step, so
+ * results agree to
  * rounding: attention is computed head by head as full (T, T) score matrices for the B
  * sequences at once (strided-batched sgemm), masked causally (and by the sliding window
  * in layers >= max_window_layers), the probabilities rebuilt from the saved log-sum-exp

@@ -75,7 +75,7 @@ struct train_pass {
 	bool cpu_ckpt; /* checkpoints in host_xs: xs is then a ring of two */
 	int B, T, N, C;
 	float *xs;	/* (L + 1, N, C) fp32 layer inputs, the last the head's input */
-	float *host_xs; /* cpu_ckpt: (L, N, C) in host memory, layer l's input at l */
+	float *host_xs; /* cpu_ckpt: (L - 1, N, C) in host memory, layer l's input at l */
 	float *d;	/* (N, C) fp32 gradient flowing backward */
 };
 

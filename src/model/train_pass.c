@@ -71,14 +71,15 @@ int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_
 			 T);
 		goto out_fail;
 	}
-	if (p->cpu_ckpt) {
-		p->host_xs = malloc((size_t)tm->L * nc_bytes);
+	if (p->cpu_ckpt && tm->L > 1) { /* x[L-1] never leaves its buffer */
+		p->host_xs = malloc((size_t)(tm->L - 1) * nc_bytes);
 		if (!p->host_xs) {
 			rc = -ENOMEM;
 			snprintf(err, errlen,
 				 "model runtime: out of host memory for the activation checkpoints "
-				 "(%llu bytes: %d layers x B %d x T %d x %d floats)",
-				 (unsigned long long)(tm->L * nc_bytes), tm->L, B, T, p->C);
+				 "(%llu bytes: %d layer inputs x B %d x T %d x %d floats)",
+				 (unsigned long long)((tm->L - 1) * nc_bytes), tm->L - 1, B, T,
+				 p->C);
 			goto out_fail;
 		}
 	}
@@ -249,8 +250,9 @@ static int forward_layers(struct train_pass *p, bool backward, char *err, size_t
 	TRY(release(p, 0, err, errlen));
 	for (int l = 0; l < L; l++) {
 		/* its input, complete (release synced), to host memory before the ring
-		 * buffer holding it takes layer l + 1's output */
-		if (p->cpu_ckpt && backward)
+		 * buffer holding it takes layer l + 1's output; the last layer's input stays
+		 * (the head writes no layer input) */
+		if (p->cpu_ckpt && backward && l < L - 1)
 			TRY_MODEL(p->ops->download(p->m, host_x(p, l), layer_x(p, l), nc_bytes));
 		TRY(fetch(p, l + 1, err, errlen));
 		TRY(bind(p, l + 1, w, err, errlen));
@@ -307,7 +309,8 @@ static int backward_layers(struct train_pass *p, char *err, size_t errlen)
 		TRY(grads_out(p, l + 1, err, errlen));
 		TRY(fetch(p, l + 1, err, errlen));
 		TRY(bind(p, l + 1, w, err, errlen));
-		if (p->cpu_ckpt) /* the previous layer's queued work is done (grads_in) */
+		/* the previous layer's queued work is done (grads_in); x[L-1] never left */
+		if (p->cpu_ckpt && l < p->tm->L - 1)
 			TRY_MODEL(p->ops->upload(p->m, layer_x(p, l), host_x(p, l), nc_bytes));
 		grads_of(p, l + 1, g);
 		TRY_MODEL(p->ops->layer_backward(p->m, w, layer_x(p, l), p->acts[p->ckpt ? 0 : l],

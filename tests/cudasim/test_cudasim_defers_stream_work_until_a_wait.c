@@ -2,7 +2,7 @@
  * a missing wait shows up as wrong data here rather than as a race on a GPU: a queued
  * copy from pinned memory reads the buffer as it is when the work runs; a result is not
  * in pinned memory before its stream is synchronized; a stream sees another's work only
-  * through an event wait; a pending event's first query says "not ready"; a copy from
+ * through an event wait; a pending event's first query says "not ready"; a copy from
  * pageable memory is staged at the call and one to pageable memory is done when the call
  * returns; destroying a stream runs nothing (its work runs at the next device-wide
  * wait); new device memory reads as 0xff. */

@@ -1,6 +1,6 @@
 /* The CUDA simulator's cuBLAS SGEMMs compute what cuBLAS defines, checked against a naive
  * column-major product: every transpose pair, leading dimensions larger than the rows,
-  * alpha and beta both used, beta = 0 ignoring C's old contents (NaN there stays out),
+ * alpha and beta both used, beta = 0 ignoring C's old contents (NaN there stays out),
  * and a strided batch; in CUBLAS_TF32_TENSOR_OP_MATH mode the inputs are rounded to TF32
  * first (an input's 2^-15 part below TF32's precision drops out of the product, which
  * it does not in the default mode). */

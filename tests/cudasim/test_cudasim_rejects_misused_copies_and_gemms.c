@@ -1,7 +1,7 @@
 /* The CUDA simulator refuses, with the CUDA or cuBLAS error a GPU run would show (or the
  * fault it would risk), what the real device only sometimes catches: a copy whose
  * pointers are not where its kind says, a device range that leaves its allocation, a
-  * memset outside device memory, a copy direction that does not exist, a second
+ * memset outside device memory, a copy direction that does not exist, a second
  * registration of pinned memory, an unknown stream, a GEMM with a too small leading
  * dimension or a matrix past its allocation, a batched GEMM whose outputs overlap, and
  * allocations beyond the simulated device's memory. Errors reach cudaGetLastError. */

@@ -1,6 +1,6 @@
 /* zinf.offload_gradients nvme: with the optimizer state on NVMe, the gradient
  * accumulators go there too, one extent per sub-group, and host memory holds only the
-  * sub-groups being accumulated or written, the step's read-ahead and the new copies of
+ * sub-groups being accumulated or written, the step's read-ahead and the new copies of
  * the modules being written: the host peak stays within seven fp32 sub-groups, one bf16
  * sub-group and two modules' bf16 copies (2.3 MB here, where host accumulators alone
  * take 4 bytes per parameter, 4.9 MB); every step writes and reads the gradients once,

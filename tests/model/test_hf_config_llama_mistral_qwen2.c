@@ -5,7 +5,7 @@
  * file and the field; saving writes a config that loads back equal, keeps keys zinf
  * does not interpret and carries the save dtype. llama's mlp_bias adds the MLP biases to
  * the tensor list; mistral's and qwen2's sliding-window fields (sliding_window,
-  * use_sliding_window, max_window_layers, layer_types) load and save back. transformers
+ * use_sliding_window, max_window_layers, layer_types) load and save back. transformers
  * 5's rope_parameters (rope_type, rope_theta and the llama3 factors in one object) load
  * like the older rope_theta + rope_scaling.
  * Usage: test_hf_config_llama_mistral_qwen2 DATA_DIR

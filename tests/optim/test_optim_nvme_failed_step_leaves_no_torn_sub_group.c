@@ -5,7 +5,7 @@
  *  - a write whose first piece reaches the disk but is reported failed (the short-I/O
  *    fault fires after the kernel wrote it): a write in place would leave that sub-group
  *    half new; here it must read back bit-identical to its old state;
-  *  - a failed read: nothing is updated and the state is unchanged;
+ *  - a failed read: nothing is updated and the state is unchanged;
  *  - the callback, which a good step calls once per sub-group in order as soon as it is
  *    updated, stops the step at sub-group 2.
  * After each failure the handle stays consistent: redoing the step for the sub-groups it

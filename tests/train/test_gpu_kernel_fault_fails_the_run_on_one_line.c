@@ -10,7 +10,7 @@
 #include "device.h"
 #include "train_fixture.h"
 
-static void run_fault(struct tf_dir *d, const char *fault)
+static void run_fault(struct tf_dir *d, const char *fault, const char *where)
 {
 	struct zinf_train_opts o;
 	struct zinf_train_result res;
@@ -36,6 +36,8 @@ static void run_fault(struct tf_dir *d, const char *fault)
 	T_CHECK(err[0] && !strchr(err, '\n'), "%s: one line: %s", fault, err);
 	T_CHECK(strstr(err, "cudaErrorIllegalAddress") || strstr(err, "illegal memory access"),
 		"%s: the CUDA error is named: %s", fault, err);
+	T_CHECK(strstr(err, where) != NULL, "%s: the message says where (%s): %s", fault, where,
+		err);
 }
 
 int main(void)
@@ -54,6 +56,8 @@ int main(void)
 	for (int i = 0; i < 2; i++) {
 		static const char *const faults[] = {"rmsnorm_forward_kernel:3",
 						     "swiglu_backward_kernel:1"};
+		/* the third RMSNorm is layer 1's first; backward starts at the last layer */
+		static const char *const wheres[] = {"layer 1 forward", "layer 1 backward"};
 		int status = 0;
 		pid_t pid;
 
@@ -61,7 +65,7 @@ int main(void)
 		pid = fork();
 		T_CHECK(pid >= 0, "fork");
 		if (pid == 0) {
-			run_fault(&d, faults[i]);
+			run_fault(&d, faults[i], wheres[i]);
 			exit(0);
 		}
 		T_CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&

@@ -1,9 +1,9 @@
 /* zinf train on the cuda device backend (the cuda model runtime, activations from the
  * device budget) gives the losses the host backend gives: 3 steps of a tiny fp32 model
-  * with parameters on NVMe agree within 1e-4 relative, with and without activation
- * checkpointing (and with the checkpoints in host memory, which lowers the device peak by
-  * the L - 1 layer inputs no longer on the device), and so do 3 steps in bf16 with parameters, optimizer state and
- * gradients on NVMe; with zinf.tf32 the losses stay within 1e-3 and change (the TF32
+ * with parameters on NVMe agree within 1e-4 relative, with and without activation
+ * checkpointing, and with the checkpoints in host memory (bit-identical to keeping them
+ * on the device, with a device peak lower by the L - 1 layer inputs no longer there);
+ * so do 3 steps in bf16 with parameters, optimizer state and gradients on NVMe; with zinf.tf32 the losses stay within 1e-3 and change (the TF32
  * math mode took effect); the loss moves (the updates take effect) and the device peak,
  * activations included, stays within zinf.device_memory_limit. Skips (77) without a GPU
  * (a ZINF_CUDA=SIM build runs it on the CUDA simulator). */
@@ -98,6 +98,10 @@ int main(void)
 	same(&host, &cuda_ckpt, "host vs cuda with activation checkpointing");
 	same(&host_nvme, &cuda_nvme, "host vs cuda in bf16 with everything on NVMe");
 	same(&host, &cuda_cpu_ckpt, "host vs cuda with checkpoints in host memory");
+	for (int i = 0; i < STEPS; i++) /* the same ops on the same data: bit for bit */
+		T_CHECK(cuda_cpu_ckpt.loss[i] == cuda_ckpt.loss[i],
+			"cuda step %d: loss %.9g with checkpoints in host memory, %.9g on the device",
+			i + 1, cuda_cpu_ckpt.loss[i], cuda_ckpt.loss[i]);
 	T_CHECK(peak_cpu_ckpt + LAYER_INPUT_BYTES <= peak_ckpt,
 		"checkpoints in host memory: device peak %llu, not %zu below %llu",
 		(unsigned long long)peak_cpu_ckpt, LAYER_INPUT_BYTES,
