@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# tools/gpu_bench.sh: GPU figures for docs/benchmarks.md, after tools/gpu_check.sh has
+# built zinf (it reuses that build). On a 134M-parameter Llama (docs/examples/models/
+# bench-134m.json, bf16, parameters and Adam state in host memory, a 4 GiB device budget,
+# micro batch 8 x 1024 tokens of this project's text read as bytes), with
+# `zinf bench train` (offloaded beside resident, alternating steps in one process):
+#   fp32    exact fp32 products (the default)
+#   tf32    zinf.tf32=true (tensor cores)
+#   ckpt    tf32 with --activation-checkpointing
+#   cpuckpt tf32, checkpointing, activation_checkpointing.cpu_checkpointing=true
+# Each writes $OUT/bench_<name>.json (zinf bench train --json) and a line to
+# $OUT/bench_summary.txt; a run past its time limit is cut and noted.
+#
+# Environment: OUT (default gpu-check-out/), BUILD_DIR (default build-gpu), STEPS
+# (default 6), SEQ_LEN (1024), MODEL, CONFIG (the files above), DEVICE (cuda; host
+# checks the script on a machine without a GPU, with a small MODEL).
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+out=${OUT:-$root/gpu-check-out}
+build=${BUILD_DIR:-build-gpu}
+steps=${STEPS:-6}
+seq=${SEQ_LEN:-1024}
+model=${MODEL:-docs/examples/models/bench-134m.json}
+config=${CONFIG:-docs/examples/train-bench-gpu.json}
+device=${DEVICE:-cuda}
+mkdir -p "$out"
+summary="$out/bench_summary.txt"
+: >"$summary"
+[ -x "$build/zinf" ] || { echo "gpu_bench: $build/zinf missing (run tools/gpu_check.sh first)" | tee -a "$summary"; exit 2; }
+
+work=$(mktemp -d /var/tmp/zinf-gpu-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cat docs/*.md src/*.c src/model/*.c kernels/*.cu >"$work/text.txt"
+
+bench() {
+	local name=$1 limit=$2 t0 rc
+	shift 2
+	t0=$(date +%s)
+	timeout --kill-after=10 "$limit" "$build/zinf" bench train --init "$model" \
+		--config "$config" --set zinf.device="$device" --data "$work/text.txt" \
+		--data-format text --seq-len "$seq" --steps "$steps" --shuffle seeded --json \
+		"$@" >"$out/bench_$name.json" 2>"$out/bench_$name.log"
+	rc=$?
+	echo "bench $name: exit $rc after $(($(date +%s) - t0)) s: $(tail -c 600 "$out/bench_$name.json" | tr -d '\n')" |
+		tee -a "$summary"
+	return $rc
+}
+
+{
+	date -u
+	nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+	nproc
+} >"$out/bench_machine.txt" 2>&1
+status=0
+bench fp32 150 || status=$?
+bench tf32 150 --set zinf.tf32=true || status=$?
+bench ckpt 150 --set zinf.tf32=true --activation-checkpointing || status=$?
+bench cpuckpt 150 --set zinf.tf32=true --activation-checkpointing \
+	--set activation_checkpointing.cpu_checkpointing=true || status=$?
+echo "gpu_bench: done: exit $status; results in $out" | tee -a "$summary"
+exit $status
