@@ -39,8 +39,10 @@ extern struct cudasim_index cudasim_cur;
 #define blockDim (cudasim_cur.block_dim)
 #define gridDim (cudasim_cur.grid_dim)
 
-void cudasim_syncthreads(void);
-#define __syncthreads() cudasim_syncthreads()
+// The barrier, named by its source line: compiled code may duplicate one call, so the
+// line (not the call's address) tells whether the threads of a block wait at the same one.
+void cudasim_syncthreads(const char *file, int line);
+#define __syncthreads() cudasim_syncthreads(__FILE__, __LINE__)
 
 // Queue body to run over grid x block on stream (validated there; errors go to the
 // thread's last CUDA error as a real launch's would).

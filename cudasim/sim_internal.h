@@ -12,7 +12,10 @@
 // per thread), filling the kernels' shared memory [shared_lo, shared_hi) with 0xff
 // before each block. Called with the device lock held.
 void sim_run_grid(dim3 grid, dim3 block, const std::function<void()> &body, char *shared_lo,
-		  char *shared_hi);
+		  char *shared_hi, const char *name);
+
+// A fault of the running kernel: sticky from now on, as on a GPU. Device lock held.
+void sim_fault(cudaError_t err);
 
 // Queue op on stream (NULL: the legacy default stream); the caller has validated it.
 // Returns cudaSuccess, or the error of an unknown stream.

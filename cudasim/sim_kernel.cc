@@ -118,6 +118,8 @@ struct fiber {
 	struct context ctx;
 	uint3 tid;
 	enum fiber_state state;
+	const char *file; // the __syncthreads it is parked at
+	int line;
 };
 
 struct block_run {
@@ -142,7 +144,7 @@ static void fiber_entry(void)
 	abort();
 }
 
-void cudasim_syncthreads(void)
+void cudasim_syncthreads(const char *file, int line)
 {
 	struct fiber *f;
 
@@ -152,21 +154,26 @@ void cudasim_syncthreads(void)
 	}
 	f = running->cur;
 	f->state = FIBER_AT_BARRIER;
+	f->file = file;
+	f->line = line;
 	context_switch(&f->ctx, &running->sched);
 }
 
 // Run the block's fibers until all have finished, opening the barrier each time every
 // live one is parked at it (exited threads count as arrived, as on sm_70 and later).
-static void run_block(struct block_run *run, unsigned nthreads)
+// Threads parked at different __syncthreads calls (a barrier in divergent code, whose
+// behaviour CUDA leaves undefined) fault the launch with cudaErrorLaunchFailure.
+static void run_block(struct block_run *run, unsigned nthreads, const char *name)
 {
 	unsigned done = 0;
 
-	while (done < nthreads) {
+	for (;;) {
+		const struct fiber *first = NULL;
+		bool split = false;
+
 		for (unsigned n = 0; n < nthreads; n++) {
 			struct fiber *f = &fibers[reverse_order ? nthreads - 1 - n : n];
 
-			if (f->state == FIBER_AT_BARRIER) // parked in the previous pass
-				f->state = FIBER_RUNNABLE;
 			if (f->state != FIBER_RUNNABLE)
 				continue;
 			run->cur = f;
@@ -174,11 +181,31 @@ static void run_block(struct block_run *run, unsigned nthreads)
 			context_switch(&run->sched, &f->ctx);
 			done += f->state == FIBER_DONE;
 		}
+		if (done == nthreads)
+			return;
+		for (unsigned i = 0; i < nthreads; i++) {
+			if (fibers[i].state != FIBER_AT_BARRIER)
+				continue;
+			if (!first)
+				first = &fibers[i];
+			else if (fibers[i].line != first->line ||
+				 strcmp(fibers[i].file, first->file))
+				split = true;
+			fibers[i].state = FIBER_RUNNABLE;
+		}
+		if (split) {
+			sim_complain(
+				"%s: threads of block (%u,%u,%u) wait at different __syncthreads, "
+				"%s:%d among them (a barrier in divergent code)",
+				name, cudasim_cur.block.x, cudasim_cur.block.y, cudasim_cur.block.z,
+				first->file, first->line);
+			sim_fault(cudaErrorLaunchFailure);
+		}
 	}
 }
 
 void sim_run_grid(dim3 grid, dim3 block, const std::function<void()> &body, char *shared_lo,
-		  char *shared_hi)
+		  char *shared_hi, const char *name)
 {
 	unsigned nthreads = block.x * block.y * block.z;
 	uint64_t nblocks = (uint64_t)grid.x * grid.y * grid.z;
@@ -220,7 +247,7 @@ void sim_run_grid(dim3 grid, dim3 block, const std::function<void()> &body, char
 					fibers[i].tid = make_uint3(tx, ty, tz);
 					fibers[i].state = FIBER_RUNNABLE;
 				}
-		run_block(&run, nthreads);
+		run_block(&run, nthreads, name);
 	}
 	running = NULL;
 	cudasim_cur = saved;

@@ -277,6 +277,12 @@ void sim_complain(const char *fmt, ...)
 	va_end(ap);
 }
 
+void sim_fault(cudaError_t err)
+{
+	if (!sticky)
+		sticky = err;
+}
+
 cudaError_t sim_error(cudaError_t err)
 {
 	if (err != cudaSuccess)
@@ -338,8 +344,8 @@ void cudasim_launch(cudaStream_t stream, dim3 grid, dim3 block, const char *name
 			return;
 		}
 	}
-	sim_enqueue(stream, [grid, block, body, shared_lo, shared_hi]() {
-		sim_run_grid(grid, block, body, shared_lo, shared_hi);
+	sim_enqueue(stream, [grid, block, body, shared_lo, shared_hi, name]() {
+		sim_run_grid(grid, block, body, shared_lo, shared_hi, name);
 	});
 }
 
@@ -395,6 +401,8 @@ const char *cudaGetErrorName(cudaError_t err)
 		return "cudaErrorIllegalAddress";
 	case cudaErrorInvalidMemcpyDirection:
 		return "cudaErrorInvalidMemcpyDirection";
+	case cudaErrorLaunchFailure:
+		return "cudaErrorLaunchFailure";
 	default:
 		return "cudaErrorUnknown";
 	}
@@ -427,6 +435,8 @@ const char *cudaGetErrorString(cudaError_t err)
 		return "an illegal memory access was encountered";
 	case cudaErrorInvalidMemcpyDirection:
 		return "invalid copy direction for memcpy";
+	case cudaErrorLaunchFailure:
+		return "unspecified launch failure";
 	default:
 		return "unknown error";
 	}

@@ -4,11 +4,14 @@
 // block indices cover 2-D shapes in CUDA's order, threads that return early do not hang
 // a barrier, and a launch beyond the device's limits (or of an empty grid) is refused
 // with cudaErrorInvalidConfiguration and runs nothing, as is one with a pointer argument
-// that is not device memory (cudaErrorIllegalAddress). ZINF_CUDASIM_ORDER=reverse runs
+// that is not device memory (cudaErrorIllegalAddress); threads waiting at different
+// __syncthreads (divergent code) fault the launch (cudaErrorLaunchFailure). ZINF_CUDASIM_ORDER=reverse runs
 // threads and blocks the other way round: the same results for correct kernels, others
 // for a kernel missing a barrier. Built with cudasim.h, like the kernels themselves.
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "test.h"
 
@@ -46,6 +49,18 @@ __global__ void index_kernel(unsigned *out)
 	unsigned y = blockIdx.y * blockDim.y + threadIdx.y;
 
 	out[y * gridDim.x * blockDim.x + x] = y << 16 | x;
+}
+
+// Wrong on purpose: half the block waits at one barrier, half at another.
+__global__ void divergent_barrier_kernel(int *out)
+{
+	if (threadIdx.x < 16) {
+		out[threadIdx.x] = 1;
+		__syncthreads();
+	} else {
+		__syncthreads();
+		out[threadIdx.x] = 2;
+	}
 }
 
 // Wrong on purpose: reads a neighbour's shared write with no barrier in between.
@@ -116,6 +131,22 @@ int main(void)
 	T_CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "grid.y beyond 65535");
 	CK(cudaMemcpyAsync(out, d_out, sizeof(out), cudaMemcpyDeviceToHost, s));
 	T_CHECK(out[0] == 0 && out[THREADS - 1] == 0, "a refused launch ran nothing");
+
+	{ /* a fault is sticky for the process: in a child */
+		int status = 0;
+		pid_t pid;
+
+		fflush(stdout);
+		pid = fork();
+		T_CHECK(pid >= 0, "fork");
+		if (pid == 0) {
+			ZINF_LAUNCH(divergent_barrier_kernel, 1, 64, s)(d_out);
+			exit(cudaStreamSynchronize(s) == cudaErrorLaunchFailure ? 0 : 1);
+		}
+		T_CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+				WEXITSTATUS(status) == 0,
+			"a barrier in divergent code faults the launch (status %d)", status);
+	}
 
 	CK(cudaFree(d_idx));
 	CK(cudaFree(d_sums));
