@@ -666,9 +666,10 @@ cudaError_t cudaMemsetAsync(void *ptr, int value, size_t count, cudaStream_t str
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
-	cudaStream_t s = new CUstream_st;
+	cudaStream_t s;
 
 	STICKY();
+	s = new CUstream_st;
 	s->flags = flags;
 	streams.insert(s);
 	*stream = s;
@@ -716,9 +717,10 @@ cudaError_t cudaDeviceSynchronize(void)
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
 	std::lock_guard<std::mutex> g(dev_lock);
-	cudaEvent_t e = new CUevent_st;
+	cudaEvent_t e;
 
 	STICKY();
+	e = new CUevent_st;
 	e->timing = !(flags & cudaEventDisableTiming);
 	events.insert(e);
 	*event = e;
