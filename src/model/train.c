@@ -172,6 +172,22 @@ static int setup_config(struct train_run *r, char *err, size_t errlen)
 			 o->config_path);
 		return ZINF_ECONFIG;
 	}
+	if (r->cpu_ckpt && o->activation_checkpointing) {
+		/* L - 1 layer inputs of B x T x hidden fp32 (train_pass.c); refused now
+		 * rather than killed for memory mid-run */
+		uint64_t need = (r->tm.hf.num_hidden_layers - 1) * r->B * o->seq_len *
+				r->tm.hf.hidden_size * sizeof(float);
+		char a[32], b[32];
+
+		if (need > info.host_total_bytes / 2) {
+			snprintf(err, errlen,
+				 "%s: activation_checkpointing.cpu_checkpointing: the checkpoints "
+				 "need %s of host memory, more than half of this machine's %s",
+				 o->config_path, zinf_format_bytes(need, a, sizeof(a)),
+				 zinf_format_bytes(info.host_total_bytes, b, sizeof(b)));
+			return ZINF_EBUDGET;
+		}
+	}
 	if (r->B * o->seq_len > (1u << 30)) {
 		snprintf(err, errlen, "%s: micro batch %llu x --seq-len %llu is too large",
 			 o->config_path, (unsigned long long)r->B, (unsigned long long)o->seq_len);

@@ -3,7 +3,8 @@
  * losses and the eval losses (before step 1 and after steps 2 and 3) are bit-identical
  * to checkpoints kept in the runtime's memory, for fp32 and bf16, gradient accumulation
  * 2, and 2 and 3 layers (both parities of the two-buffer ring); without that flag the
- * run is refused before it starts, naming the key and the flag. */
+ * run is refused before it starts, naming the key and the flag, and so is a run whose
+ * checkpoints would need more than half of the machine's memory. */
 #include "train_fixture.h"
 #include "zinf/error.h"
 
@@ -111,6 +112,38 @@ int main(void)
 			strstr(err, "--activation-checkpointing") && !strchr(err, '\n'),
 		"one line naming the key and the flag: %s", err);
 	T_CHECK(dev.l.n == 0, "no step ran");
+
+	{ /* 32 checkpointed layer inputs of 4096 x 4096 floats per sequence: 2 GiB each */
+		char big[256], batch[64];
+		const char *const big_sets[] = {sets[0], batch};
+		uint64_t ram = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+		FILE *f;
+
+		snprintf(big, sizeof(big), "%s/big.json", d.root);
+		f = fopen(big, "w");
+		T_CHECK(f &&
+				fprintf(f,
+					"{\"model_type\": \"llama\", \"vocab_size\": 256,"
+					" \"hidden_size\": 4096, \"intermediate_size\": 11008,"
+					" \"num_hidden_layers\": 33, \"num_attention_heads\": 32,"
+					" \"max_position_embeddings\": 4096}\n") > 0 &&
+				fclose(f) == 0,
+			"write %s", big);
+		snprintf(batch, sizeof(batch), "train_micro_batch_size_per_gpu=%llu",
+			 (unsigned long long)(ram / (4ull << 30) + 1));
+		tf_opts(&d, &o, STEPS, &dev.l);
+		o.init_config = big;
+		o.seq_len = 4096;
+		o.activation_checkpointing = true;
+		o.config_sets = big_sets;
+		o.n_config_sets = 2;
+		T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) == ZINF_EBUDGET,
+			"checkpoints beyond half the host memory are refused: %s", err);
+		T_CHECK(strstr(err, "cpu_checkpointing") && strstr(err, "host memory") &&
+				!strchr(err, '\n'),
+			"one line naming the key and the memory: %s", err);
+		T_CHECK(dev.l.n == 0, "no step ran");
+	}
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }
