@@ -41,6 +41,7 @@ const char cmd_train_usage[] =
 	"  --save DIR               write config.json + safetensors at the end\n"
 	"  --save-dtype bf16|fp16|fp32  (default: the checkpoint's dtype; fp32 with --init)\n"
 	"  --save-shard-size BYTES  largest safetensors shard (default 5GB)\n"
+	"  --save-every K           also save every K steps, to DIR/checkpoint-<step>\n"
 	"  --log-json FILE          one JSON object per line per optimizer step\n"
 	"  -q, --quiet              no progress output\n";
 
@@ -99,6 +100,13 @@ static void on_step(const struct zinf_train_step *s, void *user)
 		if (p->drawn)
 			fputc('\n', p->f);
 		fprintf(p->f, "eval after step %" PRIu64 ": loss %.4f\n", s->step, s->eval_loss);
+		p->drawn = false;
+	}
+	if (s->saved) {
+		if (p->drawn)
+			fputc('\n', p->f);
+		fprintf(p->f, "saved checkpoint-%" PRIu64 "\n", s->step);
+		p->drawn = false;
 	}
 	fflush(p->f);
 }
@@ -113,6 +121,7 @@ int cmd_train(int argc, char **argv)
 		{"save", required_argument, NULL, TF_SAVE},
 		{"save-dtype", required_argument, NULL, TF_SAVE_DTYPE},
 		{"save-shard-size", required_argument, NULL, TF_SAVE_SHARD},
+		{"save-every", required_argument, NULL, TF_SAVE_EVERY},
 		{"log-json", required_argument, NULL, TF_LOG_JSON},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},

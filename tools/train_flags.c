@@ -107,6 +107,8 @@ int train_flag_apply(struct train_flags *f, int c, const char *arg)
 			return -1;
 		}
 		return 0;
+	case TF_SAVE_EVERY:
+		return train_flag_u64(f->prog, "--save-every", arg, &o->save_every);
 	case TF_LOG_JSON:
 		o->log_json_path = arg;
 		return 0;

@@ -30,6 +30,7 @@ enum train_flag {
 	TF_SAVE,
 	TF_SAVE_DTYPE,
 	TF_SAVE_SHARD,
+	TF_SAVE_EVERY,
 	TF_LOG_JSON,
 	TF_FIRST_FREE /* a command's own flags start here */
 };

@@ -49,6 +49,7 @@ struct zinf_train_step {
 	bool skipped;	  /* fp16 overflow: no update */
 	bool has_eval;	  /* eval_loss was computed after this step */
 	double eval_loss; /* mean loss on the eval data */
+	bool saved;	  /* save_dir/checkpoint-<step> was written after this step */
 };
 
 /* Called after each step (and, with step 0, after the evaluation before the first
@@ -85,6 +86,11 @@ struct zinf_train_opts {
 	const char *save_dir;
 	enum zinf_dtype save_dtype;
 	uint64_t save_max_shard_bytes;
+	/* Also save after every save_every steps before the last (0: only at the end), the
+	 * same way, into save_dir/checkpoint-<step> (written under a .partial name and
+	 * renamed when complete; such a directory that already exists is refused before
+	 * step 1). */
+	uint64_t save_every;
 	/* One JSON object per line per step (NULL: none). */
 	const char *log_json_path;
 	zinf_train_step_fn on_step;
@@ -111,8 +117,8 @@ struct zinf_train_result {
 
 /* Run the training opts describes. Returns 0, or a negative code with one line in err
  * (errlen bytes, always NUL-terminated) and result->bad_input set when the input was at
- * fault. Nothing is written to save_dir unless the whole run succeeded. result may be
- * NULL. */
+ * fault. The final save is written to save_dir only when the whole run succeeded (the
+ * save_every checkpoints before it as they come). result may be NULL. */
 int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result *result, char *err,
 		   size_t errlen);
 

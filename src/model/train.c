@@ -59,6 +59,33 @@ struct train_run {
 
 /* ---- setup: every check before anything runs ------------------------------------------- */
 
+/* save_dir/checkpoint-<step>, or with partial its name while it is being written. */
+static void snapshot_path(const struct zinf_train_opts *o, uint64_t step, bool partial, char *buf,
+			  size_t len)
+{
+	snprintf(buf, len, "%s/checkpoint-%llu%s", o->save_dir, (unsigned long long)step,
+		 partial ? ".partial" : "");
+}
+
+/* --save-every must not write over an earlier run's checkpoints (or a partial one). */
+static int check_snapshots(const struct zinf_train_opts *o, char *err, size_t errlen)
+{
+	char path[4200];
+	struct stat st;
+
+	for (uint64_t k = o->save_every; o->save_every && k < o->steps; k += o->save_every)
+		for (int partial = 0; partial < 2; partial++) {
+			snapshot_path(o, k, partial, path, sizeof(path));
+			if (stat(path, &st) == 0) {
+				snprintf(err, errlen,
+					 "%s: --save-every would write over it (remove it first)",
+					 path);
+				return -EEXIST;
+			}
+		}
+	return 0;
+}
+
 static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 {
 	struct stat st;
@@ -95,6 +122,11 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: --model: not a directory", o->model_dir);
 		return -ENOENT;
 	}
+	if (o->save_every && !o->save_dir) {
+		snprintf(err, errlen, "--save-every %llu: needs --save DIR",
+			 (unsigned long long)o->save_every);
+		return -EINVAL;
+	}
 	if (o->save_dir) {
 		char parent[4096];
 
@@ -104,7 +136,7 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 					 o->save_dir);
 				return -ENOTDIR;
 			}
-			return 0;
+			return check_snapshots(o, err, errlen);
 		}
 		snprintf(parent, sizeof(parent), "%s", o->save_dir);
 		if (stat(dirname(parent), &st) || !S_ISDIR(st.st_mode)) {
@@ -418,6 +450,42 @@ static int report(struct train_run *r, struct zinf_train_step *s, char *err, siz
 	return 0;
 }
 
+static enum zinf_dtype save_dtype_of(const struct train_run *r)
+{
+	return r->o->save_dtype != ZINF_DTYPE_NONE ? r->o->save_dtype : r->tm.source_dtype;
+}
+
+/* --save-every: the model after this step into save_dir/checkpoint-<step>, written under
+ * a .partial name and renamed once complete. */
+static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t errlen)
+{
+	const struct zinf_train_opts *o = r->o;
+	char partial[4200], done[4200];
+	int rc = zinf_engine_sync(r->e); /* the step's updates, done in the background */
+
+	if (rc) {
+		snprintf(err, errlen, "step %llu: %s", (unsigned long long)step,
+			 zinf_last_error(r->e));
+		return rc;
+	}
+	if (mkdir(o->save_dir, 0755) && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: --save: cannot create: %s", o->save_dir,
+			 strerror(errno));
+		return rc;
+	}
+	snapshot_path(o, step, true, partial, sizeof(partial));
+	snapshot_path(o, step, false, done, sizeof(done));
+	rc = train_model_save(&r->tm, r->e, partial, save_dtype_of(r), o->save_max_shard_bytes, err,
+			      errlen);
+	if (!rc && rename(partial, done)) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: cannot rename to %s: %s", partial, done,
+			 strerror(errno));
+	}
+	return rc;
+}
+
 static int run_loop(struct train_run *r, struct zinf_train_result *res, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
@@ -448,6 +516,12 @@ static int run_loop(struct train_run *r, struct zinf_train_result *res, char *er
 			if (rc)
 				return rc;
 			res->last_eval_loss = s.eval_loss;
+		}
+		if (o->save_every && step % o->save_every == 0 && step < o->steps) {
+			rc = save_snapshot(r, step, err, errlen);
+			if (rc)
+				return rc;
+			s.saved = true;
 		}
 		if (step == 1)
 			res->first_loss = s.loss;
@@ -508,8 +582,7 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	}
 	fill_result(&r, res);
 	if (opts->save_dir) {
-		save_dtype =
-			opts->save_dtype != ZINF_DTYPE_NONE ? opts->save_dtype : r.tm.source_dtype;
+		save_dtype = save_dtype_of(&r);
 		rc = train_model_save(&r.tm, r.e, opts->save_dir, save_dtype,
 				      opts->save_max_shard_bytes, err, errlen);
 	}

@@ -47,6 +47,8 @@ int train_log_write(FILE *f, const struct zinf_train_step *s)
 		fputs(", ", f);
 		put_num(f, "eval_loss", s->eval_loss);
 	}
+	if (s->saved)
+		fputs(", \"saved\": true", f);
 	fputs("}\n", f);
 	if (fflush(f) || ferror(f))
 		return -EIO;

@@ -1,0 +1,112 @@
+/* --save-every K writes save_dir/checkpoint-<step> after every K steps before the last,
+ * each byte-identical to what a run stopped at that step saves at its end (fp32 and a
+ * bf16 save dtype; bf16 parameters and optimizer state on NVMe, the optimizer
+ * overlapping the next forward), marks those steps "saved" for --log-json, and leaves no .partial name;
+ * the final save is the run's own. A run that would write over an existing checkpoint,
+ * or --save-every without --save, is refused before step 1 on one line. */
+#include "train_fixture.h"
+#include "zinf/error.h"
+
+static void read_all(const char *path, char **data, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	long n;
+
+	T_CHECK(f != NULL, "open %s", path);
+	T_CHECK(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0,
+		"size of %s", path);
+	*data = malloc((size_t)n + 1);
+	T_CHECK(*data && fread(*data, 1, (size_t)n, f) == (size_t)n, "read %s", path);
+	*len = (size_t)n;
+	fclose(f);
+}
+
+static void same_file(const char *a, const char *b)
+{
+	char *x, *y;
+	size_t nx, ny;
+
+	read_all(a, &x, &nx);
+	read_all(b, &y, &ny);
+	T_CHECK(nx == ny && memcmp(x, y, nx) == 0, "%s and %s differ (%zu, %zu bytes)", a, b, nx,
+		ny);
+	free(x);
+	free(y);
+}
+
+static void on_step(const struct zinf_train_step *s, void *user)
+{
+	uint64_t *saved = user;
+
+	if (s->saved)
+		*saved |= 1ull << s->step;
+}
+
+static void run(struct tf_dir *d, uint64_t steps, uint64_t every, const char *dir,
+		enum zinf_dtype dtype, uint64_t *saved)
+{
+	struct zinf_train_opts o;
+	struct zinf_train_result res;
+	struct tf_losses l;
+
+	tf_write_ds(d, "nvme", "nvme", true); /* bf16 parameters */
+	tf_opts(d, &o, steps, &l);
+	o.save_dir = dir;
+	o.save_every = every;
+	o.save_dtype = dtype;
+	o.on_step = on_step;
+	o.on_step_user = saved;
+	*saved = 0;
+	tf_run(&o, &res);
+}
+
+int main(void)
+{
+	struct tf_dir d;
+	struct zinf_train_opts o;
+	struct zinf_train_result res;
+	struct tf_losses l;
+	struct stat st;
+	char every[256], upto[256], a[512], b[512], err[1024];
+	uint64_t saved;
+
+	zinf_log_set_level(ZINF_LOG_ERROR);
+	tf_setup(&d, NULL);
+	for (int bf16 = 0; bf16 < 2; bf16++) {
+		enum zinf_dtype dt = bf16 ? ZINF_DTYPE_BF16 : ZINF_DTYPE_F32;
+
+		snprintf(every, sizeof(every), "%s/every-%d", d.root, bf16);
+		run(&d, 5, 2, every, dt, &saved);
+		T_CHECK(saved == (1u << 2 | 1u << 4), "saved after steps 2 and 4 only (%#llx)",
+			(unsigned long long)saved);
+		for (int k = 2; k <= 4; k += 2) {
+			snprintf(upto, sizeof(upto), "%s/upto-%d-%d", d.root, bf16, k);
+			run(&d, (uint64_t)k, 0, upto, dt, &saved);
+			T_CHECK(saved == 0, "no snapshot without --save-every");
+			snprintf(a, sizeof(a), "%s/checkpoint-%d/model.safetensors", every, k);
+			snprintf(b, sizeof(b), "%s/model.safetensors", upto);
+			same_file(a, b);
+			snprintf(a, sizeof(a), "%s/checkpoint-%d/config.json", every, k);
+			snprintf(b, sizeof(b), "%s/config.json", upto);
+			same_file(a, b);
+			snprintf(a, sizeof(a), "%s/checkpoint-%d.partial", every, k);
+			T_CHECK(stat(a, &st) != 0, "%s is left", a);
+		}
+		snprintf(a, sizeof(a), "%s/model.safetensors", every);
+		T_CHECK(stat(a, &st) == 0, "the final save");
+	}
+
+	/* the same directory again: checkpoint-2 exists */
+	tf_opts(&d, &o, 5, &l);
+	o.save_dir = every;
+	o.save_every = 2;
+	T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) == -EEXIST, "over an old checkpoint");
+	T_CHECK(strstr(err, "checkpoint-2") && strstr(err, "--save-every") && !strchr(err, '\n'),
+		"one line naming it: %s", err);
+	T_CHECK(l.n == 0, "no step ran");
+	o.save_dir = NULL;
+	T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) == -EINVAL && strstr(err, "--save"),
+		"--save-every without --save: %s", err);
+	tf_cleanup(&d);
+	return T_EXIT_PASS;
+}
