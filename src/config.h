@@ -177,6 +177,10 @@ extern const int zinf_n_keys;
 
 /* Index of the key with this dotted path, or -1. */
 int zinf_key_find(const char *path);
+/* Whether key i may stay "auto" once resolved: the device backend resolves it when it
+ * opens (zinf.device_memory_limit: cuda free memory less memory_reserve, host a
+ * quarter of RAM). */
+bool zinf_key_auto_at_open(int i);
 
 /* ---- the handle --------------------------------------------------------------------- */
 #define ZINF_CONFIG_MAX_WARNINGS 64

@@ -377,10 +377,13 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 			    (uint64_t)(0.9 * (double)(h * h)));
 		resolve_u64(cfg, "zero_optimization.stage3_param_persistence_threshold", 10 * h);
 	}
+	/* zinf.device_memory_limit: given the device's free memory, that; else "auto" stays
+	 * for the device backend to resolve when it opens (cuda: free memory less
+	 * memory_reserve; host: a quarter of RAM), which zinf.device "auto" decides */
 	if (info && info->device_free_bytes)
 		resolve_u64(cfg, "zinf.device_memory_limit", info->device_free_bytes);
 	if (info && info->host_total_bytes) {
-		if (v->zinf.device != ZINF_DEVICE_CUDA && !info->device_free_bytes)
+		if (v->zinf.device == ZINF_DEVICE_HOST && !info->device_free_bytes)
 			resolve_u64(cfg, "zinf.device_memory_limit", info->host_total_bytes / 4);
 		uint64_t quarter = info->host_total_bytes / 4;
 		resolve_u64(cfg, "zinf.pinned_memory_limit",
@@ -395,6 +398,8 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 	for (int i = 0; i < zinf_n_keys; i++) {
 		if (!cfg->is_auto[i])
 			continue;
+		if (zinf_key_auto_at_open(i))
+			continue; /* the device backend's, above */
 		return zinf_config_fail(
 			cfg, ZINF_ECONFIG,
 			"%s: \"auto\" could not be resolved here (expected a value in the config or on the command line)",

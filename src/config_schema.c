@@ -415,6 +415,11 @@ const struct zinf_key zinf_keys[] = {
 
 const int zinf_n_keys = (int)(sizeof(zinf_keys) / sizeof(zinf_keys[0]));
 
+bool zinf_key_auto_at_open(int i)
+{
+	return i >= 0 && i < zinf_n_keys && !strcmp(zinf_keys[i].path, "zinf.device_memory_limit");
+}
+
 int zinf_key_find(const char *path)
 {
 	for (int i = 0; i < zinf_n_keys; i++)
