@@ -11,11 +11,17 @@
  * mlp_bias, sliding_window and max_window_layers, the saved safetensors hold every tensor
  * the config names (the MLP biases included) with its shape, and training resumes from
  * the saved directory.
- * Usage: test_train_first_loss_matches_torch_checkpoints ZINF_BIN FIXTURE_BASE...
+ *
+ * With --device=cuda first it runs on the cuda device backend (the cuda model runtime
+ * against torch's losses: test_gpu_first_loss_matches_torch_checkpoints), and skips (77)
+ * without a GPU.
+ * Usage: test_train_first_loss_matches_torch_checkpoints [--device=cuda] ZINF_BIN
+ *        FIXTURE_BASE...
  */
 #include <sys/wait.h>
 
 #include "../model/test_llama_net.h"
+#include "device.h"
 #include "hf_config.h"
 #include "llama_names.h"
 #include "safetensors.h"
@@ -38,6 +44,8 @@ static double first_logged_loss(const char *path)
 	return strtod(at + 8, NULL);
 }
 
+static const char *device = "host";
+
 static void write_ds(const char *path, int B)
 {
 	FILE *f = fopen(path, "w");
@@ -49,9 +57,9 @@ static void write_ds(const char *path, int B)
 		" \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.001}},"
 		" \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"none\"},"
 		"  \"offload_optimizer\": {\"device\": \"cpu\"}},"
-		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"4MiB\","
+		" \"zinf\": {\"device\": \"%s\", \"device_memory_limit\": \"%s\","
 		"  \"pinned_memory_limit\": \"4MiB\", \"chunk_size\": \"64KiB\"}}\n",
-		B);
+		B, device, strcmp(device, "host") ? "64MiB" : "4MiB");
 	fclose(f);
 }
 
@@ -125,7 +133,14 @@ static void check_saved(const char *model, const char *saved)
 
 int main(int argc, char **argv)
 {
-	T_CHECK(argc >= 3, "usage: %s ZINF_BIN FIXTURE_BASE...", argv[0]);
+	if (argc > 1 && !strncmp(argv[1], "--device=", 9)) {
+		device = argv[1] + 9;
+		argv++;
+		argc--;
+		if (!strcmp(device, "cuda") && zinf_device_cuda_count() == 0)
+			T_SKIP("no CUDA device (or zinf built without CUDA)");
+	}
+	T_CHECK(argc >= 3, "usage: %s [--device=cuda] ZINF_BIN FIXTURE_BASE...", argv[0]);
 	tf_setup(&d, NULL);
 	for (int i = 2; i < argc; i++) {
 		struct fixture f;
@@ -139,7 +154,8 @@ int main(int argc, char **argv)
 		write_ds(ds, f.B);
 		got = train(argv[1], argv[i], argv[i], ds, f.T, saved);
 		e = fabs(got - want) / fabs(want);
-		printf("%s: first loss %.9g, torch %.9g, rel err %.2e\n", argv[i], got, want, e);
+		printf("%s (%s): first loss %.9g, torch %.9g, rel err %.2e\n", argv[i], device, got,
+		       want, e);
 		T_CHECK(e <= 1e-5, "%s: zinf train's first loss %.9g, torch's %.9g (rel %.2e)",
 			argv[i], got, want, e);
 		check_saved(argv[i], saved);
