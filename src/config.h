@@ -152,6 +152,8 @@ enum zinf_key_flags {
 	ZKF_MIN_OPEN = 1u << 3,	   /* min is exclusive */
 	ZKF_POW2 = 1u << 4,	   /* must be a power of two */
 	ZKF_ALIGN4K = 1u << 5,	   /* must be a multiple of 4096 */
+	/* "auto" may stay unresolved: the device backend resolves it when it opens */
+	ZKF_AUTO_AT_OPEN = 1u << 6,
 };
 
 /* Scheduler types a scheduler.params key belongs to (bit = 1 << enum zinf_lr_schedule_type). */
@@ -177,10 +179,6 @@ extern const int zinf_n_keys;
 
 /* Index of the key with this dotted path, or -1. */
 int zinf_key_find(const char *path);
-/* Whether key i may stay "auto" once resolved: the device backend resolves it when it
- * opens (zinf.device_memory_limit: cuda free memory less memory_reserve, host a
- * quarter of RAM). */
-bool zinf_key_auto_at_open(int i);
 
 /* ---- the handle --------------------------------------------------------------------- */
 #define ZINF_CONFIG_MAX_WARNINGS 64

@@ -383,7 +383,7 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 	if (info && info->device_free_bytes)
 		resolve_u64(cfg, "zinf.device_memory_limit", info->device_free_bytes);
 	if (info && info->host_total_bytes) {
-		if (v->zinf.device == ZINF_DEVICE_HOST && !info->device_free_bytes)
+		if (v->zinf.device == ZINF_DEVICE_HOST)
 			resolve_u64(cfg, "zinf.device_memory_limit", info->host_total_bytes / 4);
 		uint64_t quarter = info->host_total_bytes / 4;
 		resolve_u64(cfg, "zinf.pinned_memory_limit",
@@ -398,8 +398,8 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 	for (int i = 0; i < zinf_n_keys; i++) {
 		if (!cfg->is_auto[i])
 			continue;
-		if (zinf_key_auto_at_open(i))
-			continue; /* the device backend's, above */
+		if (zinf_keys[i].flags & ZKF_AUTO_AT_OPEN)
+			continue; /* the device backend's (zinf.device_memory_limit, above) */
 		return zinf_config_fail(
 			cfg, ZINF_ECONFIG,
 			"%s: \"auto\" could not be resolved here (expected a value in the config or on the command line)",

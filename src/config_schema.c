@@ -343,7 +343,7 @@ const struct zinf_key zinf_keys[] = {
 	 .def_str = "auto",
 	 .min = 1048576,
 	 .max = INF,
-	 .flags = ZKF_AUTO,
+	 .flags = ZKF_AUTO | ZKF_AUTO_AT_OPEN, /* cuda: free memory less memory_reserve */
 	 .doc = "hard cap on device memory (auto: free GPU memory on cuda, a quarter of host RAM on host)"},
 	{.path = "zinf.pinned_memory_limit",
 	 .type = ZK_BYTES,
@@ -414,11 +414,6 @@ const struct zinf_key zinf_keys[] = {
 };
 
 const int zinf_n_keys = (int)(sizeof(zinf_keys) / sizeof(zinf_keys[0]));
-
-bool zinf_key_auto_at_open(int i)
-{
-	return i >= 0 && i < zinf_n_keys && !strcmp(zinf_keys[i].path, "zinf.device_memory_limit");
-}
 
 int zinf_key_find(const char *path)
 {

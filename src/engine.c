@@ -171,7 +171,7 @@ int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, 
 
 	*out = NULL;
 	for (int i = 0; i < zinf_n_keys; i++) {
-		if (cfg->is_auto[i] && !zinf_key_auto_at_open(i)) {
+		if (cfg->is_auto[i] && !(zinf_keys[i].flags & ZKF_AUTO_AT_OPEN)) {
 			snprintf(
 				err, errlen,
 				"%s: \"auto\" not resolved (resolve the config with zinf_config_resolve first)",
