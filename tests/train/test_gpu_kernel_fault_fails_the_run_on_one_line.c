@@ -4,10 +4,9 @@
  * forward (the third RMSNorm) and in backward (the first SwiGLU backward). Needs a
  * fault injected, so it runs on the CUDA simulator (ZINF_CUDASIM_FAULT) and skips (77)
  * on a real GPU and without CUDA. */
-#include <cuda_runtime.h>
 #include <sys/wait.h>
 
-#include "device.h"
+#include "cuda_sim_only.h"
 #include "train_fixture.h"
 
 static void run_fault(struct tf_dir *d, const char *fault, const char *where)
@@ -42,14 +41,9 @@ static void run_fault(struct tf_dir *d, const char *fault, const char *where)
 
 int main(void)
 {
-	struct cudaDeviceProp prop;
 	struct tf_dir d;
 
-	if (zinf_device_cuda_count() == 0)
-		T_SKIP("no CUDA device (or zinf built without CUDA)");
-	if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
-	    strcmp(prop.name, "zinf CUDA simulator") != 0)
-		T_SKIP("faults are injected only on the CUDA simulator");
+	require_cuda_simulator("faults are injected only on the CUDA simulator");
 	zinf_log_set_level(ZINF_LOG_ERROR);
 	tf_setup(&d, NULL);
 	/* a fault is sticky for the process, as on a GPU: each case runs in a child */

@@ -2,9 +2,7 @@
  * TF32 in CUBLAS_TF32_TENSOR_OP_MATH mode, 3 steps of the tiny model give other losses
  * than with exact fp32 products (within 1e-3). On a real GPU cuBLAS may pick kernels
  * without tensor cores for shapes this small, so it skips (77) there, and without CUDA. */
-#include <cuda_runtime.h>
-
-#include "device.h"
+#include "cuda_sim_only.h"
 #include "train_fixture.h"
 
 #define STEPS 3
@@ -25,16 +23,11 @@ static void run(struct tf_dir *d, const char *tf32, struct tf_losses *l)
 
 int main(void)
 {
-	struct cudaDeviceProp prop;
 	struct tf_losses exact, tf32;
 	struct tf_dir d;
 	int differ = 0;
 
-	if (zinf_device_cuda_count() == 0)
-		T_SKIP("no CUDA device (or zinf built without CUDA)");
-	if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
-	    strcmp(prop.name, "zinf CUDA simulator") != 0)
-		T_SKIP("a real GPU may run shapes this small without tensor cores");
+	require_cuda_simulator("a real GPU may run shapes this small without tensor cores");
 	zinf_log_set_level(ZINF_LOG_ERROR);
 	tf_setup(&d, NULL);
 	run(&d, "zinf.tf32=false", &exact);
