@@ -205,10 +205,8 @@ static int setup_config(struct train_run *r, char *err, size_t errlen)
 		return ZINF_ECONFIG;
 	}
 	if (r->cpu_ckpt && o->activation_checkpointing) {
-		/* L - 1 layer inputs of B x T x hidden fp32 (train_pass.c); refused now
-		 * rather than killed for memory mid-run */
-		uint64_t need = (r->tm.hf.num_hidden_layers - 1) * r->B * o->seq_len *
-				r->tm.hf.hidden_size * sizeof(float);
+		/* refused now rather than killed for memory mid-run */
+		uint64_t need = train_pass_cpu_ckpt_bytes(&r->tm, r->B, o->seq_len);
 		char a[32], b[32];
 
 		if (need > info.host_total_bytes / 2) {

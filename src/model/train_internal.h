@@ -87,6 +87,9 @@ struct train_pass_opts {
 
 int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_engine *e, int B,
 		      int T, const struct train_pass_opts *po, char *err, size_t errlen);
+/* Host memory of cpu_ckpt's checkpoints: L - 1 layer inputs of B x T x hidden fp32 (the
+ * last layer's input never leaves the runtime's memory). */
+uint64_t train_pass_cpu_ckpt_bytes(const struct train_model *tm, uint64_t B, uint64_t T);
 void train_pass_destroy(struct train_pass *p);
 /* Forward (and with backward true, backward into the engine's gradient buffers with
  * dloss = the engine's loss scale) of one micro-batch; *loss is its mean loss. */

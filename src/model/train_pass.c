@@ -34,6 +34,11 @@ static const char *engine_mem_error(void *ctx)
 	return zinf_last_error(ctx);
 }
 
+uint64_t train_pass_cpu_ckpt_bytes(const struct train_model *tm, uint64_t B, uint64_t T)
+{
+	return tm->L > 1 ? (uint64_t)(tm->L - 1) * B * T * tm->lc.hidden_size * sizeof(float) : 0;
+}
+
 int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_engine *e, int B,
 		      int T, const struct train_pass_opts *po, char *err, size_t errlen)
 {
@@ -72,14 +77,14 @@ int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_
 		goto out_fail;
 	}
 	if (p->cpu_ckpt && tm->L > 1) { /* x[L-1] never leaves its buffer */
-		p->host_xs = malloc((size_t)(tm->L - 1) * nc_bytes);
+		p->host_xs = malloc(train_pass_cpu_ckpt_bytes(tm, B, T));
 		if (!p->host_xs) {
 			rc = -ENOMEM;
 			snprintf(err, errlen,
 				 "model runtime: out of host memory for the activation checkpoints "
 				 "(%llu bytes: %d layer inputs x B %d x T %d x %d floats)",
-				 (unsigned long long)((tm->L - 1) * nc_bytes), tm->L - 1, B, T,
-				 p->C);
+				 (unsigned long long)train_pass_cpu_ckpt_bytes(tm, B, T), tm->L - 1,
+				 B, T, p->C);
 			goto out_fail;
 		}
 	}
