@@ -57,6 +57,14 @@ static void fmt_eta(double seconds, char *buf, size_t len)
 	snprintf(buf, len, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
 }
 
+/* Before a line of its own: end the progress bar's line, if one is drawn. */
+static void end_bar(struct progress *p)
+{
+	if (p->drawn)
+		fputc('\n', p->f);
+	p->drawn = false;
+}
+
 static void on_step(const struct zinf_train_step *s, void *user)
 {
 	struct progress *p = user;
@@ -97,16 +105,12 @@ static void on_step(const struct zinf_train_step *s, void *user)
 		}
 	}
 	if (s->has_eval) {
-		if (p->drawn)
-			fputc('\n', p->f);
+		end_bar(p);
 		fprintf(p->f, "eval after step %" PRIu64 ": loss %.4f\n", s->step, s->eval_loss);
-		p->drawn = false;
 	}
 	if (s->saved) {
-		if (p->drawn)
-			fputc('\n', p->f);
+		end_bar(p);
 		fprintf(p->f, "saved checkpoint-%" PRIu64 "\n", s->step);
-		p->drawn = false;
 	}
 	fflush(p->f);
 }

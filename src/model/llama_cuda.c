@@ -4,11 +4,11 @@
  * TF32 tensor cores with opts.tf32) on row-major buffers, everything else the kernels of
  * kernels/llama_cuda.h, all queued on the runtime's own stream. The math is the CPU
  * runtime's (llama.c, llama_layer.c, llama_ops.c, llama_attention.c) step for step, so
- * results agree to
- * rounding: attention is computed head by head as full (T, T) score matrices for the B
- * sequences at once (strided-batched sgemm), masked causally (and by the sliding window
- * in layers >= max_window_layers), the probabilities rebuilt from the saved log-sum-exp
- * in backward; the head works through the rows in chunks of head_chunk_bytes of logits.
+ * results agree to rounding: attention is computed head by head as full (T, T) score
+ * matrices for the B sequences at once (strided-batched sgemm), masked causally (and by
+ * the sliding window in layers >= max_window_layers), the probabilities rebuilt from the
+ * saved log-sum-exp in backward; the head works through the rows in chunks of
+ * head_chunk_bytes of logits.
  *
  * Memory: one device allocation for the runtime (RoPE tables, weight-conversion scratch,
  * backward temporaries, head activations and logits, the attention score matrices,
