@@ -39,7 +39,10 @@ struct esub {
 	uint64_t serial;       /* new per buffer: stamps the pieces loaded into it */
 	uint64_t loaded_elems; /* distinct elements loaded (each piece counted once) */
 	uint64_t bytes;	       /* of this allocation */
-	float master[];	       /* (sub-group elems) fp32: loaded values, zeros elsewhere */
+	bool moments;	       /* master is followed by exp_avg and exp_avg_sq (a resume) */
+	/* (sub-group elems) fp32: loaded values, zeros elsewhere; with moments, then the
+	 * loaded exp_avg and exp_avg_sq, each as long */
+	float master[];
 };
 
 /* A group's gradient accumulators with zinf.offload_gradients nvme (engine_grad.c): one
@@ -103,6 +106,7 @@ struct egroup {
 	bool flushed;	       /* every sub-group written, nothing pending */
 	float *save;	       /* (sub_elems) fp32: sub-group save_sub's master, read for */
 	uint64_t save_sub;     /* saving; NULL when none is held */
+	bool save_moments;     /* save holds 3 x sub_elems: master, exp_avg, exp_avg_sq */
 	uint8_t *sg_done;      /* (n_sub) updated by the step in progress */
 };
 
@@ -312,12 +316,14 @@ void engine_convert(void *dst, enum zinf_dtype dt, const void *src, enum zinf_dt
 
 /* engine_nvme.c: set up groups and handles at finalize; load, save, flush, step. */
 int engine_nvme_finalize(struct zinf_engine *e);
-/* Load src (p's elements in src_dtype) as p's fp32 master with zero moments, sub-group by
- * sub-group: a sub-group is written to NVMe once all of it has been loaded. */
+/* Load src (p's elements in src_dtype) as p's fp32 master, with moments m and v (fp32,
+ * p's elements; NULL both: zeros), sub-group by sub-group: a sub-group is written to
+ * NVMe once all of it has been loaded. */
 int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const void *src,
-		     enum zinf_dtype src_dtype);
-/* p's fp32 master into master (p's elements), reading one sub-group at a time. */
-int engine_nvme_save(struct zinf_engine *e, struct eparam *p, float *master);
+		     enum zinf_dtype src_dtype, const float *m, const float *v);
+/* p's fp32 master, and with m and v not NULL its moments, into caller buffers of p's
+ * elements (master may be NULL too), reading one sub-group at a time. */
+int engine_nvme_save(struct zinf_engine *e, struct eparam *p, float *master, float *m, float *v);
 int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *info);
 void engine_nvme_destroy(struct zinf_engine *e);
 

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cast.h"
@@ -57,15 +58,20 @@ static bool valid_dtype(enum zinf_dtype t)
 	return t == ZINF_DTYPE_F32 || t == ZINF_DTYPE_BF16 || t == ZINF_DTYPE_F16;
 }
 
-/* Set p's optimizer state from src: fp32 master, zero moments. */
+/* Set p's optimizer state from src: fp32 master, and moments m and v (NULL: zeros). */
 static int load_state(struct zinf_engine *e, struct eparam *p, const void *src,
-		      enum zinf_dtype src_dtype)
+		      enum zinf_dtype src_dtype, const float *m, const float *v)
 {
 	if (e->nvme_state)
-		return engine_nvme_load(e, p, src, src_dtype);
+		return engine_nvme_load(e, p, src, src_dtype, m, v);
 	engine_convert(p->master, ZINF_DTYPE_F32, src, src_dtype, p->elems);
-	memset(p->exp_avg, 0, p->elems * 4);
-	memset(p->exp_avg_sq, 0, p->elems * 4);
+	if (m) {
+		memcpy(p->exp_avg, m, p->elems * 4);
+		memcpy(p->exp_avg_sq, v, p->elems * 4);
+	} else {
+		memset(p->exp_avg, 0, p->elems * 4);
+		memset(p->exp_avg_sq, 0, p->elems * 4);
+	}
 	return 0;
 }
 
@@ -98,7 +104,7 @@ int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 	rc = zinf_store_param_write(e->store, p->store_id, e->staging);
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
-	return load_state(e, p, src, src_dtype);
+	return load_state(e, p, src, src_dtype, NULL, NULL);
 }
 
 static int check_module_sources(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
@@ -130,8 +136,27 @@ static int check_module_sources(struct zinf_engine *e, uint32_t module, uint32_t
 	return 0;
 }
 
-int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
-		     const void *const *srcs, const enum zinf_dtype *src_dtypes)
+/* Both moments of every parameter, or none. */
+static int check_module_moments(struct zinf_engine *e, uint32_t module, const float *const *exp_avg,
+				const float *const *exp_avg_sq)
+{
+	const struct emodule *m = &e->modules[module];
+
+	if (!exp_avg || !exp_avg_sq)
+		return engine_fail(
+			e, -EINVAL, "module %u (%s): exp_avg %p, exp_avg_sq %p (both required)",
+			module, m->name, (const void *)exp_avg, (const void *)exp_avg_sq);
+	for (uint32_t k = 0; k < m->n_params; k++)
+		if (!exp_avg[k] || !exp_avg_sq[k])
+			return engine_fail(e, -EINVAL,
+					   "module %u (%s): moments of source %u (param %u): NULL",
+					   module, m->name, k, m->first_param + k);
+	return 0;
+}
+
+static int module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
+		       const void *const *srcs, const enum zinf_dtype *src_dtypes,
+		       const float *const *exp_avg, const float *const *exp_avg_sq)
 {
 	const struct emodule *m;
 	char *copy = e->staging;
@@ -139,6 +164,8 @@ int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
 
 	if (!rc)
 		rc = check_module_sources(e, module, n_srcs, srcs, src_dtypes);
+	if (!rc && (exp_avg || exp_avg_sq))
+		rc = check_module_moments(e, module, exp_avg, exp_avg_sq);
 	if (rc)
 		return rc;
 	m = &e->modules[module];
@@ -166,10 +193,72 @@ int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	for (uint32_t k = 0; k < m->n_params; k++) {
-		rc = load_state(e, &e->params[m->first_param + k], srcs[k], src_dtypes[k]);
+		rc = load_state(e, &e->params[m->first_param + k], srcs[k], src_dtypes[k],
+				exp_avg ? exp_avg[k] : NULL, exp_avg_sq ? exp_avg_sq[k] : NULL);
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
+		     const void *const *srcs, const enum zinf_dtype *src_dtypes)
+{
+	return module_load(e, module, n_srcs, srcs, src_dtypes, NULL, NULL);
+}
+
+int zinf_module_load_state(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
+			   const float *const *master, const float *const *exp_avg,
+			   const float *const *exp_avg_sq)
+{
+	enum zinf_dtype *f32;
+	const void **srcs;
+	int rc;
+
+	if (!master || !exp_avg || !exp_avg_sq)
+		return engine_fail(e, -EINVAL,
+				   "module %u: master %p, exp_avg %p, exp_avg_sq %p (all required)",
+				   module, (const void *)master, (const void *)exp_avg,
+				   (const void *)exp_avg_sq);
+	f32 = malloc((n_srcs + 1) * sizeof(*f32));
+	srcs = malloc((n_srcs + 1) * sizeof(*srcs));
+	if (!f32 || !srcs) {
+		rc = engine_fail(e, -ENOMEM, "module %u: out of memory for %u sources", module,
+				 n_srcs);
+		goto out;
+	}
+	for (uint32_t k = 0; k < n_srcs; k++) {
+		f32[k] = ZINF_DTYPE_F32;
+		srcs[k] = master[k];
+	}
+	rc = module_load(e, module, n_srcs, srcs, f32, exp_avg, exp_avg_sq);
+out:
+	free(f32);
+	free(srcs);
+	return rc;
+}
+
+int zinf_param_state_save(struct zinf_engine *e, uint32_t param, float *master, float *exp_avg,
+			  float *exp_avg_sq)
+{
+	const struct eparam *p;
+	int rc = check_param(e, param);
+
+	if (rc)
+		return rc;
+	p = &e->params[param];
+	if (!master || !exp_avg || !exp_avg_sq)
+		return engine_fail(e, -EINVAL,
+				   "param %u: master %p, exp_avg %p, exp_avg_sq %p (all required)",
+				   param, (void *)master, (void *)exp_avg, (void *)exp_avg_sq);
+	rc = engine_opt_drain(e);
+	if (rc)
+		return rc;
+	if (e->nvme_state)
+		return engine_nvme_save(e, &e->params[param], master, exp_avg, exp_avg_sq);
+	memcpy(master, p->master, p->elems * 4);
+	memcpy(exp_avg, p->exp_avg, p->elems * 4);
+	memcpy(exp_avg_sq, p->exp_avg_sq, p->elems * 4);
 	return 0;
 }
 
@@ -187,7 +276,7 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 	if (rc)
 		return rc;
 	if (e->nvme_state) {
-		rc = engine_nvme_save(e, &e->params[param], e->staging);
+		rc = engine_nvme_save(e, &e->params[param], e->staging, NULL, NULL);
 		if (rc)
 			return rc;
 		engine_convert(dst, dst_dtype, e->staging, ZINF_DTYPE_F32, e->params[param].elems);

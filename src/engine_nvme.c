@@ -188,6 +188,7 @@ static void save_drop(struct egroup *g)
 {
 	free(g->save);
 	g->save = NULL;
+	g->save_moments = false;
 }
 
 static void load_bytes_add(struct zinf_engine *e, uint64_t bytes)
@@ -208,32 +209,51 @@ static void pending_free(struct zinf_engine *e, struct egroup *g, uint64_t s)
 	g->pending[s] = NULL;
 }
 
+static int assemble_fail(struct zinf_engine *e, uint64_t s, uint64_t bytes)
+{
+	return engine_fail(e, -ENOMEM,
+			   "optimizer on nvme: sub-group %" PRIu64 ": cannot allocate %" PRIu64
+			   " bytes to assemble it",
+			   s, bytes);
+}
+
 /* Sub-group s's assembly buffer, made (zeros: the value of elements never loaded) when
- * it has none. */
-static int pending_get(struct zinf_engine *e, struct egroup *g, uint64_t s, struct esub **out)
+ * it has none; with moments it holds the moments too (grown when it did not). */
+static int pending_get(struct zinf_engine *e, struct egroup *g, uint64_t s, bool moments,
+		       struct esub **out)
 {
 	struct esub *b = g->pending[s];
-	uint64_t bytes = sizeof(*b) + engine_sub_len(g, s) * sizeof(float);
+	uint64_t n = engine_sub_len(g, s);
+	uint64_t bytes = sizeof(*b) + (moments ? 3 : 1) * n * sizeof(float);
 
 	if (!b) {
 		b = calloc(1, bytes);
 		if (!b)
-			return engine_fail(e, -ENOMEM,
-					   "optimizer on nvme: sub-group %" PRIu64
-					   ": cannot allocate %" PRIu64 " bytes to assemble it",
-					   s, bytes);
+			return assemble_fail(e, s, bytes);
 		b->serial = ++e->load_serial;
 		b->bytes = bytes;
+		b->moments = moments;
 		g->pending[s] = b;
 		load_bytes_add(e, bytes);
+	} else if (moments && !b->moments) {
+		struct esub *nb = realloc(b, bytes);
+		if (!nb)
+			return assemble_fail(e, s, bytes);
+		b = nb;
+		memset(b->master + n, 0, 2 * n * sizeof(float));
+		load_bytes_add(e, bytes - b->bytes);
+		b->bytes = bytes;
+		b->moments = true;
+		g->pending[s] = b;
 	}
 	*out = b;
 	return 0;
 }
 
 /* Sub-group s partly loaded over a state already on NVMe: read that state, put in the
- * loaded pieces' values with zero moments (a reload resets them, as a load does), keep
- * every other element's value and moments, and write it back. */
+ * loaded pieces' values with their loaded moments (zeros unless a resume brought them: a
+ * reload resets them, as a load does), keep every other element's value and moments,
+ * and write it back. */
 static int merge_write(struct zinf_engine *e, struct egroup *g, uint64_t s, const struct esub *b)
 {
 	uint64_t n = engine_sub_len(g, s), bytes = 3 * n * sizeof(float);
@@ -254,8 +274,15 @@ static int merge_write(struct zinf_engine *e, struct egroup *g, uint64_t s, cons
 		if (pc->stamp != b->serial)
 			continue;
 		memcpy(master + pc->sub_off, b->master + pc->sub_off, pc->elems * sizeof(float));
-		memset(m + pc->sub_off, 0, pc->elems * sizeof(float));
-		memset(v + pc->sub_off, 0, pc->elems * sizeof(float));
+		if (b->moments) {
+			memcpy(m + pc->sub_off, b->master + n + pc->sub_off,
+			       pc->elems * sizeof(float));
+			memcpy(v + pc->sub_off, b->master + 2 * n + pc->sub_off,
+			       pc->elems * sizeof(float));
+		} else {
+			memset(m + pc->sub_off, 0, pc->elems * sizeof(float));
+			memset(v + pc->sub_off, 0, pc->elems * sizeof(float));
+		}
 	}
 	if (!rc)
 		rc = zinf_adam_nvme_write_sub_group(g->nvme, s, master, m, v);
@@ -270,11 +297,13 @@ static int merge_write(struct zinf_engine *e, struct egroup *g, uint64_t s, cons
 static int pending_write(struct zinf_engine *e, struct egroup *g, uint64_t s)
 {
 	const struct esub *b = g->pending[s];
+	uint64_t n = engine_sub_len(g, s);
 	int rc;
 
-	if (b->loaded_elems == engine_sub_len(g, s) ||
-	    !zinf_adam_nvme_sub_group_written(g->nvme, s)) {
-		rc = zinf_adam_nvme_write_sub_group(g->nvme, s, b->master, NULL, NULL);
+	if (b->loaded_elems == n || !zinf_adam_nvme_sub_group_written(g->nvme, s)) {
+		rc = zinf_adam_nvme_write_sub_group(g->nvme, s, b->master,
+						    b->moments ? b->master + n : NULL,
+						    b->moments ? b->master + 2 * n : NULL);
 		if (rc)
 			return nvme_fail(e, g, rc);
 	} else {
@@ -329,7 +358,7 @@ static int flush(struct zinf_engine *e, struct egroup *g)
 }
 
 int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const void *src,
-		     enum zinf_dtype src_dtype)
+		     enum zinf_dtype src_dtype, const float *m, const float *v)
 {
 	struct egroup *g = &e->groups[p->group];
 	uint64_t esize = src_dtype == ZINF_DTYPE_F32 ? 4 : 2;
@@ -340,11 +369,22 @@ int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const void *src,
 	for (uint64_t k = 0; k < p->n_pieces; k++) {
 		struct epiece *pc = &g->pieces[p->first_piece + k];
 		struct esub *b = NULL;
-		rc = pending_get(e, g, pc->sub, &b);
+		uint64_t n = engine_sub_len(g, pc->sub);
+		rc = pending_get(e, g, pc->sub, m != NULL, &b);
 		if (rc)
 			return rc;
 		engine_convert(b->master + pc->sub_off, ZINF_DTYPE_F32,
 			       (const char *)src + pc->param_off * esize, src_dtype, pc->elems);
+		if (b->moments) { /* a plain load over a resume's buffer resets its moments */
+			float *bm = b->master + n + pc->sub_off, *bv = bm + n;
+			if (m) {
+				memcpy(bm, m + pc->param_off, pc->elems * sizeof(float));
+				memcpy(bv, v + pc->param_off, pc->elems * sizeof(float));
+			} else {
+				memset(bm, 0, pc->elems * sizeof(float));
+				memset(bv, 0, pc->elems * sizeof(float));
+			}
+		}
 		if (pc->stamp != b->serial) { /* a piece loaded twice counts once */
 			pc->stamp = b->serial;
 			b->loaded_elems += pc->elems;
@@ -360,32 +400,58 @@ int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const void *src,
 
 /* ---- saving: one sub-group at a time ------------------------------------------------------ */
 
-int engine_nvme_save(struct zinf_engine *e, struct eparam *p, float *master)
+/* Read sub-group s into the save buffer (with the moments when asked), unless it holds
+ * it already: kept until a load or a step changes it, so saving in order reads each
+ * sub-group once. */
+static int save_read(struct zinf_engine *e, struct egroup *g, uint64_t s, bool moments)
+{
+	uint64_t n = g->sub_elems, bytes = (moments ? 3 : 1) * n * sizeof(float);
+	int rc;
+
+	if (g->save && g->save_sub == s && (g->save_moments || !moments))
+		return 0;
+	if (g->save && moments && !g->save_moments)
+		save_drop(g);
+	if (!g->save) {
+		g->save = malloc(bytes);
+		if (!g->save)
+			return engine_fail(e, -ENOMEM,
+					   "optimizer on nvme: cannot allocate %" PRIu64
+					   " bytes to read a sub-group for saving",
+					   bytes);
+		g->save_moments = moments;
+	}
+	g->save_sub = s;
+	rc = zinf_adam_nvme_read_sub_group(g->nvme, s, g->save,
+					   g->save_moments ? g->save + n : NULL,
+					   g->save_moments ? g->save + 2 * n : NULL);
+	if (rc) {
+		save_drop(g);
+		return nvme_fail(e, g, rc);
+	}
+	return 0;
+}
+
+int engine_nvme_save(struct zinf_engine *e, struct eparam *p, float *master, float *m, float *v)
 {
 	struct egroup *g = &e->groups[p->group];
+	uint64_t n = g->sub_elems, bytes;
 	int rc = flush(e, g);
 
 	if (rc)
 		return rc;
 	for (uint64_t k = 0; k < p->n_pieces; k++) {
 		const struct epiece *pc = &g->pieces[p->first_piece + k];
-		/* kept until a load or a step changes it: saving in order reads each once */
-		if (!g->save || g->save_sub != pc->sub) {
-			if (!g->save)
-				g->save = malloc(g->sub_elems * sizeof(float));
-			if (!g->save)
-				return engine_fail(e, -ENOMEM,
-						   "optimizer on nvme: cannot allocate %" PRIu64
-						   " bytes to read a sub-group for saving",
-						   g->sub_elems * sizeof(float));
-			g->save_sub = pc->sub;
-			rc = zinf_adam_nvme_read_sub_group(g->nvme, pc->sub, g->save, NULL, NULL);
-			if (rc) {
-				save_drop(g);
-				return nvme_fail(e, g, rc);
-			}
+		rc = save_read(e, g, pc->sub, m != NULL);
+		if (rc)
+			return rc;
+		bytes = pc->elems * sizeof(float);
+		if (master)
+			memcpy(master + pc->param_off, g->save + pc->sub_off, bytes);
+		if (m) {
+			memcpy(m + pc->param_off, g->save + n + pc->sub_off, bytes);
+			memcpy(v + pc->param_off, g->save + 2 * n + pc->sub_off, bytes);
 		}
-		memcpy(master + pc->param_off, g->save + pc->sub_off, pc->elems * sizeof(float));
 	}
 	return 0;
 }

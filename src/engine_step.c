@@ -5,6 +5,7 @@
  * Host-resident state is updated here; NVMe state by engine_nvme.c.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -175,5 +176,62 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 		e->optimizer_seconds += out->seconds;
 	zinf_timeline_add(e->timeline, ZINF_TRACK_OPTIMIZER, "step", (uint64_t)(t0 * 1e9),
 			  (uint64_t)(engine_now_seconds() * 1e9));
+	return 0;
+}
+
+/* ---- progress (resume) ---------------------------------------------------------------- */
+
+int zinf_engine_progress_get(struct zinf_engine *e, struct zinf_engine_progress *out)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = engine_opt_drain(e);
+	if (rc)
+		return rc;
+	out->steps = e->steps;
+	out->skipped = e->skipped;
+	out->loss_scale = e->scaler.scale;
+	out->scaler_iteration = e->scaler.iteration;
+	out->scaler_last_overflow_iter = e->scaler.last_overflow_iter;
+	out->scaler_hysteresis_left = e->scaler.hysteresis_left;
+	return 0;
+}
+
+int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_progress *in)
+{
+	int rc;
+
+	if (!e->finalized)
+		return engine_fail(e, ZINF_ESTATE, "progress set before finalize");
+	rc = engine_check_not_held(e, "progress set", 0, e->n_modules, true, ZINF_ESTATE);
+	if (rc)
+		return rc;
+	if (!(in->loss_scale > 0) || isinf(in->loss_scale))
+		return engine_fail(e, -EINVAL, "progress: loss_scale %g (expected > 0, finite)",
+				   in->loss_scale);
+	if (in->scaler_last_overflow_iter < -1 ||
+	    (in->scaler_last_overflow_iter >= 0 &&
+	     (uint64_t)in->scaler_last_overflow_iter >= in->scaler_iteration))
+		return engine_fail(e, -EINVAL,
+				   "progress: scaler_last_overflow_iter %lld (expected -1 or below "
+				   "scaler_iteration %llu)",
+				   (long long)in->scaler_last_overflow_iter,
+				   (unsigned long long)in->scaler_iteration);
+	if (in->scaler_hysteresis_left > e->scaler.opts.hysteresis)
+		return engine_fail(
+			e, -EINVAL,
+			"progress: scaler_hysteresis_left %u (expected at most fp16.hysteresis %u)",
+			in->scaler_hysteresis_left, e->scaler.opts.hysteresis);
+	rc = engine_opt_drain(e);
+	if (rc)
+		return rc;
+	e->steps = in->steps;
+	e->skipped = in->skipped;
+	e->scaler.scale = in->loss_scale;
+	e->scaler.iteration = in->scaler_iteration;
+	e->scaler.last_overflow_iter = in->scaler_last_overflow_iter;
+	e->scaler.hysteresis_left = in->scaler_hysteresis_left;
+	e->scaler.overflows = in->skipped;
 	return 0;
 }

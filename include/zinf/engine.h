@@ -88,6 +88,37 @@ int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 		    enum zinf_dtype src_dtype);
 /* Write a parameter's value (from the fp32 master) to dst as dst_dtype. */
 int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_dtype dst_dtype);
+
+/* Training state, for checkpoints that resume bit-identically: a parameter's fp32 master
+ * and Adam moments (each zinf_param_elems floats; all three required), read from
+ * wherever they live (NVMe one sub-group at a time). Waits for a step's updates. */
+int zinf_param_state_save(struct zinf_engine *e, uint32_t param, float *master, float *exp_avg,
+			  float *exp_avg_sq);
+/* zinf_module_load with the state zinf_param_state_save gave: master[k], exp_avg[k] and
+ * exp_avg_sq[k] (fp32, all required) for the module's k-th parameter; its copy in its
+ * dtype is the master rounded, as after a step. Same rules and memory as
+ * zinf_module_load. */
+int zinf_module_load_state(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
+			   const float *const *master, const float *const *exp_avg,
+			   const float *const *exp_avg_sq);
+
+/* Where the optimizer is: the step counter (Adam's bias correction and the schedule's
+ * iteration follow from it) and the fp16 loss scaler. */
+struct zinf_engine_progress {
+	uint64_t steps;	  /* optimizer steps taken (skipped ones not counted) */
+	uint64_t skipped; /* steps skipped for fp16 overflow */
+	/* fp16 dynamic loss scaling (DeepSpeed's names); as initialised without fp16 */
+	double loss_scale;
+	uint64_t scaler_iteration;
+	int64_t scaler_last_overflow_iter;
+	uint32_t scaler_hysteresis_left;
+};
+
+/* Read, or set (to resume; after finalize, with no module held), the progress. Set
+ * checks the values (a loss scale > 0 and finite, an overflow iteration before the
+ * iteration): -EINVAL with the field named. */
+int zinf_engine_progress_get(struct zinf_engine *e, struct zinf_engine_progress *out);
+int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_progress *in);
 uint64_t zinf_param_elems(const struct zinf_engine *e, uint32_t param);
 
 /* ---- per micro-batch ------------------------------------------------------------------ */
