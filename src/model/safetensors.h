@@ -116,16 +116,19 @@ const char *zinf_st_reader_last_error(const struct zinf_st_reader *r);
 
 struct zinf_st_writer_opts {
 	/* Data bytes per shard at most (a larger tensor gets a shard of its own). When all
-	 * tensors fit in one shard the output is model.safetensors without an index;
-	 * otherwise model-0000K-of-0000N.safetensors + model.safetensors.index.json. */
+	 * tensors fit in one shard the output is PREFIX.safetensors without an index;
+	 * otherwise PREFIX-0000K-of-0000N.safetensors + PREFIX.safetensors.index.json. */
 	uint64_t max_shard_bytes; /* default 5 GB (5e9), as Hugging Face saves */
+	/* File names: PREFIX.safetensors, or PREFIX-0000K-of-0000N.safetensors and
+	 * PREFIX.safetensors.index.json; default "model" (1 to 64 characters, no '/') */
+	const char *prefix;
 };
 void zinf_st_writer_opts_init(struct zinf_st_writer_opts *opts);
 
 struct zinf_st_writer;
 
 /* Create a writer for directory dir (which must exist). opts may be NULL (defaults).
- * Returns 0, -EINVAL or -ENOMEM; on error *out is NULL. Free with zinf_st_writer_destroy(). */
+ * Returns 0, -EINVAL (no such directory, a bad prefix) or -ENOMEM; on error *out is NULL. Free with zinf_st_writer_destroy(). */
 int zinf_st_writer_create(struct zinf_st_writer **out, const char *dir,
 			  const struct zinf_st_writer_opts *opts);
 /* Free w; if zinf_st_writer_finish() did not succeed, remove the temporary files it wrote (the
@@ -145,7 +148,7 @@ int zinf_st_writer_write(struct zinf_st_writer *w, int index, uint64_t elem_begi
 			 const void *src, enum zinf_st_dtype src_dtype);
 /* Check every tensor was written in full, fsync and rename the shards into place, then
  * write the index (when sharded) the same way and fsync the directory. A stale entry
- * file of the other layout (model.safetensors vs the index) in dir is removed, so the
+ * file of the other layout (PREFIX.safetensors vs the index) in dir is removed, so the
  * directory opens as what was just written. Returns 0, ZINF_ESTATE, -errno. */
 int zinf_st_writer_finish(struct zinf_st_writer *w);
 /* Shards of the layout (valid after the first write or finish). */

@@ -16,6 +16,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 
 #define ST_STAGE_BYTES (1u << 20) /* conversion staging buffer, per handle */
 #define ST_ERR_BYTES 1024
+#define ST_PREFIX_MAX 64		   /* longest file name prefix of a writer */
 #define ST_MAX_DIM (1ull << 48)		   /* any larger dimension is corrupt */
 #define ST_MAX_JSON_INT 9007199254740992.0 /* 2^53: integers exact in a double */
 

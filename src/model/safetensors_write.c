@@ -68,6 +68,7 @@ void zinf_st_writer_opts_init(struct zinf_st_writer_opts *opts)
 {
 	memset(opts, 0, sizeof(*opts));
 	opts->max_shard_bytes = 5000000000ull;
+	opts->prefix = "model";
 }
 
 int zinf_st_writer_create(struct zinf_st_writer **out, const char *dir,
@@ -88,6 +89,13 @@ int zinf_st_writer_create(struct zinf_st_writer **out, const char *dir,
 		zinf_st_writer_opts_init(&w->opts);
 	if (w->opts.max_shard_bytes == 0)
 		w->opts.max_shard_bytes = UINT64_MAX;
+	if (!w->opts.prefix)
+		w->opts.prefix = "model";
+	if (!*w->opts.prefix || strlen(w->opts.prefix) > ST_PREFIX_MAX ||
+	    strchr(w->opts.prefix, '/')) {
+		free(w);
+		return -EINVAL;
+	}
 	w->dir = strdup(dir);
 	w->stage = malloc(ST_STAGE_BYTES);
 	if (!w->dir || !w->stage) {
@@ -336,10 +344,13 @@ static int writer_layout(struct zinf_st_writer *w)
 			w->tensors[order[i]].begin = sh->data_bytes;
 			sh->data_bytes += w->tensors[order[i]].nbytes;
 		}
-		if (n_shards == 1)
-			sh->name = strdup("model.safetensors");
-		else if (asprintf(&sh->name, "model-%05d-of-%05d.safetensors", s + 1, n_shards) < 0)
+		if (n_shards == 1) {
+			if (asprintf(&sh->name, "%s.safetensors", w->opts.prefix) < 0)
+				sh->name = NULL;
+		} else if (asprintf(&sh->name, "%s-%05d-of-%05d.safetensors", w->opts.prefix, s + 1,
+				    n_shards) < 0) {
 			sh->name = NULL;
+		}
 		sh->final_path = sh->name ? st_path_join(w->dir, sh->name) : NULL;
 		if (sh->final_path && asprintf(&sh->tmp_path, "%s.tmp", sh->final_path) < 0)
 			sh->tmp_path = NULL;
@@ -457,6 +468,7 @@ static int write_file_atomic(struct zinf_st_writer *w, const char *name, const c
 static int write_index(struct zinf_st_writer *w)
 {
 	struct st_text x = {0};
+	char name[ST_PREFIX_MAX + 32];
 	uint64_t total = 0;
 	int *order, rc;
 
@@ -482,15 +494,15 @@ static int write_index(struct zinf_st_writer *w)
 		free(x.p);
 		return wr_fail(w, -ENOMEM, "%s: no memory for the index", w->dir);
 	}
-	rc = write_file_atomic(w, "model.safetensors.index.json", x.p, x.len);
+	snprintf(name, sizeof(name), "%s.safetensors.index.json", w->opts.prefix);
+	rc = write_file_atomic(w, name, x.p, x.len);
 	free(x.p);
 	return rc;
 }
 
 int zinf_st_writer_finish(struct zinf_st_writer *w)
 {
-	const char *stale;
-	char *stale_path;
+	char stale[ST_PREFIX_MAX + 32], *stale_path;
 	int rc;
 
 	if (!w)
@@ -536,7 +548,8 @@ int zinf_st_writer_finish(struct zinf_st_writer *w)
 			return rc;
 		}
 	}
-	stale = w->n_shards > 1 ? "model.safetensors" : "model.safetensors.index.json";
+	snprintf(stale, sizeof(stale), "%s.safetensors%s", w->opts.prefix,
+		 w->n_shards > 1 ? "" : ".index.json");
 	stale_path = st_path_join(w->dir, stale);
 	if (stale_path && unlink(stale_path) == 0)
 		zinf_logf(ZINF_LOG_INFO, "%s: removed the stale %s", w->dir, stale);
