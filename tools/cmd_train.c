@@ -19,13 +19,15 @@
 #include "zinf/zinf.h"
 
 const char cmd_train_usage[] =
-	"usage: zinf train (--model DIR | --init CONFIG.json) --config DS.json --data FILE\n"
-	"                  --seq-len T --steps N [options]\n"
+	"usage: zinf train (--model DIR | --init CONFIG.json | --resume DIR) --config DS.json\n"
+	"                  --data FILE --seq-len T --steps N [options]\n"
 	"Train a Llama-family model (llama, mistral, qwen2) through the offload engine.\n"
 	"Batch sizes, precision, optimizer, schedule and tiers come from the config.\n"
 	"options:\n"
 	"  --model DIR              Hugging Face checkpoint (config.json + safetensors)\n"
 	"  --init CONFIG.json       Hugging Face-style config.json: seeded random init\n"
+	"  --resume DIR             go on from a checkpoint saved with --save-state, to step N\n"
+	"                           (same config, data and flags; checked before step 1)\n"
 	"  --config DS.json         DeepSpeed-style config (required)\n"
 	"  --set KEY=VALUE          override a config key (repeatable)\n"
 	"  --data FILE              training tokens (llm.c token file, or text)\n"
@@ -42,6 +44,7 @@ const char cmd_train_usage[] =
 	"  --save-dtype bf16|fp16|fp32  (default: the checkpoint's dtype; fp32 with --init)\n"
 	"  --save-shard-size BYTES  largest safetensors shard (default 5GB)\n"
 	"  --save-every K           also save every K steps, to DIR/checkpoint-<step>\n"
+	"  --save-state             saves also hold the optimizer state, for --resume\n"
 	"  --log-json FILE          one JSON object per line per optimizer step\n"
 	"  -q, --quiet              no progress output\n";
 
@@ -75,13 +78,15 @@ static void on_step(const struct zinf_train_step *s, void *user)
 	if (p->quiet)
 		return;
 	if (s->step == 0) {
-		fprintf(p->f, "eval before step 1: loss %.4f\n", s->eval_loss);
+		fprintf(p->f, "eval before step %" PRIu64 ": loss %.4f\n", s->resumed_from + 1,
+			s->eval_loss);
 		return;
 	}
 	nvme_gbs = s->step_seconds > 0 ? (double)(s->nvme_read_bytes + s->nvme_write_bytes) /
 						 s->step_seconds / 1e9
 				       : 0;
-	eta = s->elapsed_seconds / (double)s->step * (double)(s->steps - s->step);
+	eta = s->elapsed_seconds / (double)(s->step - s->resumed_from) *
+	      (double)(s->steps - s->step);
 	fmt_eta(eta, etabuf, sizeof(etabuf));
 	if (!p->tty) {
 		fprintf(p->f,
@@ -126,6 +131,8 @@ int cmd_train(int argc, char **argv)
 		{"save-dtype", required_argument, NULL, TF_SAVE_DTYPE},
 		{"save-shard-size", required_argument, NULL, TF_SAVE_SHARD},
 		{"save-every", required_argument, NULL, TF_SAVE_EVERY},
+		{"save-state", no_argument, NULL, TF_SAVE_STATE},
+		{"resume", required_argument, NULL, TF_RESUME},
 		{"log-json", required_argument, NULL, TF_LOG_JSON},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},

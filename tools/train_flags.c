@@ -109,6 +109,12 @@ int train_flag_apply(struct train_flags *f, int c, const char *arg)
 		return 0;
 	case TF_SAVE_EVERY:
 		return train_flag_u64(f->prog, "--save-every", arg, &o->save_every);
+	case TF_SAVE_STATE:
+		o->save_state = true;
+		return 0;
+	case TF_RESUME:
+		o->resume_dir = arg;
+		return 0;
 	case TF_LOG_JSON:
 		o->log_json_path = arg;
 		return 0;

@@ -31,6 +31,8 @@ enum train_flag {
 	TF_SAVE_DTYPE,
 	TF_SAVE_SHARD,
 	TF_SAVE_EVERY,
+	TF_SAVE_STATE,
+	TF_RESUME,
 	TF_LOG_JSON,
 	TF_FIRST_FREE /* a command's own flags start here */
 };

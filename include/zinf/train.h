@@ -46,22 +46,27 @@ struct zinf_train_step {
 	uint64_t device_limit_bytes, pinned_limit_bytes;
 	/* bytes moved during this step per link */
 	uint64_t nvme_read_bytes, nvme_write_bytes, h2d_bytes, d2h_bytes;
-	bool skipped;	  /* fp16 overflow: no update */
-	bool has_eval;	  /* eval_loss was computed after this step */
-	double eval_loss; /* mean loss on the eval data */
-	bool saved;	  /* save_dir/checkpoint-<step> was written after this step */
+	bool skipped;	       /* fp16 overflow: no update */
+	bool has_eval;	       /* eval_loss was computed after this step */
+	double eval_loss;      /* mean loss on the eval data */
+	bool saved;	       /* save_dir/checkpoint-<step> was written after this step */
+	uint64_t resumed_from; /* resume_dir's step (0 without a resume): steps done before */
 };
 
-/* Called after each step (and, with step 0, after the evaluation before the first
- * step). Runs on the calling thread of zinf_train_run. */
+/* Called after each step (and, with step 0, after the evaluation before the run's first
+ * step, step resumed_from + 1). Runs on the calling thread of zinf_train_run. */
 typedef void (*zinf_train_step_fn)(const struct zinf_train_step *s, void *user);
 
 struct zinf_train_opts {
 	/* Model: exactly one of model_dir (a Hugging Face checkpoint directory: config.json
-	 * + model.safetensors or model.safetensors.index.json and its shards) and
-	 * init_config (a Hugging Face-style config.json: seeded random init). */
+	 * + model.safetensors or model.safetensors.index.json and its shards), init_config
+	 * (a Hugging Face-style config.json: seeded random init) and resume_dir (a
+	 * checkpoint saved with save_state: the run goes on from its step, bit-identically
+	 * to a run never stopped, with the same config, data, seq_len, seed, shuffle and
+	 * steps; every file is checked before step 1). */
 	const char *model_dir;
 	const char *init_config;
+	const char *resume_dir;
 	/* DeepSpeed-style config (required), and "KEY=VALUE" overrides applied after it. */
 	const char *config_path;
 	const char *const *config_sets;
@@ -91,6 +96,10 @@ struct zinf_train_opts {
 	 * renamed when complete; such a directory that already exists is refused before
 	 * step 1). */
 	uint64_t save_every;
+	/* Every save also writes the training state (optimizer.safetensors: fp32 masters
+	 * and Adam moments; zinf_state.json: the step, the data position, checksums), so
+	 * that resume_dir can continue from it (docs/formats.md). */
+	bool save_state;
 	/* One JSON object per line per step (NULL: none). */
 	const char *log_json_path;
 	zinf_train_step_fn on_step;
@@ -100,8 +109,8 @@ struct zinf_train_opts {
 void zinf_train_opts_init(struct zinf_train_opts *opts);
 
 struct zinf_train_result {
-	uint64_t steps;		/* steps run */
-	double first_loss;	/* loss of step 1 */
+	uint64_t steps;		/* steps run (by this call: after a resume, from its step) */
+	double first_loss;	/* loss of the run's first step */
 	double last_loss;	/* loss of the last step */
 	double first_eval_loss; /* before step 1 (NaN without eval data) */
 	double last_eval_loss;	/* after the last step (NaN without eval data) */

@@ -55,6 +55,9 @@ struct train_run {
 	struct train_pass pass;
 	int32_t *inputs, *targets;
 	FILE *log;
+	struct train_state now; /* this run, as a checkpoint's state would describe it */
+	struct train_state ck;	/* resume_dir's state */
+	uint64_t first_step;	/* 1, or after resume_dir's step */
 };
 
 /* ---- setup: every check before anything runs ------------------------------------------- */
@@ -68,13 +71,14 @@ static void snapshot_path(const struct zinf_train_opts *o, uint64_t step, bool p
 }
 
 /* --save-every must not write over an earlier run's checkpoints (or a partial one). */
-static int check_snapshots(const struct zinf_train_opts *o, char *err, size_t errlen)
+static int check_snapshots(const struct zinf_train_opts *o, uint64_t first_step, char *err,
+			   size_t errlen)
 {
 	char path[4200];
 	struct stat st;
 
 	for (uint64_t k = o->save_every; o->save_every && k < o->steps; k += o->save_every)
-		for (int partial = 0; partial < 2; partial++) {
+		for (int partial = 0; partial < 2 && k >= first_step; partial++) {
 			snapshot_path(o, k, partial, path, sizeof(path));
 			if (stat(path, &st) == 0) {
 				snprintf(err, errlen,
@@ -90,9 +94,10 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 {
 	struct stat st;
 
-	if (!o->model_dir == !o->init_config) {
-		snprintf(err, errlen,
-			 "model: give exactly one of --model DIR and --init CONFIG.json");
+	if (!!o->model_dir + !!o->init_config + !!o->resume_dir != 1) {
+		snprintf(
+			err, errlen,
+			"model: give exactly one of --model DIR, --init CONFIG.json and --resume DIR");
 		return -EINVAL;
 	}
 	if (!o->config_path || !o->data_path) {
@@ -122,9 +127,17 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: --model: not a directory", o->model_dir);
 		return -ENOENT;
 	}
+	if (o->resume_dir && (stat(o->resume_dir, &st) || !S_ISDIR(st.st_mode))) {
+		snprintf(err, errlen, "%s: --resume: not a directory", o->resume_dir);
+		return -ENOENT;
+	}
 	if (o->save_every && !o->save_dir) {
 		snprintf(err, errlen, "--save-every %llu: needs --save DIR",
 			 (unsigned long long)o->save_every);
+		return -EINVAL;
+	}
+	if (o->save_state && !o->save_dir) {
+		snprintf(err, errlen, "--save-state: needs --save DIR");
 		return -EINVAL;
 	}
 	if (o->save_dir) {
@@ -136,7 +149,7 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 					 o->save_dir);
 				return -ENOTDIR;
 			}
-			return check_snapshots(o, err, errlen);
+			return 0;
 		}
 		snprintf(parent, sizeof(parent), "%s", o->save_dir);
 		if (stat(dirname(parent), &st) || !S_ISDIR(st.st_mode)) {
@@ -257,6 +270,36 @@ static int setup_data(struct train_run *r, struct train_data *d, const char *pat
 	return rc;
 }
 
+/* What a saved state records of this run; with resume_dir, its checkpoint's state
+ * (read first thing by setup) checked against this run, and the step to go on from. */
+static int setup_state(struct train_run *r, char *err, size_t errlen)
+{
+	const struct zinf_train_opts *o = r->o;
+	int rc;
+
+	r->first_step = 1;
+	r->now.data_tokens = zinf_token_file_count(r->data.tf);
+	r->now.seq_len = o->seq_len;
+	r->now.seed = o->seed;
+	r->now.shuffle = o->shuffle;
+	if (!o->save_state && !o->resume_dir)
+		return 0;
+	rc = train_state_numerics(r->cfg, &r->now.numerics, err, errlen);
+	if (rc || !o->resume_dir)
+		return rc;
+	rc = train_state_check(&r->ck, &r->now, o->resume_dir, err, errlen);
+	if (rc)
+		return rc;
+	if (r->ck.step >= o->steps) {
+		snprintf(err, errlen, "--steps %llu: %s is at step %llu already",
+			 (unsigned long long)o->steps, o->resume_dir,
+			 (unsigned long long)r->ck.step);
+		return -EINVAL;
+	}
+	r->first_step = r->ck.step + 1;
+	return 0;
+}
+
 static int setup(struct train_run *r, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
@@ -264,6 +307,9 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 	int rc;
 
 	rc = check_opts(o, err, errlen);
+	/* every file the resume reads is checked against the state's list first */
+	if (!rc && o->resume_dir)
+		rc = train_state_read(o->resume_dir, &r->ck, err, errlen);
 	if (!rc)
 		rc = train_model_config(&r->tm, o, err, errlen);
 	if (rc)
@@ -276,8 +322,9 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 			 (unsigned long long)hf->max_position_embeddings);
 		return ZINF_ECONFIG;
 	}
-	if (o->model_dir) {
-		rc = train_model_check_checkpoint(&r->tm, o->model_dir, err, errlen);
+	if (o->model_dir || o->resume_dir) {
+		rc = train_model_check_checkpoint(
+			&r->tm, o->model_dir ? o->model_dir : o->resume_dir, err, errlen);
 		if (rc)
 			return rc;
 	}
@@ -288,6 +335,10 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 	rc = setup_data(r, &r->data, o->data_path, o->shuffle, err, errlen);
 	if (!rc && o->eval_data_path)
 		rc = setup_data(r, &r->eval, o->eval_data_path, false, err, errlen);
+	if (!rc)
+		rc = setup_state(r, err, errlen);
+	if (!rc && o->save_dir)
+		rc = check_snapshots(o, r->first_step, err, errlen);
 	if (rc)
 		return rc;
 	r->inputs = malloc(r->B * o->seq_len * sizeof(int32_t));
@@ -319,7 +370,9 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	rc = zinf_engine_create(r->cfg, &r->e, err, errlen);
 	if (!rc)
 		rc = train_model_register(&r->tm, r->e, err, errlen);
-	if (!rc)
+	if (!rc && r->o->resume_dir)
+		rc = train_state_load(&r->tm, r->e, r->o->resume_dir, &r->ck, err, errlen);
+	else if (!rc)
 		rc = train_model_load(&r->tm, r->e, r->o, err, errlen);
 	if (!rc)
 		rc = train_pass_create(&r->pass, &r->tm, r->e, (int)r->B, (int)r->o->seq_len, &po,
@@ -339,6 +392,8 @@ static void finish(struct train_run *r)
 	zinf_token_file_destroy(r->data.tf);
 	zinf_token_file_destroy(r->eval.tf);
 	train_model_free(&r->tm);
+	train_state_free(&r->now);
+	train_state_free(&r->ck);
 	zinf_config_destroy(r->cfg);
 }
 
@@ -423,6 +478,7 @@ static int train_step(struct train_run *r, uint64_t step, struct zinf_train_step
 	zinf_engine_get_stats(r->e, &b);
 	memset(s, 0, sizeof(*s));
 	s->step = step;
+	s->resumed_from = r->first_step - 1;
 	s->steps = r->o->steps;
 	s->loss = sum / (double)r->gas;
 	s->lr = res.lr;
@@ -453,6 +509,30 @@ static enum zinf_dtype save_dtype_of(const struct train_run *r)
 	return r->o->save_dtype != ZINF_DTYPE_NONE ? r->o->save_dtype : r->tm.source_dtype;
 }
 
+/* The model after step into dir, and with save_state its training state. A state from an
+ * earlier save into dir is removed first: only a complete save has one. */
+static int save_to(struct train_run *r, const char *dir, uint64_t step, char *err, size_t errlen)
+{
+	char path[4200];
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, TRAIN_STATE_FILE);
+	if (unlink(path) && errno != ENOENT) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: cannot remove the earlier state: %s", path,
+			 strerror(errno));
+		return rc;
+	}
+	rc = train_model_save(&r->tm, r->e, dir, save_dtype_of(r), r->o->save_max_shard_bytes, err,
+			      errlen);
+	if (!rc && r->o->save_state) {
+		r->now.step = step;
+		rc = train_state_save(&r->tm, r->e, dir, &r->now, r->o->save_max_shard_bytes, err,
+				      errlen);
+	}
+	return rc;
+}
+
 /* --save-every: the model after this step into save_dir/checkpoint-<step>, written under
  * a .partial name and renamed once complete. */
 static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t errlen)
@@ -474,8 +554,7 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 	}
 	snapshot_path(o, step, true, partial, sizeof(partial));
 	snapshot_path(o, step, false, done, sizeof(done));
-	rc = train_model_save(&r->tm, r->e, partial, save_dtype_of(r), o->save_max_shard_bytes, err,
-			      errlen);
+	rc = save_to(r, partial, step, err, errlen);
 	if (!rc && rename(partial, done)) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: cannot rename to %s: %s", partial, done,
@@ -494,6 +573,7 @@ static int run_loop(struct train_run *r, struct zinf_train_result *res, char *er
 	if (o->eval_data_path) {
 		memset(&s, 0, sizeof(s));
 		s.steps = o->steps;
+		s.resumed_from = r->first_step - 1;
 		s.loss = NAN;
 		s.has_eval = true;
 		rc = evaluate(r, &s.eval_loss, err, errlen);
@@ -502,7 +582,7 @@ static int run_loop(struct train_run *r, struct zinf_train_result *res, char *er
 		res->first_eval_loss = res->last_eval_loss = s.eval_loss;
 		report(r, &s, err, errlen);
 	}
-	for (uint64_t step = 1; step <= o->steps; step++) {
+	for (uint64_t step = r->first_step; step <= o->steps; step++) {
 		rc = train_step(r, step, &s, err, errlen);
 		if (rc)
 			return rc;
@@ -521,10 +601,10 @@ static int run_loop(struct train_run *r, struct zinf_train_result *res, char *er
 				return rc;
 			s.saved = true;
 		}
-		if (step == 1)
+		if (step == r->first_step)
 			res->first_loss = s.loss;
 		res->last_loss = s.loss;
-		res->steps = step;
+		res->steps = step - r->first_step + 1;
 		res->tokens += s.tokens;
 		rc = report(r, &s, err, errlen);
 		if (rc)
@@ -554,7 +634,6 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	struct zinf_train_result *res = result ? result : &local;
 	struct train_run r;
 	double t0 = now_seconds();
-	enum zinf_dtype save_dtype;
 	int rc;
 
 	memset(&r, 0, sizeof(r));
@@ -579,11 +658,8 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 		goto out;
 	}
 	fill_result(&r, res);
-	if (opts->save_dir) {
-		save_dtype = save_dtype_of(&r);
-		rc = train_model_save(&r.tm, r.e, opts->save_dir, save_dtype,
-				      opts->save_max_shard_bytes, err, errlen);
-	}
+	if (opts->save_dir)
+		rc = save_to(&r, opts->save_dir, opts->steps, err, errlen);
 out:
 	res->seconds = now_seconds() - t0;
 	finish(&r);

@@ -13,6 +13,7 @@
 #include "hf_config.h"
 #include "llama.h"
 #include "llama_backend.h"
+#include "zinf/config.h"
 #include "zinf/engine.h"
 #include "zinf/train.h"
 
@@ -58,6 +59,47 @@ void train_model_free(struct train_model *tm);
  * dtype, sharded at max_shard_bytes. */
 int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
 		     enum zinf_dtype dtype, uint64_t max_shard_bytes, char *err, size_t errlen);
+
+/* The engine parameter holding the model's tensor called name (TRAIN_NO_PARAM: none). */
+uint32_t train_model_param_of_name(const struct train_model *tm, const char *name);
+/* Bytes of the largest module's parameters in fp32, each padded to 64 bytes. */
+uint64_t train_model_largest_module_f32_bytes(const struct train_model *tm);
+
+/* ---- the training state: --save-state and --resume (train_state.c) ------------------------ */
+
+#define TRAIN_STATE_FILE "zinf_state.json"
+
+struct cJSON;
+
+/* Where a run is, and what must not change to continue it bit-identically. */
+struct train_state {
+	uint64_t step; /* trainer steps done, skipped ones included: the data position */
+	struct zinf_engine_progress progress;
+	uint64_t data_tokens, seq_len, seed;
+	bool shuffle;
+	struct cJSON *numerics; /* {key: value} of the config keys that decide the numbers */
+};
+
+void train_state_free(struct train_state *st);
+/* The numerics keys of a resolved config (batch shape, precision, optimizer, schedule,
+ * clipping) as a new object. */
+int train_state_numerics(const struct zinf_config *cfg, struct cJSON **out, char *err,
+			 size_t errlen);
+/* Beside the model saved in dir: optimizer.safetensors (every parameter's master and
+ * moments, fp32) and then zinf_state.json (st, the engine's progress, every file's size
+ * and CRC32C), written atomically. */
+int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
+		     const struct train_state *st, uint64_t max_shard_bytes, char *err,
+		     size_t errlen);
+/* Read dir/zinf_state.json and check every file it lists (size, CRC32C). */
+int train_state_read(const char *dir, struct train_state *st, char *err, size_t errlen);
+/* A resume's run (now) against the checkpoint's (ck): same data order, same numerics. */
+int train_state_check(const struct train_state *ck, const struct train_state *now, const char *dir,
+		      char *err, size_t errlen);
+/* Load every module's master and moments from dir's optimizer state and set the
+ * engine's progress to st's. */
+int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *dir,
+		     const struct train_state *st, char *err, size_t errlen);
 
 /* ---- one micro-batch through the engine (train_pass.c) ----------------------------------- */
 

@@ -73,8 +73,9 @@ int train_model_config(struct train_model *tm, const struct zinf_train_opts *o, 
 	int rc, n;
 
 	zinf_hf_config_init(&tm->hf);
-	if (o->model_dir)
-		snprintf(path, sizeof(path), "%s/config.json", o->model_dir);
+	if (o->model_dir || o->resume_dir)
+		snprintf(path, sizeof(path), "%s/config.json",
+			 o->model_dir ? o->model_dir : o->resume_dir);
 	else
 		snprintf(path, sizeof(path), "%s", o->init_config);
 	rc = zinf_hf_config_load_file(&tm->hf, path);
@@ -360,8 +361,7 @@ static void init_tensor(const struct zinf_llama_param_info *info, uint64_t seed,
 	}
 }
 
-/* Bytes of the largest module's parameters in fp32 (each padded to 64 bytes). */
-static uint64_t largest_module_f32_bytes(struct train_model *tm)
+uint64_t train_model_largest_module_f32_bytes(const struct train_model *tm)
 {
 	uint64_t largest = 0;
 
@@ -384,7 +384,7 @@ static uint64_t largest_module_f32_bytes(struct train_model *tm)
 static int load_random(struct train_model *tm, struct zinf_engine *e, uint64_t seed, char *err,
 		       size_t errlen)
 {
-	uint64_t bytes = largest_module_f32_bytes(tm), k = 0;
+	uint64_t bytes = train_model_largest_module_f32_bytes(tm), k = 0;
 	struct module_srcs ms = {.buf = malloc(bytes ? bytes : 1)};
 	int rc = 0;
 

@@ -22,8 +22,7 @@ static enum zinf_st_dtype st_of_dtype(enum zinf_dtype d)
 				     : ZINF_ST_F32;
 }
 
-/* The engine parameter holding the tensor called name. */
-static uint32_t param_of_name(const struct train_model *tm, const char *name)
+uint32_t train_model_param_of_name(const struct train_model *tm, const char *name)
 {
 	for (int mod = 0; mod < tm->L + 2; mod++) {
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
@@ -61,7 +60,7 @@ static int write_tensors(struct train_model *tm, struct zinf_engine *e, struct z
 		uint32_t p;
 
 		zinf_llama_names_get(&tm->hf, i, &tn);
-		p = param_of_name(tm, tn.name);
+		p = train_model_param_of_name(tm, tn.name);
 		if (p == TRAIN_NO_PARAM) {
 			snprintf(err, errlen, "%s: tensor %s: no engine parameter holds it", dir,
 				 tn.name);

@@ -2,7 +2,8 @@
  * and writes nothing to --save's directory: missing or conflicting flags, bad flag
  * values, missing files, a checkpoint missing a tensor, --seq-len beyond
  * max_position_embeddings, tokens outside the vocabulary, a text file for a vocabulary
- * under 256, a config that does not load. Good runs (text, an llm.c token file) exit 0
+ * under 256, a config that does not load, --resume of no directory or of a checkpoint
+ * without its training state. Good runs (text, an llm.c token file) exit 0
  * and save. */
 #include <sys/wait.h>
 
@@ -147,6 +148,19 @@ int main(int argc, char **argv)
 	T_CHECK(run(a, "text.txt", 1) == 2, "a config that is not JSON");
 	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --set zinf.chunk_size=12", base, d.data);
 	T_CHECK(run(a, "chunk_size", 1) == 2, "a bad --set");
+	snprintf(a, sizeof(a),
+		 "--resume '%s/nope' --config '%s' --data-format text --seq-len 16 --data '%s' "
+		 "--steps 2",
+		 d.root, d.ds, d.data);
+	T_CHECK(run(a, "--resume", 1) == 2, "--resume of no directory");
+	snprintf(
+		a, sizeof(a),
+		"--resume '%s' --config '%s' --data-format text --seq-len 16 --data '%s' --steps 2",
+		partial, d.ds, d.data);
+	T_CHECK(run(a, "zinf_state.json", 1) == 2, "--resume of a checkpoint without its state");
+	snprintf(a, sizeof(a), "%s --model '%s' --resume '%s' --data '%s' --steps 2", base, partial,
+		 partial, d.data);
+	T_CHECK(run(a, "exactly one of --model", 1) == 2, "--model and --resume");
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }

@@ -1,0 +1,786 @@
+/*
+ * zinf train --save-state / --resume: the training state beside a saved model, so that a
+ * run continues bit-identically from it. A checkpoint directory then holds, besides
+ * config.json and the model's safetensors:
+ *   - optimizer.safetensors (or optimizer-0000K-of-0000N.safetensors + its index): every
+ *     parameter's fp32 master, exp_avg and exp_avg_sq, named NAME.master, NAME.exp_avg and
+ *     NAME.exp_avg_sq after the model's tensor NAME, streamed one parameter at a time;
+ *   - zinf_state.json, written last (fsync, rename): the step, the optimizer's progress
+ *     and loss scaler, the data position and order, the config keys that decide the
+ *     numbers, and every file of the checkpoint with its size and CRC32C.
+ * docs/formats.md describes the format; resuming checks all of it before step 1.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "llama_names.h"
+#include "safetensors.h"
+#include "train_internal.h"
+#include "zinf/crc32c.h"
+#include "zinf/error.h"
+
+#define STATE_FORMAT "zinf-train-state"
+#define STATE_VERSION 1
+#define STATE_MAX_FILES 4096
+#define STATE_MAX_JSON_BYTES (64u << 20)
+
+static const char *const part_name[3] = {"master", "exp_avg", "exp_avg_sq"};
+
+void train_state_free(struct train_state *st)
+{
+	cJSON_Delete(st->numerics);
+	st->numerics = NULL;
+}
+
+/* ---- the keys that decide the numbers ------------------------------------------------------ */
+
+/* Config keys whose values must be the same to continue a run bit-identically: the batch
+ * shape, precision, optimizer, schedule and clipping. Where parameters and state live (the
+ * tiers) may change between runs. */
+static bool numerics_key(const char *key)
+{
+	static const char *const prefixes[] = {"train_micro_batch_size_per_gpu",
+					       "gradient_accumulation_steps",
+					       "gradient_clipping",
+					       "bf16.",
+					       "fp16.",
+					       "optimizer.",
+					       "scheduler.",
+					       "zinf.tf32"};
+
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0)
+			return true;
+	return false;
+}
+
+int train_state_numerics(const struct zinf_config *cfg, cJSON **out, char *err, size_t errlen)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	cJSON *all = NULL, *keep = NULL, *it;
+	int rc = -ENOMEM;
+
+	*out = NULL;
+	if (!f)
+		goto out;
+	rc = zinf_config_print(cfg, f, true);
+	if (fclose(f) && !rc)
+		rc = -EIO;
+	if (rc)
+		goto out;
+	rc = -ENOMEM;
+	all = cJSON_Parse(text);
+	keep = cJSON_CreateObject();
+	if (!all || !keep)
+		goto out;
+	cJSON_ArrayForEach(it, all)
+	{
+		cJSON *v = cJSON_GetObjectItemCaseSensitive(it, "value");
+		if (!v || !numerics_key(it->string))
+			continue;
+		if (!cJSON_AddItemToObject(keep, it->string, cJSON_Duplicate(v, true)))
+			goto out;
+	}
+	*out = keep;
+	keep = NULL;
+	rc = 0;
+out:
+	if (rc)
+		snprintf(err, errlen, "config: cannot list its values for the training state (%s)",
+			 zinf_strerror(rc));
+	cJSON_Delete(all);
+	cJSON_Delete(keep);
+	free(text);
+	return rc;
+}
+
+/* ---- files and their checksums ------------------------------------------------------------- */
+
+/* Size and CRC32C of a whole file, read in 1 MiB pieces. */
+static int file_crc(const char *path, uint64_t *size, uint32_t *crc, char *err, size_t errlen)
+{
+	enum { PIECE = 1u << 20 };
+	char *buf = malloc(PIECE);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	ssize_t n;
+
+	*size = 0;
+	*crc = 0;
+	if (fd < 0 || !buf) {
+		rc = fd < 0 ? -errno : -ENOMEM;
+		snprintf(err, errlen, "%s: %s", path, zinf_strerror(rc));
+		goto out;
+	}
+	while ((n = read(fd, buf, PIECE)) > 0) {
+		*crc = zinf_crc32c(*crc, buf, (size_t)n);
+		*size += (uint64_t)n;
+	}
+	if (n < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: read: %s", path, zinf_strerror(rc));
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return rc;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+static int add_file(cJSON *files, const char *dir, const char *name, char *err, size_t errlen)
+{
+	char path[4200], crc_text[16];
+	uint64_t size;
+	uint32_t crc;
+	cJSON *f;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	rc = file_crc(path, &size, &crc, err, errlen);
+	if (rc)
+		return rc;
+	snprintf(crc_text, sizeof(crc_text), "%08" PRIx32, crc);
+	f = cJSON_CreateObject();
+	if (!f || !cJSON_AddItemToArray(files, f) || !cJSON_AddStringToObject(f, "name", name) ||
+	    !cJSON_AddNumberToObject(f, "bytes", (double)size) ||
+	    !cJSON_AddStringToObject(f, "crc32c", crc_text)) {
+		snprintf(err, errlen, "%s: out of memory for the file list", path);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The files of the safetensors checkpoint whose entry is dir/entry (a .safetensors file
+ * or an index): the entry and, for an index, the shards it names. */
+static int add_safetensors(cJSON *files, const char *dir, const char *entry, char *err,
+			   size_t errlen)
+{
+	struct zinf_st_reader *r = NULL;
+	char path[4200];
+	int rc = zinf_st_reader_create(&r);
+
+	snprintf(path, sizeof(path), "%s/%s", dir, entry);
+	if (!rc)
+		rc = zinf_st_reader_open(r, path);
+	if (rc) {
+		snprintf(err, errlen, "%s", r ? zinf_st_reader_last_error(r) : "out of memory");
+		goto out;
+	}
+	if (strstr(entry, ".json"))
+		rc = add_file(files, dir, entry, err, errlen);
+	for (int i = 0; !rc && i < zinf_st_reader_file_count(r); i++)
+		rc = add_file(files, dir, base_name(zinf_st_reader_file_path(r, i)), err, errlen);
+out:
+	zinf_st_reader_destroy(r);
+	return rc;
+}
+
+/* PREFIX.safetensors.index.json when dir has it, else PREFIX.safetensors. */
+static void entry_name(const char *dir, const char *prefix, char *buf, size_t len)
+{
+	char path[4200];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s.safetensors.index.json", dir, prefix);
+	snprintf(buf, len, "%s.safetensors%s", prefix, stat(path, &st) == 0 ? ".index.json" : "");
+}
+
+/* ---- saving ----------------------------------------------------------------------------------- */
+
+static int write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
+			   uint64_t max_shard_bytes, char *err, size_t errlen)
+{
+	int n = zinf_llama_names_count(&tm->hf), rc;
+	struct zinf_st_writer_opts wo;
+	struct zinf_st_writer *w = NULL;
+	struct zinf_llama_tensor_name tn;
+	float *buf[3] = {NULL, NULL, NULL};
+	char name[256];
+
+	zinf_st_writer_opts_init(&wo);
+	wo.prefix = "optimizer";
+	if (max_shard_bytes)
+		wo.max_shard_bytes = max_shard_bytes;
+	for (int k = 0; k < 3; k++)
+		buf[k] = malloc((tm->largest_tensor_elems ? tm->largest_tensor_elems : 1) *
+				sizeof(float));
+	if (!buf[0] || !buf[1] || !buf[2]) {
+		snprintf(err, errlen, "%s: out of memory for a tensor's optimizer state", dir);
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = zinf_st_writer_create(&w, dir, &wo);
+	if (rc) {
+		snprintf(err, errlen, "%s: cannot start writing the optimizer state (%d)", dir, rc);
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		zinf_llama_names_get(&tm->hf, i, &tn);
+		for (int k = 0; k < 3; k++) {
+			snprintf(name, sizeof(name), "%s.%s", tn.name, part_name[k]);
+			rc = zinf_st_writer_add(w, name, ZINF_ST_F32, tn.ndim, tn.shape);
+			if (rc < 0) {
+				snprintf(err, errlen, "%s: tensor %s: %s", dir, name,
+					 zinf_st_writer_last_error(w));
+				goto out;
+			}
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		uint32_t p;
+
+		zinf_llama_names_get(&tm->hf, i, &tn);
+		p = train_model_param_of_name(tm, tn.name);
+		if (p == TRAIN_NO_PARAM) {
+			snprintf(err, errlen, "%s: tensor %s: no engine parameter holds it", dir,
+				 tn.name);
+			rc = -EINVAL;
+			goto out;
+		}
+		rc = zinf_param_state_save(e, p, buf[0], buf[1], buf[2]);
+		if (rc) {
+			snprintf(err, errlen, "%s: tensor %s: %s", dir, tn.name,
+				 zinf_last_error(e));
+			goto out;
+		}
+		for (int k = 0; k < 3 && !rc; k++)
+			rc = zinf_st_writer_write(w, 3 * i + k, 0, tn.n_elems, buf[k], ZINF_ST_F32);
+		if (rc) {
+			snprintf(err, errlen, "%s", zinf_st_writer_last_error(w));
+			goto out;
+		}
+	}
+	rc = zinf_st_writer_finish(w);
+	if (rc)
+		snprintf(err, errlen, "%s", zinf_st_writer_last_error(w));
+out:
+	zinf_st_writer_destroy(w);
+	for (int k = 0; k < 3; k++)
+		free(buf[k]);
+	return rc;
+}
+
+static cJSON *progress_json(const struct zinf_engine_progress *p)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o || !cJSON_AddNumberToObject(o, "optimizer_steps", (double)p->steps) ||
+	    !cJSON_AddNumberToObject(o, "skipped_steps", (double)p->skipped) ||
+	    !cJSON_AddNumberToObject(o, "loss_scale", p->loss_scale) ||
+	    !cJSON_AddNumberToObject(o, "scaler_iteration", (double)p->scaler_iteration) ||
+	    !cJSON_AddNumberToObject(o, "scaler_last_overflow_iter",
+				     (double)p->scaler_last_overflow_iter) ||
+	    !cJSON_AddNumberToObject(o, "scaler_hysteresis_left",
+				     (double)p->scaler_hysteresis_left)) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+static cJSON *data_json(const struct train_state *st)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o || !cJSON_AddNumberToObject(o, "tokens", (double)st->data_tokens) ||
+	    !cJSON_AddNumberToObject(o, "seq_len", (double)st->seq_len) ||
+	    !cJSON_AddNumberToObject(o, "seed", (double)st->seed) ||
+	    !cJSON_AddBoolToObject(o, "shuffle", st->shuffle)) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* Write text to dir/name through name.tmp, fsync, rename and fsync of dir. */
+static int write_atomic(const char *dir, const char *name, const char *text, char *err,
+			size_t errlen)
+{
+	char path[4200], tmp[4300];
+	size_t len = strlen(text);
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: cannot create: %s", tmp, zinf_strerror(rc));
+		return rc;
+	}
+	if (write(fd, text, len) != (ssize_t)len || fsync(fd))
+		rc = errno ? -errno : -EIO;
+	if (close(fd) && !rc)
+		rc = -errno;
+	if (!rc && rename(tmp, path))
+		rc = -errno;
+	if (!rc) {
+		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 || fsync(fd))
+			rc = -errno;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (rc) {
+		unlink(tmp);
+		snprintf(err, errlen, "%s: cannot write: %s", path, zinf_strerror(rc));
+	}
+	return rc;
+}
+
+int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
+		     const struct train_state *st, uint64_t max_shard_bytes, char *err,
+		     size_t errlen)
+{
+	struct zinf_engine_progress prog;
+	cJSON *root = NULL, *files;
+	char entry[96], *text = NULL;
+	int rc;
+
+	rc = write_optimizer(tm, e, dir, max_shard_bytes, err, errlen);
+	if (rc)
+		return rc;
+	rc = zinf_engine_progress_get(e, &prog);
+	if (rc) {
+		snprintf(err, errlen, "%s: %s", dir, zinf_last_error(e));
+		return rc;
+	}
+	rc = -ENOMEM;
+	root = cJSON_CreateObject();
+	if (!root || !cJSON_AddStringToObject(root, "format", STATE_FORMAT) ||
+	    !cJSON_AddNumberToObject(root, "version", STATE_VERSION) ||
+	    !cJSON_AddNumberToObject(root, "step", (double)st->step) ||
+	    !cJSON_AddNumberToObject(root, "world_size", 1) ||
+	    !cJSON_AddItemToObject(root, "optimizer", progress_json(&prog)) ||
+	    !cJSON_AddItemToObject(root, "data", data_json(st)) ||
+	    !cJSON_AddItemToObject(root, "numerics", cJSON_Duplicate(st->numerics, true)) ||
+	    !(files = cJSON_AddArrayToObject(root, "files")))
+		goto out_oom;
+	rc = add_file(files, dir, "config.json", err, errlen);
+	entry_name(dir, "model", entry, sizeof(entry));
+	if (!rc)
+		rc = add_safetensors(files, dir, entry, err, errlen);
+	entry_name(dir, "optimizer", entry, sizeof(entry));
+	if (!rc)
+		rc = add_safetensors(files, dir, entry, err, errlen);
+	if (rc)
+		goto out;
+	text = cJSON_Print(root);
+	if (!text)
+		goto out_oom;
+	rc = write_atomic(dir, TRAIN_STATE_FILE, text, err, errlen);
+	goto out;
+out_oom:
+	snprintf(err, errlen, "%s/%s: out of memory", dir, TRAIN_STATE_FILE);
+out:
+	free(text);
+	cJSON_Delete(root);
+	return rc;
+}
+
+/* ---- reading and checking ----------------------------------------------------------------- */
+
+struct reading {
+	const char *path; /* of zinf_state.json, for messages */
+	char *err;
+	size_t errlen;
+};
+
+__attribute__((format(printf, 3, 4))) static int bad(struct reading *rd, int code, const char *fmt,
+						     ...)
+{
+	char what[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	snprintf(rd->err, rd->errlen, "%s: %s", rd->path, what);
+	return code;
+}
+
+/* A whole number in [lo, hi] at key of o (dotted into parent for messages). */
+static int get_int(struct reading *rd, const cJSON *o, const char *parent, const char *key,
+		   double lo, double hi, double *out)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
+	    v->valuedouble > hi)
+		return bad(rd, ZINF_EFORMAT,
+			   "%s%s%s: missing or not a whole number in [%.0f, %.0f]", parent,
+			   *parent ? "." : "", key, lo, hi);
+	*out = v->valuedouble;
+	return 0;
+}
+
+#define MAX_U53 9007199254740992.0
+
+static int read_progress(struct reading *rd, const cJSON *root, struct zinf_engine_progress *p)
+{
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
+	const cJSON *scale = cJSON_GetObjectItemCaseSensitive(o, "loss_scale");
+	double v[5];
+	int rc;
+
+	if (!cJSON_IsObject(o))
+		return bad(rd, ZINF_EFORMAT, "optimizer: missing or not an object");
+	rc = get_int(rd, o, "optimizer", "optimizer_steps", 0, MAX_U53, &v[0]);
+	if (!rc)
+		rc = get_int(rd, o, "optimizer", "skipped_steps", 0, MAX_U53, &v[1]);
+	if (!rc)
+		rc = get_int(rd, o, "optimizer", "scaler_iteration", 0, MAX_U53, &v[2]);
+	if (!rc)
+		rc = get_int(rd, o, "optimizer", "scaler_last_overflow_iter", -1, MAX_U53, &v[3]);
+	if (!rc)
+		rc = get_int(rd, o, "optimizer", "scaler_hysteresis_left", 0, 4294967295.0, &v[4]);
+	if (rc)
+		return rc;
+	if (!cJSON_IsNumber(scale) || !(scale->valuedouble > 0) || isinf(scale->valuedouble))
+		return bad(rd, ZINF_EFORMAT, "optimizer.loss_scale: missing or not > 0");
+	p->steps = (uint64_t)v[0];
+	p->skipped = (uint64_t)v[1];
+	p->scaler_iteration = (uint64_t)v[2];
+	p->scaler_last_overflow_iter = (int64_t)v[3];
+	p->scaler_hysteresis_left = (uint32_t)v[4];
+	p->loss_scale = scale->valuedouble;
+	return 0;
+}
+
+static int read_data(struct reading *rd, const cJSON *root, struct train_state *st)
+{
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "data");
+	const cJSON *shuffle = cJSON_GetObjectItemCaseSensitive(o, "shuffle");
+	double v[3];
+	int rc;
+
+	if (!cJSON_IsObject(o))
+		return bad(rd, ZINF_EFORMAT, "data: missing or not an object");
+	rc = get_int(rd, o, "data", "tokens", 0, MAX_U53, &v[0]);
+	if (!rc)
+		rc = get_int(rd, o, "data", "seq_len", 1, MAX_U53, &v[1]);
+	if (!rc)
+		rc = get_int(rd, o, "data", "seed", 0, MAX_U53, &v[2]);
+	if (rc)
+		return rc;
+	if (!cJSON_IsBool(shuffle))
+		return bad(rd, ZINF_EFORMAT, "data.shuffle: missing or not true/false");
+	st->data_tokens = (uint64_t)v[0];
+	st->seq_len = (uint64_t)v[1];
+	st->seed = (uint64_t)v[2];
+	st->shuffle = cJSON_IsTrue(shuffle);
+	return 0;
+}
+
+/* Every file listed exists with its size and CRC32C; the list names the files a resume
+ * reads (config.json, the model's and the optimizer's safetensors). */
+static int check_files(struct reading *rd, const char *dir, const cJSON *root)
+{
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files"), *f;
+	bool have_config = false, have_optimizer = false;
+	int i = 0;
+
+	if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) > STATE_MAX_FILES)
+		return bad(rd, ZINF_EFORMAT, "files: missing or not an array of at most %d",
+			   STATE_MAX_FILES);
+	cJSON_ArrayForEach(f, files)
+	{
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+		const cJSON *crc = cJSON_GetObjectItemCaseSensitive(f, "crc32c");
+		char path[4200], ebuf[512], *end;
+		unsigned long want_crc;
+		uint32_t got_crc;
+		uint64_t size;
+		double bytes;
+		int rc;
+
+		if (!cJSON_IsString(name) || !*name->valuestring ||
+		    strchr(name->valuestring, '/') || strcmp(name->valuestring, "..") == 0 ||
+		    strcmp(name->valuestring, ".") == 0)
+			return bad(rd, ZINF_EFORMAT, "files[%d].name: missing or not a file name",
+				   i);
+		rc = get_int(rd, f, "files[]", "bytes", 0, MAX_U53, &bytes);
+		if (rc)
+			return rc;
+		want_crc = cJSON_IsString(crc) ? strtoul(crc->valuestring, &end, 16) : 0;
+		if (!cJSON_IsString(crc) || strlen(crc->valuestring) != 8 || *end)
+			return bad(rd, ZINF_EFORMAT,
+				   "files[%d].crc32c: missing or not 8 hex digits", i);
+		snprintf(path, sizeof(path), "%s/%s", dir, name->valuestring);
+		rc = file_crc(path, &size, &got_crc, ebuf, sizeof(ebuf));
+		if (rc)
+			return bad(rd, rc, "%s", ebuf);
+		if (size != (uint64_t)bytes)
+			return bad(rd, ZINF_EFORMAT,
+				   "%s: %" PRIu64
+				   " bytes, the state lists %.0f (changed or truncated)",
+				   name->valuestring, size, bytes);
+		if (got_crc != (uint32_t)want_crc)
+			return bad(rd, ZINF_EFORMAT,
+				   "%s: CRC32C %08" PRIx32
+				   ", the state lists %08lx (the file is damaged)",
+				   name->valuestring, got_crc, want_crc);
+		have_config |= strcmp(name->valuestring, "config.json") == 0;
+		have_optimizer |= strncmp(name->valuestring, "optimizer", 9) == 0;
+		i++;
+	}
+	if (!have_config || !have_optimizer)
+		return bad(rd, ZINF_EFORMAT, "files: %s is not listed",
+			   have_config ? "the optimizer state" : "config.json");
+	return 0;
+}
+
+static int read_json(struct reading *rd, cJSON **out)
+{
+	FILE *f = fopen(rd->path, "rb");
+	char *text = NULL;
+	long len;
+	int rc = 0;
+
+	*out = NULL;
+	if (!f) {
+		rc = -errno;
+		snprintf(rd->err, rd->errlen,
+			 "%s: %s (--resume needs a checkpoint saved with --save-state)", rd->path,
+			 zinf_strerror(rc));
+		return rc;
+	}
+	if (fseek(f, 0, SEEK_END) || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
+		rc = bad(rd, -EIO, "cannot read");
+		goto out;
+	}
+	if (len > STATE_MAX_JSON_BYTES) {
+		rc = bad(rd, ZINF_EFORMAT, "%ld bytes: larger than %u", len, STATE_MAX_JSON_BYTES);
+		goto out;
+	}
+	text = malloc((size_t)len + 1);
+	if (!text || fread(text, 1, (size_t)len, f) != (size_t)len) {
+		rc = bad(rd, text ? -EIO : -ENOMEM, "cannot read");
+		goto out;
+	}
+	text[len] = 0;
+	*out = cJSON_Parse(text);
+	if (!*out)
+		rc = bad(rd, ZINF_EJSON, "not valid JSON");
+out:
+	free(text);
+	fclose(f);
+	return rc;
+}
+
+int train_state_read(const char *dir, struct train_state *st, char *err, size_t errlen)
+{
+	char path[4200];
+	struct reading rd = {.path = path, .err = err, .errlen = errlen};
+	const cJSON *fmt, *numerics;
+	cJSON *root;
+	double v;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	snprintf(path, sizeof(path), "%s/%s", dir, TRAIN_STATE_FILE);
+	rc = read_json(&rd, &root);
+	if (rc)
+		return rc;
+	fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
+	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, STATE_FORMAT) != 0) {
+		rc = bad(&rd, ZINF_EFORMAT, "format: missing or not \"%s\"", STATE_FORMAT);
+		goto out;
+	}
+	rc = get_int(&rd, root, "", "version", 1, STATE_VERSION, &v);
+	if (!rc)
+		rc = get_int(&rd, root, "", "world_size", 1, 1, &v);
+	if (!rc)
+		rc = get_int(&rd, root, "", "step", 1, MAX_U53, &v);
+	if (rc)
+		goto out;
+	st->step = (uint64_t)v;
+	rc = read_progress(&rd, root, &st->progress);
+	if (!rc)
+		rc = read_data(&rd, root, st);
+	if (rc)
+		goto out;
+	numerics = cJSON_GetObjectItemCaseSensitive(root, "numerics");
+	if (!cJSON_IsObject(numerics)) {
+		rc = bad(&rd, ZINF_EFORMAT, "numerics: missing or not an object");
+		goto out;
+	}
+	st->numerics = cJSON_Duplicate(numerics, true);
+	if (!st->numerics) {
+		rc = bad(&rd, -ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = check_files(&rd, dir, root);
+out:
+	cJSON_Delete(root);
+	if (rc)
+		train_state_free(st);
+	return rc;
+}
+
+int train_state_check(const struct train_state *ck, const struct train_state *now, const char *dir,
+		      char *err, size_t errlen)
+{
+	char path[4200];
+	struct reading rd = {.path = path, .err = err, .errlen = errlen};
+	const cJSON *it;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, TRAIN_STATE_FILE);
+	if (ck->seq_len != now->seq_len)
+		return bad(&rd, ZINF_ECONFIG,
+			   "saved with --seq-len %" PRIu64 ", resumed with %" PRIu64, ck->seq_len,
+			   now->seq_len);
+	if (ck->seed != now->seed)
+		return bad(&rd, ZINF_ECONFIG,
+			   "saved with --seed %" PRIu64 ", resumed with %" PRIu64, ck->seed,
+			   now->seed);
+	if (ck->shuffle != now->shuffle)
+		return bad(&rd, ZINF_ECONFIG, "saved with --shuffle %s, resumed with %s",
+			   ck->shuffle ? "seeded" : "none", now->shuffle ? "seeded" : "none");
+	if (ck->data_tokens != now->data_tokens)
+		return bad(&rd, ZINF_ECONFIG,
+			   "saved with training data of %" PRIu64 " tokens, resumed with %" PRIu64
+			   " (not the same data)",
+			   ck->data_tokens, now->data_tokens);
+	/* every key of either side, the same value on both */
+	for (int side = 0; side < 2; side++) {
+		const cJSON *a = side ? now->numerics : ck->numerics;
+		const cJSON *b = side ? ck->numerics : now->numerics;
+		cJSON_ArrayForEach(it, a)
+		{
+			const cJSON *o = cJSON_GetObjectItemCaseSensitive(b, it->string);
+			const cJSON *was = side ? o : it, *is = side ? it : o;
+			char *w, *n;
+			int rc;
+
+			if (o && cJSON_Compare(it, o, true))
+				continue;
+			w = was ? cJSON_PrintUnformatted(was) : NULL;
+			n = is ? cJSON_PrintUnformatted(is) : NULL;
+			rc = bad(
+				&rd, ZINF_ECONFIG,
+				"config key %s: %s when saved, %s now (a resume continues the same "
+				"run: start a new one from the weights with --model instead)",
+				it->string, w ? w : "unset", n ? n : "unset");
+			free(w);
+			free(n);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/* ---- loading ---------------------------------------------------------------------------------- */
+
+static int open_optimizer(const char *dir, struct zinf_st_reader **out, char *err, size_t errlen)
+{
+	char entry[96], path[4200];
+	int rc = zinf_st_reader_create(out);
+
+	if (rc) {
+		snprintf(err, errlen, "%s: out of memory", dir);
+		return rc;
+	}
+	entry_name(dir, "optimizer", entry, sizeof(entry));
+	snprintf(path, sizeof(path), "%s/%s", dir, entry);
+	rc = zinf_st_reader_open(*out, path);
+	if (rc)
+		snprintf(err, errlen, "%s", zinf_st_reader_last_error(*out));
+	return rc;
+}
+
+int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *dir,
+		     const struct train_state *st, char *err, size_t errlen)
+{
+	uint64_t bytes = train_model_largest_module_f32_bytes(tm);
+	struct zinf_st_reader *r = NULL;
+	const float *part[3][ZINF_LLAMA_MAX_PARAMS];
+	float *buf[3] = {NULL, NULL, NULL};
+	char name[256];
+	int rc, n_parts = 0;
+
+	rc = open_optimizer(dir, &r, err, errlen);
+	if (rc)
+		goto out;
+	for (int k = 0; k < 3; k++)
+		buf[k] = malloc(bytes ? bytes : 1);
+	if (!buf[0] || !buf[1] || !buf[2]) {
+		snprintf(err, errlen, "%s: out of memory for a module's optimizer state", dir);
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (int mod = 0; mod < tm->L + 2; mod++)
+		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++)
+			n_parts += tm->param[mod][s] == TRAIN_NO_PARAM ? 0 : 3;
+	if (zinf_st_reader_count(r) != n_parts) {
+		snprintf(err, errlen, "%s: %d tensors, expected %d (3 per parameter of the model)",
+			 zinf_st_reader_path(r), zinf_st_reader_count(r), n_parts);
+		rc = ZINF_EFORMAT;
+		goto out;
+	}
+	for (int mod = 0; mod < tm->L + 2 && !rc; mod++) {
+		uint64_t used = 0;
+		uint32_t n = 0;
+		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
+			struct zinf_llama_param_info info;
+			if (tm->param[mod][s] == TRAIN_NO_PARAM)
+				continue;
+			zinf_llama_param_info(&tm->lc, train_module_kind(tm, mod),
+					      mod > 0 ? mod - 1 : 0, s, &info);
+			for (int k = 0; k < 3; k++) {
+				const struct zinf_st_tensor_info *t;
+				snprintf(name, sizeof(name), "%s.%s", info.name, part_name[k]);
+				t = zinf_st_reader_find(r, name);
+				if (!t || t->n_elems != info.elems || t->dtype != ZINF_ST_F32) {
+					snprintf(err, errlen,
+						 "%s: tensor %s: %s (expected F32, %llu elements)",
+						 zinf_st_reader_path(r), name,
+						 t ? "wrong dtype or size" : "missing",
+						 (unsigned long long)info.elems);
+					rc = ZINF_EFORMAT;
+					goto out;
+				}
+				part[k][n] = (const float *)((char *)buf[k] + used);
+				rc = zinf_st_reader_read(r, t, (char *)buf[k] + used, ZINF_ST_F32);
+				if (rc) {
+					snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
+					goto out;
+				}
+			}
+			used += (info.elems * sizeof(float) + 63) / 64 * 64;
+			n++;
+		}
+		rc = zinf_module_load_state(e, tm->module[mod], n, part[0], part[1], part[2]);
+		if (rc)
+			snprintf(err, errlen, "%s: %s", dir, zinf_last_error(e));
+	}
+	if (!rc) {
+		rc = zinf_engine_progress_set(e, &st->progress);
+		if (rc)
+			snprintf(err, errlen, "%s/%s: %s", dir, TRAIN_STATE_FILE,
+				 zinf_last_error(e));
+	}
+out:
+	zinf_st_reader_destroy(r);
+	for (int k = 0; k < 3; k++)
+		free(buf[k]);
+	return rc;
+}

@@ -1,0 +1,182 @@
+/* A run stopped at a checkpoint saved with --save-state and resumed from it (--resume)
+ * ends bit-identical to the run never stopped: the same loss, rate and gradient norm at
+ * every later step, and byte-identical final model.safetensors, optimizer.safetensors
+ * (fp32 masters and Adam moments) and zinf_state.json. Checked with a seeded shuffle,
+ * gradient accumulation, a warmup-decay schedule and clipping, for
+ *   - bf16 parameters and optimizer state on NVMe, resumed from the first and from a
+ *     later checkpoint, and resumed with everything in host memory instead (the tiers
+ *     may change between runs);
+ *   - fp16 parameters with dynamic loss scaling whose scale doubles every 2 steps (the
+ *     scaler's state is part of the checkpoint: a reset scale shows in zinf_state.json).
+ */
+#include "train_fixture.h"
+
+#define STEPS 5
+
+struct trace {
+	int n;
+	uint64_t step[STEPS];
+	double loss[STEPS], lr[STEPS], norm[STEPS];
+	uint64_t resumed_from;
+};
+
+static void on_step(const struct zinf_train_step *s, void *user)
+{
+	struct trace *t = user;
+
+	if (s->step == 0 || t->n >= STEPS)
+		return;
+	t->step[t->n] = s->step;
+	t->loss[t->n] = s->loss;
+	t->lr[t->n] = s->lr;
+	t->norm[t->n] = s->grad_norm;
+	t->resumed_from = s->resumed_from;
+	t->n++;
+}
+
+/* precision "bf16" or "fp16"; params and optimizer state on home (nvme or cpu). */
+static void write_ds(struct tf_dir *d, const char *precision, const char *home)
+{
+	bool fp16 = strcmp(precision, "fp16") == 0;
+	FILE *f;
+
+	snprintf(d->ds, sizeof(d->ds), "%s/ds-%s-%s.json", d->root, precision, home);
+	f = fopen(d->ds, "w");
+	T_CHECK(f != NULL, "write %s", d->ds);
+	fprintf(f,
+		"{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 2,"
+		" \"gradient_clipping\": 0.5, \"bf16\": {\"enabled\": %s},"
+		" \"fp16\": {\"enabled\": %s, \"initial_scale_power\": 12, \"loss_scale_window\": 2},"
+		" \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003, \"weight_decay\": 0.01}},"
+		" \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_num_steps\": 2,"
+		"  \"total_num_steps\": \"auto\"}},"
+		" \"zero_optimization\": {\"stage\": 3,"
+		"  \"offload_param\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
+		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
+		"  \"sub_group_size\": 20000},"
+		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"%s\","
+		"  \"pinned_memory_limit\": \"4MiB\", \"chunk_size\": \"64KiB\"}}\n",
+		fp16 ? "false" : "true", fp16 ? "true" : "false", home, d->nvme, home, d->nvme,
+		strcmp(home, "nvme") == 0 ? "1MiB" : "64MiB");
+	fclose(f);
+}
+
+/* STEPS steps into save_dir (state saved, and every 2 steps with save_every), from the
+ * start or from resume. */
+static void run(struct tf_dir *d, const char *resume, const char *save_dir, uint64_t every,
+		struct trace *t)
+{
+	struct zinf_train_opts o;
+	struct zinf_train_result res;
+	struct tf_losses unused;
+
+	tf_opts(d, &o, STEPS, &unused);
+	o.shuffle = true;
+	if (resume) {
+		o.init_config = NULL;
+		o.resume_dir = resume;
+	}
+	o.save_dir = save_dir;
+	o.save_every = every;
+	o.save_state = true;
+	o.save_dtype = ZINF_DTYPE_F32;
+	memset(t, 0, sizeof(*t));
+	o.on_step = on_step;
+	o.on_step_user = t;
+	tf_run(&o, &res);
+	T_CHECK(res.steps == (uint64_t)t->n, "%llu steps run, %d reported",
+		(unsigned long long)res.steps, t->n);
+}
+
+static void read_all(const char *path, char **data, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	long n;
+
+	T_CHECK(f != NULL, "open %s", path);
+	T_CHECK(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0,
+		"size of %s", path);
+	*data = malloc((size_t)n + 1);
+	T_CHECK(*data && fread(*data, 1, (size_t)n, f) == (size_t)n, "read %s", path);
+	*len = (size_t)n;
+	fclose(f);
+}
+
+static void same_files(const char *a, const char *b)
+{
+	static const char *const names[] = {"model.safetensors", "optimizer.safetensors",
+					    "zinf_state.json", "config.json"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char pa[512], pb[512], *x, *y;
+		size_t nx, ny;
+
+		snprintf(pa, sizeof(pa), "%s/%s", a, names[i]);
+		snprintf(pb, sizeof(pb), "%s/%s", b, names[i]);
+		read_all(pa, &x, &nx);
+		read_all(pb, &y, &ny);
+		T_CHECK(nx == ny && memcmp(x, y, nx) == 0, "%s and %s differ (%zu, %zu bytes)", pa,
+			pb, nx, ny);
+		free(x);
+		free(y);
+	}
+}
+
+/* The resumed run's steps are the whole run's last ones, bit for bit. */
+static void same_tail(const struct trace *whole, const struct trace *resumed, uint64_t from,
+		      const char *what)
+{
+	T_CHECK(resumed->n == STEPS - (int)from, "%s: %d steps after step %llu", what, resumed->n,
+		(unsigned long long)from);
+	T_CHECK(resumed->resumed_from == from, "%s: resumed_from %llu", what,
+		(unsigned long long)resumed->resumed_from);
+	for (int i = 0; i < resumed->n; i++) {
+		int j = (int)from + i;
+		T_CHECK(resumed->step[i] == whole->step[j], "%s: step %llu reported as %llu", what,
+			(unsigned long long)whole->step[j], (unsigned long long)resumed->step[i]);
+		T_CHECK(resumed->loss[i] == whole->loss[j] && resumed->lr[i] == whole->lr[j] &&
+				resumed->norm[i] == whole->norm[j],
+			"%s: step %llu: loss %.17g lr %.17g norm %.17g, never stopped %.17g %.17g %.17g",
+			what, (unsigned long long)whole->step[j], resumed->loss[i], resumed->lr[i],
+			resumed->norm[i], whole->loss[j], whole->lr[j], whole->norm[j]);
+	}
+}
+
+static void check_precision(struct tf_dir *d, const char *precision)
+{
+	char whole[256], ck[300], out[300];
+	struct trace t_whole, t;
+
+	write_ds(d, precision, "nvme");
+	snprintf(whole, sizeof(whole), "%s/whole-%s", d->root, precision);
+	run(d, NULL, whole, 2, &t_whole);
+	T_CHECK(t_whole.n == STEPS, "%s: %d steps", precision, t_whole.n);
+	for (uint64_t from = 2; from <= 4; from += 2) {
+		snprintf(ck, sizeof(ck), "%s/checkpoint-%llu", whole, (unsigned long long)from);
+		snprintf(out, sizeof(out), "%s/resumed-%s-%llu", d->root, precision,
+			 (unsigned long long)from);
+		run(d, ck, out, 0, &t);
+		same_tail(&t_whole, &t, from, precision);
+		same_files(whole, out);
+	}
+	if (strcmp(precision, "bf16"))
+		return;
+	/* the same run with its parameters and optimizer state in host memory */
+	write_ds(d, precision, "cpu");
+	snprintf(ck, sizeof(ck), "%s/checkpoint-2", whole);
+	snprintf(out, sizeof(out), "%s/resumed-%s-cpu", d->root, precision);
+	run(d, ck, out, 0, &t);
+	same_tail(&t_whole, &t, 2, "bf16 resumed on cpu");
+	same_files(whole, out);
+}
+
+int main(void)
+{
+	struct tf_dir d;
+
+	tf_setup(&d, NULL);
+	check_precision(&d, "bf16");
+	check_precision(&d, "fp16");
+	tf_cleanup(&d);
+	return T_EXIT_PASS;
+}

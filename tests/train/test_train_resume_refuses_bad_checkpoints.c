@@ -1,0 +1,244 @@
+/* zinf train --resume refuses, before step 1 and on one line naming the file, field or
+ * flag, a checkpoint it cannot continue bit-identically: one without a training state
+ * (saved without --save-state), a damaged or truncated file (size and CRC32C in
+ * zinf_state.json), a malformed zinf_state.json (not JSON, another format or version, a
+ * field missing or out of range), an optimizer state missing a tensor, and a run that is
+ * not the same (--seq-len, --seed, --shuffle, other data, a numerics config key, --steps
+ * not beyond the checkpoint's step), and flags that do not go together (--resume with
+ * --model, --save-state without --save). Every refusal leaves the checkpoint as it was
+ * and creates no --save directory. */
+#include <errno.h>
+
+#include "train_fixture.h"
+#include "zinf/crc32c.h"
+#include "zinf/error.h"
+
+static void read_all(const char *path, char **data, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	long n;
+
+	T_CHECK(f != NULL, "open %s", path);
+	T_CHECK(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0,
+		"size of %s", path);
+	*data = malloc((size_t)n + 1);
+	T_CHECK(*data && fread(*data, 1, (size_t)n, f) == (size_t)n, "read %s", path);
+	(*data)[n] = 0;
+	*len = (size_t)n;
+	fclose(f);
+}
+
+static void write_all(const char *path, const char *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	T_CHECK(f && fwrite(data, 1, len, f) == len && fclose(f) == 0, "write %s", path);
+}
+
+static void shell(const char *fmt, const char *a, const char *b, const char *c)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd), fmt, a, b, c);
+	T_CHECK(system(cmd) == 0, "%s", cmd);
+}
+
+/* A copy of the good checkpoint to damage. */
+static void copy_ck(const char *good, const char *to)
+{
+	shell("rm -rf '%s' && cp -r '%s' '%s'", to, good, to);
+}
+
+static void edit_state(const char *dir, const char *from, const char *to)
+{
+	char path[512], *text, *at, *out;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/zinf_state.json", dir);
+	read_all(path, &text, &len);
+	at = strstr(text, from);
+	T_CHECK(at != NULL, "%s not in %s", from, path);
+	out = malloc(len + strlen(to) + 1);
+	memcpy(out, text, (size_t)(at - text));
+	strcpy(out + (at - text), to);
+	strcat(out, at + strlen(from));
+	write_all(path, out, strlen(out));
+	free(text);
+	free(out);
+}
+
+struct refusal {
+	struct tf_dir *d;
+	char save[256]; /* the --save directory each refused run names */
+};
+
+/* o is refused with code (0: any) and one line holding want1 and want2; no step ran and
+ * no save directory appeared. */
+static void refused(struct refusal *rf, struct zinf_train_opts *o, struct tf_losses *l, int code,
+		    const char *want1, const char *want2)
+{
+	struct zinf_train_result res;
+	struct stat st;
+	char err[1024];
+	int rc = zinf_train_run(o, &res, err, sizeof(err));
+
+	T_CHECK(rc != 0 && (code == 0 || rc == code), "%s: rc %d (want %d): %s", want1, rc, code,
+		err);
+	T_CHECK(strstr(err, want1) && (!want2 || strstr(err, want2)) && !strchr(err, '\n'),
+		"one line naming %s%s%s: %s", want1, want2 ? " and " : "", want2 ? want2 : "", err);
+	T_CHECK(res.bad_input, "%s: counted as bad input", want1);
+	T_CHECK(l->n == 0, "%s: %d steps ran", want1, l->n);
+	T_CHECK(stat(rf->save, &st) != 0, "%s: %s was created", want1, rf->save);
+}
+
+/* Options resuming from ck for 4 steps, the way the checkpoint's run went. */
+static void resume_opts(struct refusal *rf, struct zinf_train_opts *o, struct tf_losses *l,
+			const char *ck)
+{
+	tf_opts(rf->d, o, 4, l);
+	o->init_config = NULL;
+	o->resume_dir = ck;
+	o->save_dir = rf->save;
+	o->save_state = true;
+}
+
+int main(void)
+{
+	struct tf_dir d;
+	struct refusal rf = {.d = &d};
+	struct zinf_train_opts o;
+	struct zinf_train_result res;
+	struct tf_losses l;
+	char good[256], plain[256], bad[256], path[512], other_data[256], *before, *after;
+	size_t nb, na;
+	const char *set_lr[] = {"optimizer.params.lr=0.001"};
+
+	tf_setup(&d, NULL);
+	tf_write_ds(&d, "cpu", "cpu", false);
+	snprintf(good, sizeof(good), "%s/good", d.root);
+	snprintf(plain, sizeof(plain), "%s/plain", d.root);
+	snprintf(bad, sizeof(bad), "%s/bad", d.root);
+	snprintf(rf.save, sizeof(rf.save), "%s/never", d.root);
+
+	/* the checkpoints: 2 steps with and without the state */
+	tf_opts(&d, &o, 2, &l);
+	o.save_dir = good;
+	o.save_state = true;
+	tf_run(&o, &res);
+	o.save_dir = plain;
+	o.save_state = false;
+	tf_run(&o, &res);
+	snprintf(path, sizeof(path), "%s/optimizer.safetensors", good);
+	read_all(path, &before, &nb);
+
+	resume_opts(&rf, &o, &l, plain);
+	refused(&rf, &o, &l, -ENOENT, "zinf_state.json", "--save-state");
+
+	/* damaged files */
+	copy_ck(good, bad);
+	snprintf(path, sizeof(path), "%s/optimizer.safetensors", bad);
+	{
+		char *x;
+		size_t n;
+		read_all(path, &x, &n);
+		x[n / 2] ^= 0x10;
+		write_all(path, x, n);
+		free(x);
+	}
+	resume_opts(&rf, &o, &l, bad);
+	refused(&rf, &o, &l, ZINF_EFORMAT, "optimizer.safetensors", "CRC32C");
+	copy_ck(good, bad);
+	snprintf(path, sizeof(path), "%s/model.safetensors", bad);
+	T_CHECK(truncate(path, 1000) == 0, "truncate %s", path);
+	refused(&rf, &o, &l, ZINF_EFORMAT, "model.safetensors", "bytes");
+
+	/* malformed state */
+	copy_ck(good, bad);
+	edit_state(bad, "{", "[");
+	refused(&rf, &o, &l, ZINF_EJSON, "zinf_state.json", "not valid JSON");
+	copy_ck(good, bad);
+	edit_state(bad, "\"version\":\t1", "\"version\":\t2");
+	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "version");
+	copy_ck(good, bad);
+	edit_state(bad, "zinf-train-state", "deepspeed");
+	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "format");
+	copy_ck(good, bad);
+	edit_state(bad, "\"data\":", "\"datum\":");
+	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "data:");
+	copy_ck(good, bad);
+	edit_state(bad, "\"seq_len\":\t16", "\"seq_len\":\t-16");
+	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "data.seq_len");
+	copy_ck(good, bad);
+	edit_state(bad, "\"loss_scale\":\t", "\"loss_scale\":\t-");
+	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "optimizer.loss_scale");
+	copy_ck(good, bad);
+	edit_state(bad, "\"crc32c\":\t\"", "\"crc32c\":\t\"x");
+	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "crc32c");
+	copy_ck(good, bad);
+	edit_state(bad, "\"name\":\t\"config.json\"", "\"name\":\t\"../good/config.json\"");
+	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "files[0].name");
+
+	/* an optimizer state without a tensor the model has (its checksum made to match) */
+	copy_ck(good, bad);
+	{
+		char *x, *at, old_crc[16], new_crc[16];
+		size_t n;
+		uint32_t crc;
+		snprintf(path, sizeof(path), "%s/optimizer.safetensors", bad);
+		read_all(path, &x, &n);
+		crc = zinf_crc32c(0, x, n);
+		snprintf(old_crc, sizeof(old_crc), "%08x", crc);
+		at = memmem(x, n, "model.norm.weight.exp_avg_sq", 28);
+		T_CHECK(at != NULL, "tensor name in the header");
+		at[0] = 'M'; /* renamed: the model's tensor is missing */
+		write_all(path, x, n);
+		snprintf(new_crc, sizeof(new_crc), "%08x", zinf_crc32c(0, x, n));
+		free(x);
+		edit_state(bad, old_crc, new_crc);
+	}
+	refused(&rf, &o, &l, ZINF_EFORMAT, "model.norm.weight.exp_avg_sq", "missing");
+
+	/* not the same run */
+	resume_opts(&rf, &o, &l, good);
+	o.seq_len = 8;
+	refused(&rf, &o, &l, ZINF_ECONFIG, "--seq-len", NULL);
+	resume_opts(&rf, &o, &l, good);
+	o.seed = 8;
+	refused(&rf, &o, &l, ZINF_ECONFIG, "--seed", NULL);
+	resume_opts(&rf, &o, &l, good);
+	o.shuffle = true;
+	refused(&rf, &o, &l, ZINF_ECONFIG, "--shuffle", NULL);
+	resume_opts(&rf, &o, &l, good);
+	snprintf(other_data, sizeof(other_data), "%s/other.txt", d.root);
+	shell("cp '%s' '%s' && echo one more line >> '%s'", d.data, other_data, other_data);
+	o.data_path = other_data;
+	refused(&rf, &o, &l, ZINF_ECONFIG, "tokens", "not the same data");
+	resume_opts(&rf, &o, &l, good);
+	o.config_sets = set_lr;
+	o.n_config_sets = 1;
+	refused(&rf, &o, &l, ZINF_ECONFIG, "optimizer.params.lr", "--model");
+	resume_opts(&rf, &o, &l, good);
+	o.steps = 2;
+	refused(&rf, &o, &l, -EINVAL, "--steps 2", "at step 2");
+
+	/* flags */
+	resume_opts(&rf, &o, &l, good);
+	o.model_dir = plain;
+	refused(&rf, &o, &l, -EINVAL, "--resume", "exactly one");
+	resume_opts(&rf, &o, &l, good);
+	o.save_dir = NULL;
+	refused(&rf, &o, &l, -EINVAL, "--save-state", "--save");
+
+	/* the checkpoint itself is untouched, and still resumes */
+	snprintf(path, sizeof(path), "%s/optimizer.safetensors", good);
+	read_all(path, &after, &na);
+	T_CHECK(na == nb && memcmp(before, after, nb) == 0, "the checkpoint changed");
+	resume_opts(&rf, &o, &l, good);
+	tf_run(&o, &res);
+	T_CHECK(res.steps == 2 && l.n == 2, "resumed for steps 3 and 4 (%llu)",
+		(unsigned long long)res.steps);
+	free(before);
+	free(after);
+	tf_cleanup(&d);
+	return T_EXIT_PASS;
+}
