@@ -7,8 +7,11 @@
  *     later checkpoint, and resumed with everything in host memory instead (the tiers
  *     may change between runs);
  *   - fp16 parameters with dynamic loss scaling whose scale doubles every 2 steps (the
- *     scaler's state is part of the checkpoint: a reset scale shows in zinf_state.json).
+ *     scaler's state is part of the checkpoint: a reset scale shows in zinf_state.json),
+ *     saved in shards of 100 kB (the optimizer state's index and shards compared too).
  */
+#include <dirent.h>
+
 #include "train_fixture.h"
 
 #define STEPS 5
@@ -63,6 +66,8 @@ static void write_ds(struct tf_dir *d, const char *precision, const char *home)
 
 /* STEPS steps into save_dir (state saved, and every 2 steps with save_every), from the
  * start or from resume. */
+static uint64_t shard_bytes; /* --save-shard-size of the next runs (0: default) */
+
 static void run(struct tf_dir *d, const char *resume, const char *save_dir, uint64_t every,
 		struct trace *t)
 {
@@ -80,6 +85,7 @@ static void run(struct tf_dir *d, const char *resume, const char *save_dir, uint
 	o.save_every = every;
 	o.save_state = true;
 	o.save_dtype = ZINF_DTYPE_F32;
+	o.save_max_shard_bytes = shard_bytes;
 	memset(t, 0, sizeof(*t));
 	o.on_step = on_step;
 	o.on_step_user = t;
@@ -102,24 +108,41 @@ static void read_all(const char *path, char **data, size_t *len)
 	fclose(f);
 }
 
+/* The files a save wrote into directory a (not the checkpoint-* snapshots in it): the
+ * same names in b, byte for byte, and the optimizer state and manifest among them. */
 static void same_files(const char *a, const char *b)
 {
-	static const char *const names[] = {"model.safetensors", "optimizer.safetensors",
-					    "zinf_state.json", "config.json"};
+	DIR *dir = opendir(a);
+	struct dirent *de;
+	int n_a = 0, n_b = 0, state = 0;
 
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+	T_CHECK(dir != NULL, "open %s", a);
+	while ((de = readdir(dir))) {
 		char pa[512], pb[512], *x, *y;
 		size_t nx, ny;
 
-		snprintf(pa, sizeof(pa), "%s/%s", a, names[i]);
-		snprintf(pb, sizeof(pb), "%s/%s", b, names[i]);
+		if (de->d_name[0] == '.' || strncmp(de->d_name, "checkpoint-", 11) == 0)
+			continue;
+		snprintf(pa, sizeof(pa), "%s/%s", a, de->d_name);
+		snprintf(pb, sizeof(pb), "%s/%s", b, de->d_name);
 		read_all(pa, &x, &nx);
 		read_all(pb, &y, &ny);
 		T_CHECK(nx == ny && memcmp(x, y, nx) == 0, "%s and %s differ (%zu, %zu bytes)", pa,
 			pb, nx, ny);
 		free(x);
 		free(y);
+		state += strcmp(de->d_name, "zinf_state.json") == 0 ||
+			 strncmp(de->d_name, "optimizer", 9) == 0;
+		n_a++;
 	}
+	closedir(dir);
+	dir = opendir(b);
+	T_CHECK(dir != NULL, "open %s", b);
+	while ((de = readdir(dir)))
+		n_b += de->d_name[0] != '.';
+	closedir(dir);
+	T_CHECK(n_a == n_b, "%s has %d files, %s %d", a, n_a, b, n_b);
+	T_CHECK(state >= 2, "%s: no optimizer state or zinf_state.json", a);
 }
 
 /* The resumed run's steps are the whole run's last ones, bit for bit. */
@@ -176,6 +199,7 @@ int main(void)
 
 	tf_setup(&d, NULL);
 	check_precision(&d, "bf16");
+	shard_bytes = 100000; /* model and optimizer state in shards, with their indexes */
 	check_precision(&d, "fp16");
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
