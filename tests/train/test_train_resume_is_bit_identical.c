@@ -9,12 +9,17 @@
  *   - fp16 parameters with dynamic loss scaling whose scale doubles every 2 steps (the
  *     scaler's state is part of the checkpoint: a reset scale shows in zinf_state.json),
  *     saved in shards of 100 kB (the optimizer state's index and shards compared too).
+ * With --device=cuda first the runs use the cuda device backend and model runtime
+ * (test_gpu_resume_is_bit_identical; skips with 77 without a GPU).
  */
 #include <dirent.h>
 
+#include "device.h" /* zinf_device_cuda_count */
 #include "train_fixture.h"
 
 #define STEPS 5
+
+static const char *device = "host"; /* zinf.device of every run */
 
 struct trace {
 	int n;
@@ -57,10 +62,13 @@ static void write_ds(struct tf_dir *d, const char *precision, const char *home)
 		"  \"offload_param\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
 		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
 		"  \"sub_group_size\": 20000},"
-		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"%s\","
+		" \"zinf\": {\"device\": \"%s\", \"device_memory_limit\": \"%s\","
 		"  \"pinned_memory_limit\": \"4MiB\", \"chunk_size\": \"64KiB\"}}\n",
 		fp16 ? "false" : "true", fp16 ? "true" : "false", home, d->nvme, home, d->nvme,
-		strcmp(home, "nvme") == 0 ? "1MiB" : "64MiB");
+		device,
+		strcmp(home, "nvme")	      ? "64MiB"
+		: strcmp(device, "cuda") == 0 ? "4MiB" /* activations too */
+					      : "1MiB");
 	fclose(f);
 }
 
@@ -193,9 +201,15 @@ static void check_precision(struct tf_dir *d, const char *precision)
 	same_files(whole, out);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct tf_dir d;
+
+	if (argc > 1 && strcmp(argv[1], "--device=cuda") == 0) {
+		device = "cuda";
+		if (zinf_device_cuda_count() == 0)
+			T_SKIP("no CUDA device (or zinf built without CUDA)");
+	}
 
 	tf_setup(&d, NULL);
 	check_precision(&d, "bf16");
