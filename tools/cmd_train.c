@@ -45,6 +45,7 @@ const char cmd_train_usage[] =
 	"  --save-shard-size BYTES  largest safetensors shard (default 5GB)\n"
 	"  --save-every K           also save every K steps, to DIR/checkpoint-<step>\n"
 	"  --save-state             saves also hold the optimizer state, for --resume\n"
+	"  --save-total-limit N     keep the newest N checkpoint-<step> (with --save-every)\n"
 	"  --log-json FILE          one JSON object per line per optimizer step\n"
 	"  -q, --quiet              no progress output\n";
 
@@ -132,6 +133,7 @@ int cmd_train(int argc, char **argv)
 		{"save-shard-size", required_argument, NULL, TF_SAVE_SHARD},
 		{"save-every", required_argument, NULL, TF_SAVE_EVERY},
 		{"save-state", no_argument, NULL, TF_SAVE_STATE},
+		{"save-total-limit", required_argument, NULL, TF_SAVE_TOTAL_LIMIT},
 		{"resume", required_argument, NULL, TF_RESUME},
 		{"log-json", required_argument, NULL, TF_LOG_JSON},
 		{"quiet", no_argument, NULL, 'q'},

@@ -109,6 +109,14 @@ int train_flag_apply(struct train_flags *f, int c, const char *arg)
 		return 0;
 	case TF_SAVE_EVERY:
 		return train_flag_u64(f->prog, "--save-every", arg, &o->save_every);
+	case TF_SAVE_TOTAL_LIMIT:
+		if (train_flag_u64(f->prog, "--save-total-limit", arg, &o->save_total_limit))
+			return -1;
+		if (!o->save_total_limit) {
+			fprintf(stderr, "%s: --save-total-limit 0: must be >= 1\n", f->prog);
+			return -1;
+		}
+		return 0;
 	case TF_SAVE_STATE:
 		o->save_state = true;
 		return 0;

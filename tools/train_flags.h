@@ -32,6 +32,7 @@ enum train_flag {
 	TF_SAVE_SHARD,
 	TF_SAVE_EVERY,
 	TF_SAVE_STATE,
+	TF_SAVE_TOTAL_LIMIT,
 	TF_RESUME,
 	TF_LOG_JSON,
 	TF_FIRST_FREE /* a command's own flags start here */

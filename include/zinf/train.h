@@ -96,6 +96,10 @@ struct zinf_train_opts {
 	 * renamed when complete; such a directory that already exists is refused before
 	 * step 1). */
 	uint64_t save_every;
+	/* With save_every: after each snapshot keep the newest save_total_limit
+	 * save_dir/checkpoint-<step> directories and remove older ones (those holding only
+	 * files a save writes); 0 keeps all. */
+	uint64_t save_total_limit;
 	/* Every save also writes the training state (optimizer.safetensors: fp32 masters
 	 * and Adam moments; zinf_state.json: the step, the data position, checksums), so
 	 * that resume_dir can continue from it (docs/formats.md). */

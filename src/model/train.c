@@ -136,6 +136,11 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 			 (unsigned long long)o->save_every);
 		return -EINVAL;
 	}
+	if (o->save_total_limit && !o->save_every) {
+		snprintf(err, errlen, "--save-total-limit %llu: needs --save-every",
+			 (unsigned long long)o->save_total_limit);
+		return -EINVAL;
+	}
 	if (o->save_state && !o->save_dir) {
 		snprintf(err, errlen, "--save-state: needs --save DIR");
 		return -EINVAL;
@@ -560,6 +565,8 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 		snprintf(err, errlen, "%s: cannot rename to %s: %s", partial, done,
 			 strerror(errno));
 	}
+	if (!rc && o->save_total_limit)
+		rc = train_snapshots_rotate(o->save_dir, o->save_total_limit, err, errlen);
 	return rc;
 }
 

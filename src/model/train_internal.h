@@ -101,6 +101,13 @@ int train_state_check(const struct train_state *ck, const struct train_state *no
 int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *dir,
 		     const struct train_state *st, char *err, size_t errlen);
 
+/* ---- --save-total-limit (train_rotate.c) ------------------------------------------------- */
+
+/* Keep the newest keep checkpoint-<step> directories of save_dir, remove the older ones
+ * that hold only files a save writes (others are kept, with a warning). Returns 0, or a
+ * negative code when save_dir cannot be listed. */
+int train_snapshots_rotate(const char *save_dir, uint64_t keep, char *err, size_t errlen);
+
 /* ---- one micro-batch through the engine (train_pass.c) ----------------------------------- */
 
 struct train_pass {

@@ -1,0 +1,104 @@
+/* --save-total-limit N keeps the newest N checkpoint-<step> directories of the --save
+ * directory after each snapshot and removes the older ones, with or without the training
+ * state (sharded too), counting snapshots an earlier run left there; a checkpoint-<step>
+ * holding a file zinf did not write, and directories not named checkpoint-<digits>, are
+ * left alone. Without --save-every, or 0, it is refused on one line before step 1. */
+#include <errno.h>
+
+#include "train_fixture.h"
+
+static bool exists(const char *root, const char *name)
+{
+	char path[512];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	return stat(path, &st) == 0;
+}
+
+static void touch(const char *root, const char *name)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	f = fopen(path, "w");
+	T_CHECK(f && fputs("x\n", f) >= 0 && fclose(f) == 0, "write %s", path);
+}
+
+int main(void)
+{
+	struct tf_dir d;
+	struct zinf_train_opts o;
+	struct zinf_train_result res;
+	struct tf_losses l;
+	char save[256], dir[300], err[1024];
+
+	tf_setup(&d, NULL);
+	tf_write_ds(&d, "cpu", "cpu", false);
+	snprintf(save, sizeof(save), "%s/out", d.root);
+	T_CHECK(mkdir(save, 0755) == 0, "mkdir %s", save);
+	/* left by someone else: an older snapshot with a note in it, an older plain one, and
+	 * names that are not snapshots */
+	snprintf(dir, sizeof(dir), "%s/checkpoint-1", save);
+	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+	touch(dir, "config.json");
+	touch(dir, "notes.txt");
+	snprintf(dir, sizeof(dir), "%s/checkpoint-0", save);
+	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+	touch(dir, "config.json");
+	touch(dir, "model-00001-of-00002.safetensors");
+	snprintf(dir, sizeof(dir), "%s/checkpoint-x", save);
+	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+	snprintf(dir, sizeof(dir), "%s/checkpoint-3.partial", save);
+	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+
+	for (int state = 0; state < 2; state++) {
+		tf_opts(&d, &o, 7, &l);
+		o.save_dir = save;
+		o.save_every = 2;
+		o.save_total_limit = 2;
+		o.save_state = state;
+		o.save_max_shard_bytes = state ? 100000 : 0; /* shards and indexes */
+		if (state) {
+			/* the first run's snapshots are there: go on to later steps */
+			o.steps = 11;
+			o.save_every = 8; /* 4 would write over the first run's checkpoint-4 */
+		}
+		tf_run(&o, &res);
+		if (!state) {
+			T_CHECK(exists(save, "checkpoint-4") && exists(save, "checkpoint-6"),
+				"the newest two are kept");
+			T_CHECK(!exists(save, "checkpoint-2"), "checkpoint-2 is removed");
+		} else {
+			T_CHECK(exists(save, "checkpoint-8") && exists(save, "checkpoint-6"),
+				"the newest two of both runs are kept");
+			T_CHECK(!exists(save, "checkpoint-4"),
+				"the first run's checkpoint-4 is removed");
+			T_CHECK(exists(save, "checkpoint-8/zinf_state.json") &&
+					exists(save,
+					       "checkpoint-8/optimizer.safetensors.index.json"),
+				"checkpoint-8 has its sharded state");
+		}
+		T_CHECK(!exists(save, "checkpoint-0"), "the old plain snapshot is removed");
+		T_CHECK(exists(save, "checkpoint-1/notes.txt") &&
+				exists(save, "checkpoint-1/config.json"),
+			"a snapshot with a foreign file is kept whole");
+		T_CHECK(exists(save, "checkpoint-x") && exists(save, "checkpoint-3.partial"),
+			"names that are not snapshots are left alone");
+		T_CHECK(exists(save, "model.safetensors") ||
+				exists(save, "model.safetensors.index.json"),
+			"the final save");
+	}
+
+	tf_opts(&d, &o, 3, &l);
+	o.save_dir = save;
+	o.save_total_limit = 2;
+	T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) == -EINVAL &&
+			strstr(err, "--save-total-limit") && strstr(err, "--save-every") &&
+			!strchr(err, '\n'),
+		"without --save-every: %s", err);
+	T_CHECK(l.n == 0, "no step ran");
+	tf_cleanup(&d);
+	return T_EXIT_PASS;
+}
