@@ -220,8 +220,14 @@ int zinf_module_load_state(struct zinf_engine *e, uint32_t module, uint32_t n_sr
 				   "module %u: master %p, exp_avg %p, exp_avg_sq %p (all required)",
 				   module, (const void *)master, (const void *)exp_avg,
 				   (const void *)exp_avg_sq);
-	f32 = malloc((n_srcs + 1) * sizeof(*f32));
-	srcs = malloc((n_srcs + 1) * sizeof(*srcs));
+	/* the module and the count first: the arrays below are read for n_srcs */
+	rc = engine_check_module(e, module);
+	if (!rc && n_srcs != e->modules[module].n_params)
+		rc = check_module_sources(e, module, n_srcs, NULL, NULL);
+	if (rc)
+		return rc;
+	f32 = malloc(((size_t)n_srcs + 1) * sizeof(*f32));
+	srcs = malloc(((size_t)n_srcs + 1) * sizeof(*srcs));
 	if (!f32 || !srcs) {
 		rc = engine_fail(e, -ENOMEM, "module %u: out of memory for %u sources", module,
 				 n_srcs);

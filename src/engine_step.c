@@ -210,6 +210,10 @@ int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_pro
 	if (!(in->loss_scale > 0) || isinf(in->loss_scale))
 		return engine_fail(e, -EINVAL, "progress: loss_scale %g (expected > 0, finite)",
 				   in->loss_scale);
+	if (e->fp16 && e->scaler.dynamic && in->loss_scale < e->scaler.opts.min_loss_scale)
+		return engine_fail(e, -EINVAL,
+				   "progress: loss_scale %g (below fp16.min_loss_scale %g)",
+				   in->loss_scale, e->scaler.opts.min_loss_scale);
 	if (in->scaler_last_overflow_iter < -1 ||
 	    (in->scaler_last_overflow_iter >= 0 &&
 	     (uint64_t)in->scaler_last_overflow_iter >= in->scaler_iteration))

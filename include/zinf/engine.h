@@ -115,8 +115,9 @@ struct zinf_engine_progress {
 };
 
 /* Read, or set (to resume; after finalize, with no module held), the progress. Set
- * checks the values (a loss scale > 0 and finite, an overflow iteration before the
- * iteration): -EINVAL with the field named. */
+ * checks the values (a loss scale > 0, finite and, dynamic, not below
+ * fp16.min_loss_scale; an overflow iteration before the iteration; hysteresis within
+ * fp16.hysteresis): -EINVAL with the field named, nothing changed. */
 int zinf_engine_progress_get(struct zinf_engine *e, struct zinf_engine_progress *out);
 int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_progress *in);
 uint64_t zinf_param_elems(const struct zinf_engine *e, uint32_t param);

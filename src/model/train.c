@@ -90,6 +90,15 @@ static int check_snapshots(const struct zinf_train_opts *o, uint64_t first_step,
 	return 0;
 }
 
+/* Both name one existing directory. */
+static bool same_dir(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
 static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 {
 	struct stat st;
@@ -139,6 +148,13 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 	if (o->save_total_limit && !o->save_every) {
 		snprintf(err, errlen, "--save-total-limit %llu: needs --save-every",
 			 (unsigned long long)o->save_total_limit);
+		return -EINVAL;
+	}
+	if (o->resume_dir && o->save_dir && same_dir(o->resume_dir, o->save_dir)) {
+		snprintf(err, errlen,
+			 "%s: --save is the --resume directory (a save would replace the checkpoint "
+			 "before it is complete: save elsewhere)",
+			 o->save_dir);
 		return -EINVAL;
 	}
 	if (o->save_state && !o->save_dir) {
@@ -289,7 +305,9 @@ static int setup_state(struct train_run *r, char *err, size_t errlen)
 	r->now.shuffle = o->shuffle;
 	if (!o->save_state && !o->resume_dir)
 		return 0;
-	rc = train_state_numerics(r->cfg, &r->now.numerics, err, errlen);
+	rc = train_state_data_crc(o->data_path, &r->now.data_crc, err, errlen);
+	if (!rc)
+		rc = train_state_numerics(r->cfg, &r->now.numerics, err, errlen);
 	if (rc || !o->resume_dir)
 		return rc;
 	rc = train_state_check(&r->ck, &r->now, o->resume_dir, err, errlen);
@@ -375,6 +393,8 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	rc = zinf_engine_create(r->cfg, &r->e, err, errlen);
 	if (!rc)
 		rc = train_model_register(&r->tm, r->e, err, errlen);
+	if (!rc && r->o->resume_dir)
+		rc = train_state_check_device(&r->ck, r->e, r->o->resume_dir, err, errlen);
 	if (!rc && r->o->resume_dir)
 		rc = train_state_load(&r->tm, r->e, r->o->resume_dir, &r->ck, err, errlen);
 	else if (!rc)

@@ -77,6 +77,8 @@ struct train_state {
 	struct zinf_engine_progress progress;
 	uint64_t data_tokens, seq_len, seed;
 	bool shuffle;
+	uint32_t data_crc; /* train_state_data_crc of the training data */
+	char device[8];	   /* "host" or "cuda": the engine's device the state was saved on */
 	struct cJSON *numerics; /* {key: value} of the config keys that decide the numbers */
 };
 
@@ -96,6 +98,13 @@ int train_state_read(const char *dir, struct train_state *st, char *err, size_t 
 /* A resume's run (now) against the checkpoint's (ck): same data order, same numerics. */
 int train_state_check(const struct train_state *ck, const struct train_state *now, const char *dir,
 		      char *err, size_t errlen);
+/* The checkpoint was saved on the kind of device e computes on (the host and CUDA
+ * runtimes do not compute the same bits). */
+int train_state_check_device(const struct train_state *ck, struct zinf_engine *e, const char *dir,
+			     char *err, size_t errlen);
+/* CRC32C of a data file's size, first MiB and last MiB: tells other data of the same
+ * length apart without reading all of it. */
+int train_state_data_crc(const char *path, uint32_t *out, char *err, size_t errlen);
 /* Load every module's master and moments from dir's optimizer state and set the
  * engine's progress to st's. */
 int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *dir,

@@ -113,7 +113,9 @@ static int file_crc(const char *path, uint64_t *size, uint32_t *crc, char *err, 
 {
 	enum { PIECE = 1u << 20 };
 	char *buf = malloc(PIECE);
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	/* O_NONBLOCK: a FIFO named in a manifest must not hang the run */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), rc = 0;
+	struct stat st;
 	ssize_t n;
 
 	*size = 0;
@@ -121,6 +123,11 @@ static int file_crc(const char *path, uint64_t *size, uint32_t *crc, char *err, 
 	if (fd < 0 || !buf) {
 		rc = fd < 0 ? -errno : -ENOMEM;
 		snprintf(err, errlen, "%s: %s", path, zinf_strerror(rc));
+		goto out;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		rc = ZINF_EFORMAT;
+		snprintf(err, errlen, "%s: not a regular file", path);
 		goto out;
 	}
 	while ((n = read(fd, buf, PIECE)) > 0) {
@@ -168,31 +175,6 @@ static int add_file(cJSON *files, const char *dir, const char *name, char *err, 
 	return 0;
 }
 
-/* The files of the safetensors checkpoint whose entry is dir/entry (a .safetensors file
- * or an index): the entry and, for an index, the shards it names. */
-static int add_safetensors(cJSON *files, const char *dir, const char *entry, char *err,
-			   size_t errlen)
-{
-	struct zinf_st_reader *r = NULL;
-	char path[4200];
-	int rc = zinf_st_reader_create(&r);
-
-	snprintf(path, sizeof(path), "%s/%s", dir, entry);
-	if (!rc)
-		rc = zinf_st_reader_open(r, path);
-	if (rc) {
-		snprintf(err, errlen, "%s", r ? zinf_st_reader_last_error(r) : "out of memory");
-		goto out;
-	}
-	if (strstr(entry, ".json"))
-		rc = add_file(files, dir, entry, err, errlen);
-	for (int i = 0; !rc && i < zinf_st_reader_file_count(r); i++)
-		rc = add_file(files, dir, base_name(zinf_st_reader_file_path(r, i)), err, errlen);
-out:
-	zinf_st_reader_destroy(r);
-	return rc;
-}
-
 /* PREFIX.safetensors.index.json when dir has it, else PREFIX.safetensors. */
 static void entry_name(const char *dir, const char *prefix, char *buf, size_t len)
 {
@@ -201,6 +183,121 @@ static void entry_name(const char *dir, const char *prefix, char *buf, size_t le
 
 	snprintf(path, sizeof(path), "%s/%s.safetensors.index.json", dir, prefix);
 	snprintf(buf, len, "%s.safetensors%s", prefix, stat(path, &st) == 0 ? ".index.json" : "");
+}
+
+/* The files of the safetensors checkpoint dir/PREFIX.safetensors(.index.json): the entry
+ * and, for an index, the shards it names, appended to names (strings). */
+static int list_safetensors(cJSON *names, const char *dir, const char *prefix, char *err,
+			    size_t errlen)
+{
+	struct zinf_st_reader *r = NULL;
+	char entry[96], path[4200];
+	int rc = zinf_st_reader_create(&r);
+
+	entry_name(dir, prefix, entry, sizeof(entry));
+	snprintf(path, sizeof(path), "%s/%s", dir, entry);
+	if (!rc)
+		rc = zinf_st_reader_open(r, path);
+	if (rc) {
+		snprintf(err, errlen, "%s", r ? zinf_st_reader_last_error(r) : "out of memory");
+		goto out;
+	}
+	if (strstr(entry, ".json") && !cJSON_AddItemToArray(names, cJSON_CreateString(entry)))
+		rc = -ENOMEM;
+	for (int i = 0; !rc && i < zinf_st_reader_file_count(r); i++)
+		if (!cJSON_AddItemToArray(names, cJSON_CreateString(base_name(
+							 zinf_st_reader_file_path(r, i)))))
+			rc = -ENOMEM;
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "%s: out of memory for the file list", dir);
+out:
+	zinf_st_reader_destroy(r);
+	return rc;
+}
+
+/* Every file of dir's checkpoint a resume reads: config.json, the model's and the
+ * optimizer state's safetensors. A new array of names, or NULL with err set. */
+static cJSON *checkpoint_files(const char *dir, char *err, size_t errlen)
+{
+	cJSON *names = cJSON_CreateArray();
+	int rc = names && cJSON_AddItemToArray(names, cJSON_CreateString("config.json")) ? 0
+											: -ENOMEM;
+
+	if (rc)
+		snprintf(err, errlen, "%s: out of memory for the file list", dir);
+	if (!rc)
+		rc = list_safetensors(names, dir, "model", err, errlen);
+	if (!rc)
+		rc = list_safetensors(names, dir, "optimizer", err, errlen);
+	if (rc) {
+		cJSON_Delete(names);
+		return NULL;
+	}
+	return names;
+}
+
+static const char *device_name(enum zinf_engine_device kind)
+{
+	return kind == ZINF_ENGINE_DEVICE_CUDA ? "cuda" : "host";
+}
+
+/* Exactly 8 hex digits (a CRC32C as the state writes it). */
+static bool parse_hex8(const char *text, uint32_t *out)
+{
+	uint32_t v = 0;
+
+	if (strlen(text) != 8)
+		return false;
+	for (int i = 0; i < 8; i++) {
+		char c = text[i];
+		int d = c >= '0' && c <= '9'   ? c - '0'
+			: c >= 'a' && c <= 'f' ? c - 'a' + 10
+			: c >= 'A' && c <= 'F' ? c - 'A' + 10
+					       : -1;
+		if (d < 0)
+			return false;
+		v = v << 4 | (uint32_t)d;
+	}
+	*out = v;
+	return true;
+}
+
+int train_state_data_crc(const char *path, uint32_t *out, char *err, size_t errlen)
+{
+	enum { SAMPLE = 1u << 20 };
+	char *buf = malloc(SAMPLE);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	struct stat st;
+	uint64_t size;
+	uint32_t crc;
+	ssize_t n;
+
+	if (fd < 0 || !buf || fstat(fd, &st)) {
+		rc = fd < 0 || buf ? -errno : -ENOMEM;
+		snprintf(err, errlen, "%s: %s", path, zinf_strerror(rc));
+		goto out;
+	}
+	size = (uint64_t)st.st_size;
+	crc = zinf_crc32c(0, &size, sizeof(size));
+	/* the first and the last MiB (once when they overlap) */
+	for (int part = 0; part < 2 && !rc; part++) {
+		uint64_t off = part ? (size > SAMPLE ? size - SAMPLE : 0) : 0;
+		if (part && size <= SAMPLE)
+			break;
+		n = pread(fd, buf, SAMPLE, (off_t)off);
+		if (n < 0) {
+			rc = -errno;
+			snprintf(err, errlen, "%s: read: %s", path, zinf_strerror(rc));
+			break;
+		}
+		crc = zinf_crc32c(crc, buf, (size_t)n);
+	}
+	*out = crc;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return rc;
 }
 
 /* ---- saving ----------------------------------------------------------------------------------- */
@@ -299,11 +396,14 @@ static cJSON *progress_json(const struct zinf_engine_progress *p)
 static cJSON *data_json(const struct train_state *st)
 {
 	cJSON *o = cJSON_CreateObject();
+	char hex[16];
 
+	snprintf(hex, sizeof(hex), "%08" PRIx32, st->data_crc);
 	if (!o || !cJSON_AddNumberToObject(o, "tokens", (double)st->data_tokens) ||
 	    !cJSON_AddNumberToObject(o, "seq_len", (double)st->seq_len) ||
 	    !cJSON_AddNumberToObject(o, "seed", (double)st->seed) ||
-	    !cJSON_AddBoolToObject(o, "shuffle", st->shuffle)) {
+	    !cJSON_AddBoolToObject(o, "shuffle", st->shuffle) ||
+	    !cJSON_AddStringToObject(o, "sample_crc32c", hex)) {
 		cJSON_Delete(o);
 		return NULL;
 	}
@@ -351,8 +451,8 @@ int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *
 		     size_t errlen)
 {
 	struct zinf_engine_progress prog;
-	cJSON *root = NULL, *files;
-	char entry[96], *text = NULL;
+	cJSON *root = NULL, *files, *names = NULL, *name;
+	char *text = NULL;
 	int rc;
 
 	rc = write_optimizer(tm, e, dir, max_shard_bytes, err, errlen);
@@ -369,18 +469,20 @@ int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *
 	    !cJSON_AddNumberToObject(root, "version", STATE_VERSION) ||
 	    !cJSON_AddNumberToObject(root, "step", (double)st->step) ||
 	    !cJSON_AddNumberToObject(root, "world_size", 1) ||
+	    !cJSON_AddStringToObject(root, "device", device_name(zinf_engine_device_kind(e))) ||
 	    !cJSON_AddItemToObject(root, "optimizer", progress_json(&prog)) ||
 	    !cJSON_AddItemToObject(root, "data", data_json(st)) ||
 	    !cJSON_AddItemToObject(root, "numerics", cJSON_Duplicate(st->numerics, true)) ||
 	    !(files = cJSON_AddArrayToObject(root, "files")))
 		goto out_oom;
-	rc = add_file(files, dir, "config.json", err, errlen);
-	entry_name(dir, "model", entry, sizeof(entry));
-	if (!rc)
-		rc = add_safetensors(files, dir, entry, err, errlen);
-	entry_name(dir, "optimizer", entry, sizeof(entry));
-	if (!rc)
-		rc = add_safetensors(files, dir, entry, err, errlen);
+	names = checkpoint_files(dir, err, errlen);
+	rc = names ? 0 : -EIO;
+	cJSON_ArrayForEach(name, names)
+	{
+		rc = add_file(files, dir, name->valuestring, err, errlen);
+		if (rc)
+			break;
+	}
 	if (rc)
 		goto out;
 	text = cJSON_Print(root);
@@ -389,9 +491,11 @@ int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *
 	rc = write_atomic(dir, TRAIN_STATE_FILE, text, err, errlen);
 	goto out;
 out_oom:
+	rc = -ENOMEM;
 	snprintf(err, errlen, "%s/%s: out of memory", dir, TRAIN_STATE_FILE);
 out:
 	free(text);
+	cJSON_Delete(names);
 	cJSON_Delete(root);
 	return rc;
 }
@@ -434,7 +538,10 @@ static int get_int(struct reading *rd, const cJSON *o, const char *parent, const
 
 #define MAX_U53 9007199254740992.0
 
-static int read_progress(struct reading *rd, const cJSON *root, struct zinf_engine_progress *p)
+/* The optimizer's progress, consistent with the step: every trainer step is one optimizer
+ * step or one skipped, and with fp16 one loss scaler update (none without). */
+static int read_progress(struct reading *rd, const cJSON *root, bool fp16, uint64_t step,
+			 struct zinf_engine_progress *p)
 {
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
 	const cJSON *scale = cJSON_GetObjectItemCaseSensitive(o, "loss_scale");
@@ -462,6 +569,16 @@ static int read_progress(struct reading *rd, const cJSON *root, struct zinf_engi
 	p->scaler_last_overflow_iter = (int64_t)v[3];
 	p->scaler_hysteresis_left = (uint32_t)v[4];
 	p->loss_scale = scale->valuedouble;
+	if (p->steps + p->skipped != step)
+		return bad(rd, ZINF_EFORMAT,
+			   "optimizer: %" PRIu64 " steps and %" PRIu64
+			   " skipped do not add up to step %" PRIu64,
+			   p->steps, p->skipped, step);
+	if (p->scaler_iteration != (fp16 ? step : 0))
+		return bad(rd, ZINF_EFORMAT,
+			   "optimizer.scaler_iteration: %" PRIu64 " (expected %" PRIu64 " %s)",
+			   p->scaler_iteration, fp16 ? step : 0,
+			   fp16 ? "with fp16: one update a step" : "without fp16");
 	return 0;
 }
 
@@ -469,6 +586,7 @@ static int read_data(struct reading *rd, const cJSON *root, struct train_state *
 {
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "data");
 	const cJSON *shuffle = cJSON_GetObjectItemCaseSensitive(o, "shuffle");
+	const cJSON *sample = cJSON_GetObjectItemCaseSensitive(o, "sample_crc32c");
 	double v[3];
 	int rc;
 
@@ -483,6 +601,8 @@ static int read_data(struct reading *rd, const cJSON *root, struct train_state *
 		return rc;
 	if (!cJSON_IsBool(shuffle))
 		return bad(rd, ZINF_EFORMAT, "data.shuffle: missing or not true/false");
+	if (!cJSON_IsString(sample) || !parse_hex8(sample->valuestring, &st->data_crc))
+		return bad(rd, ZINF_EFORMAT, "data.sample_crc32c: missing or not 8 hex digits");
 	st->data_tokens = (uint64_t)v[0];
 	st->seq_len = (uint64_t)v[1];
 	st->seed = (uint64_t)v[2];
@@ -490,62 +610,93 @@ static int read_data(struct reading *rd, const cJSON *root, struct train_state *
 	return 0;
 }
 
-/* Every file listed exists with its size and CRC32C; the list names the files a resume
- * reads (config.json, the model's and the optimizer's safetensors). */
+static bool plain_name(const char *name)
+{
+	if (!*name || !strcmp(name, ".") || !strcmp(name, ".."))
+		return false;
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+		if (*c == '/' || *c < 0x20 || *c == 0x7f)
+			return false;
+	return true;
+}
+
+/* Entry i of files: a plain file name in dir whose size and CRC32C are the listed ones. */
+static int check_file(struct reading *rd, const char *dir, const cJSON *f, int i)
+{
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+	const cJSON *crc = cJSON_GetObjectItemCaseSensitive(f, "crc32c");
+	char path[4200], ebuf[512];
+	uint32_t want_crc, got_crc;
+	uint64_t size;
+	double bytes;
+	int rc;
+
+	if (!cJSON_IsString(name) || !plain_name(name->valuestring))
+		return bad(rd, ZINF_EFORMAT, "files[%d].name: missing or not a file name", i);
+	rc = get_int(rd, f, "files[]", "bytes", 0, MAX_U53, &bytes);
+	if (rc)
+		return rc;
+	if (!cJSON_IsString(crc) || !parse_hex8(crc->valuestring, &want_crc))
+		return bad(rd, ZINF_EFORMAT, "files[%d].crc32c: missing or not 8 hex digits", i);
+	snprintf(path, sizeof(path), "%s/%s", dir, name->valuestring);
+	rc = file_crc(path, &size, &got_crc, ebuf, sizeof(ebuf));
+	if (rc)
+		return bad(rd, rc, "%s", ebuf);
+	if (size != (uint64_t)bytes)
+		return bad(rd, ZINF_EFORMAT,
+			   "%s: %" PRIu64 " bytes, the state lists %.0f (changed or truncated)",
+			   name->valuestring, size, bytes);
+	if (got_crc != want_crc)
+		return bad(rd, ZINF_EFORMAT,
+			   "%s: CRC32C %08" PRIx32 ", the state lists %08" PRIx32
+			   " (the file is damaged)",
+			   name->valuestring, got_crc, want_crc);
+	return 0;
+}
+
+/* Every file listed exists with its size and CRC32C, and the list is exactly the files a
+ * resume reads (config.json, the model's and the optimizer state's safetensors), each
+ * once. */
 static int check_files(struct reading *rd, const char *dir, const cJSON *root)
 {
-	const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files"), *f;
-	bool have_config = false, have_optimizer = false;
-	int i = 0;
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files"), *f, *want;
+	char ebuf[512];
+	cJSON *expected;
+	int i = 0, rc = 0;
 
 	if (!cJSON_IsArray(files) || cJSON_GetArraySize(files) > STATE_MAX_FILES)
 		return bad(rd, ZINF_EFORMAT, "files: missing or not an array of at most %d",
 			   STATE_MAX_FILES);
 	cJSON_ArrayForEach(f, files)
 	{
-		const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
-		const cJSON *crc = cJSON_GetObjectItemCaseSensitive(f, "crc32c");
-		char path[4200], ebuf[512], *end;
-		unsigned long want_crc;
-		uint32_t got_crc;
-		uint64_t size;
-		double bytes;
-		int rc;
-
-		if (!cJSON_IsString(name) || !*name->valuestring ||
-		    strchr(name->valuestring, '/') || strcmp(name->valuestring, "..") == 0 ||
-		    strcmp(name->valuestring, ".") == 0)
-			return bad(rd, ZINF_EFORMAT, "files[%d].name: missing or not a file name",
-				   i);
-		rc = get_int(rd, f, "files[]", "bytes", 0, MAX_U53, &bytes);
+		rc = check_file(rd, dir, f, i++);
 		if (rc)
 			return rc;
-		want_crc = cJSON_IsString(crc) ? strtoul(crc->valuestring, &end, 16) : 0;
-		if (!cJSON_IsString(crc) || strlen(crc->valuestring) != 8 || *end)
-			return bad(rd, ZINF_EFORMAT,
-				   "files[%d].crc32c: missing or not 8 hex digits", i);
-		snprintf(path, sizeof(path), "%s/%s", dir, name->valuestring);
-		rc = file_crc(path, &size, &got_crc, ebuf, sizeof(ebuf));
-		if (rc)
-			return bad(rd, rc, "%s", ebuf);
-		if (size != (uint64_t)bytes)
-			return bad(rd, ZINF_EFORMAT,
-				   "%s: %" PRIu64
-				   " bytes, the state lists %.0f (changed or truncated)",
-				   name->valuestring, size, bytes);
-		if (got_crc != (uint32_t)want_crc)
-			return bad(rd, ZINF_EFORMAT,
-				   "%s: CRC32C %08" PRIx32
-				   ", the state lists %08lx (the file is damaged)",
-				   name->valuestring, got_crc, want_crc);
-		have_config |= strcmp(name->valuestring, "config.json") == 0;
-		have_optimizer |= strncmp(name->valuestring, "optimizer", 9) == 0;
-		i++;
 	}
-	if (!have_config || !have_optimizer)
-		return bad(rd, ZINF_EFORMAT, "files: %s is not listed",
-			   have_config ? "the optimizer state" : "config.json");
-	return 0;
+	expected = checkpoint_files(dir, ebuf, sizeof(ebuf));
+	if (!expected)
+		return bad(rd, ZINF_EFORMAT, "%s", ebuf);
+	cJSON_ArrayForEach(want, expected)
+	{
+		int listed = 0;
+		cJSON_ArrayForEach(f, files)
+		{
+			const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+			listed += !strcmp(name->valuestring, want->valuestring);
+		}
+		if (listed != 1) {
+			rc = bad(rd, ZINF_EFORMAT, "files: %s is listed %d times (expected once)",
+				 want->valuestring, listed);
+			break;
+		}
+	}
+	if (!rc && cJSON_GetArraySize(files) != cJSON_GetArraySize(expected))
+		rc = bad(rd, ZINF_EFORMAT,
+			 "files: %d listed, the checkpoint has %d (config.json, the model's and the "
+			 "optimizer state's safetensors)",
+			 cJSON_GetArraySize(files), cJSON_GetArraySize(expected));
+	cJSON_Delete(expected);
+	return rc;
 }
 
 static int read_json(struct reading *rd, cJSON **out)
@@ -590,7 +741,7 @@ int train_state_read(const char *dir, struct train_state *st, char *err, size_t 
 {
 	char path[4200];
 	struct reading rd = {.path = path, .err = err, .errlen = errlen};
-	const cJSON *fmt, *numerics;
+	const cJSON *fmt, *numerics, *device;
 	cJSON *root;
 	double v;
 	int rc;
@@ -613,16 +764,25 @@ int train_state_read(const char *dir, struct train_state *st, char *err, size_t 
 	if (rc)
 		goto out;
 	st->step = (uint64_t)v;
-	rc = read_progress(&rd, root, &st->progress);
-	if (!rc)
-		rc = read_data(&rd, root, st);
-	if (rc)
+	device = cJSON_GetObjectItemCaseSensitive(root, "device");
+	if (!cJSON_IsString(device) ||
+	    (strcmp(device->valuestring, "host") && strcmp(device->valuestring, "cuda"))) {
+		rc = bad(&rd, ZINF_EFORMAT, "device: missing or not \"host\" or \"cuda\"");
 		goto out;
+	}
+	snprintf(st->device, sizeof(st->device), "%s", device->valuestring);
 	numerics = cJSON_GetObjectItemCaseSensitive(root, "numerics");
 	if (!cJSON_IsObject(numerics)) {
 		rc = bad(&rd, ZINF_EFORMAT, "numerics: missing or not an object");
 		goto out;
 	}
+	rc = read_progress(&rd, root,
+			   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(numerics, "fp16.enabled")),
+			   st->step, &st->progress);
+	if (!rc)
+		rc = read_data(&rd, root, st);
+	if (rc)
+		goto out;
 	st->numerics = cJSON_Duplicate(numerics, true);
 	if (!st->numerics) {
 		rc = bad(&rd, -ENOMEM, "out of memory");
@@ -655,11 +815,11 @@ int train_state_check(const struct train_state *ck, const struct train_state *no
 	if (ck->shuffle != now->shuffle)
 		return bad(&rd, ZINF_ECONFIG, "saved with --shuffle %s, resumed with %s",
 			   ck->shuffle ? "seeded" : "none", now->shuffle ? "seeded" : "none");
-	if (ck->data_tokens != now->data_tokens)
+	if (ck->data_tokens != now->data_tokens || ck->data_crc != now->data_crc)
 		return bad(&rd, ZINF_ECONFIG,
-			   "saved with training data of %" PRIu64 " tokens, resumed with %" PRIu64
-			   " (not the same data)",
-			   ck->data_tokens, now->data_tokens);
+			   "saved with training data of %" PRIu64 " tokens (sample CRC32C %08" PRIx32
+			   "), resumed with %" PRIu64 " (%08" PRIx32 "): not the same data",
+			   ck->data_tokens, ck->data_crc, now->data_tokens, now->data_crc);
 	/* every key of either side, the same value on both */
 	for (int side = 0; side < 2; side++) {
 		const cJSON *a = side ? now->numerics : ck->numerics;
@@ -685,6 +845,22 @@ int train_state_check(const struct train_state *ck, const struct train_state *no
 			return rc;
 		}
 	}
+	return 0;
+}
+
+int train_state_check_device(const struct train_state *ck, struct zinf_engine *e, const char *dir,
+			     char *err, size_t errlen)
+{
+	char path[4200];
+	struct reading rd = {.path = path, .err = err, .errlen = errlen};
+	const char *now = device_name(zinf_engine_device_kind(e));
+
+	snprintf(path, sizeof(path), "%s/%s", dir, TRAIN_STATE_FILE);
+	if (strcmp(ck->device, now))
+		return bad(&rd, ZINF_ECONFIG,
+			   "saved on the %s device, resumed on %s (the runtimes compute different "
+			   "bits: start a new run from the weights with --model instead)",
+			   ck->device, now);
 	return 0;
 }
 

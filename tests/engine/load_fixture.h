@@ -85,6 +85,7 @@ static inline void *lf_source(int m, int k, enum zinf_dtype dt, int variant)
  * (", \"key\": value ..."). */
 static const char *lf_extra_zinf = "";
 static const char *lf_extra_offload_optimizer = "";
+static const char *lf_extra_top = ""; /* top-level keys (", \"fp16\": {...}") */
 
 static inline void lf_create(struct lf_engine *le, const char *param_home, const char *opt_home,
 			     enum zinf_dtype dtype, const char *dir, uint64_t sub_group)
@@ -94,14 +95,14 @@ static inline void lf_create(struct lf_engine *le, const char *param_home, const
 
 	snprintf(
 		json, sizeof(json),
-		"{\"train_micro_batch_size_per_gpu\": 1, \"gradient_clipping\": 1.0,"
+		"{\"train_micro_batch_size_per_gpu\": 1, \"gradient_clipping\": 1.0%s,"
 		" \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01, \"weight_decay\": 0.1}},"
 		" \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
 		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"%s},"
 		"  \"sub_group_size\": %llu},"
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"2MiB\", \"pinned_memory_limit\": \"4MiB\","
 		"  \"chunk_size\": \"64KiB\"%s}}",
-		param_home, dir, opt_home, dir, lf_extra_offload_optimizer,
+		lf_extra_top, param_home, dir, opt_home, dir, lf_extra_offload_optimizer,
 		(unsigned long long)sub_group, lf_extra_zinf);
 	le->dtype = dtype;
 	T_CHECK_RC(zinf_config_create(&le->cfg));

@@ -7,6 +7,9 @@
  *   - a module reloaded with other state over a loaded one changes that module alone
  *     (NVMe: merged into the sub-groups it shares), and a plain zinf_module_load after it
  *     resets that module's moments to zero;
+ *   - fp16 with dynamic loss scaling: after a step skipped for overflow, the progress
+ *     (skipped count, last overflow, hysteresis) and state give a fresh engine the same
+ *     next steps, skips and loss scales;
  *   - zinf_engine_progress_set/get round-trip and refuse bad values with the field named;
  *     missing buffers are -EINVAL with one line, nothing changed. */
 #include <errno.h>
@@ -188,6 +191,89 @@ static void check(const char *opt_home, enum zinf_dtype dtype, const char *dir)
 	lf_destroy(&b);
 }
 
+/* One step whose gradients, with inf, overflow when inf is true; returns whether it was
+ * skipped. */
+static bool step_maybe_inf(struct lf_engine *le, bool inf)
+{
+	struct zinf_step_result r;
+
+	for (int m = 0; m < LF_N_MOD; m++) {
+		lf_module_grads(le, m);
+		if (inf && m == 1)
+			zinf_param_grad(le->e, le->par[m][0])[3] = INFINITY;
+		T_CHECK_RC(zinf_module_grads_ready(le->e, le->mod[m]));
+		T_CHECK_RC(zinf_module_release(le->e, le->mod[m]));
+	}
+	T_CHECK(zinf_step(le->e, &r) == 0, "step: %s", zinf_last_error(le->e));
+	return r.skipped;
+}
+
+/* fp16 with dynamic loss scaling: a step skipped for overflow moves the scaler (last
+ * overflow, hysteresis); the state and progress saved after it give a fresh engine the
+ * same next steps and the same loss scale. */
+static void check_fp16_skip(const char *opt_home, const char *dir)
+{
+	struct lf_engine a, b;
+	struct state sa, sb;
+	struct zinf_engine_progress pa, pb;
+	char dir_b[128];
+
+	lf_extra_top = ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 4,"
+		       " \"hysteresis\": 2, \"loss_scale_window\": 3}";
+	lf_create(&a, "cpu", opt_home, ZINF_DTYPE_F16, dir, 3000);
+	for (int m = 0; m < LF_N_MOD; m++) {
+		void *w = lf_source(m, 0, ZINF_DTYPE_F32, 0),
+		     *bias = lf_source(m, 1, ZINF_DTYPE_F32, 0);
+		const void *srcs[2] = {w, bias};
+		enum zinf_dtype dts[2] = {ZINF_DTYPE_F32, ZINF_DTYPE_F32};
+		T_CHECK_RC(zinf_module_load(a.e, a.mod[m], 2, srcs, dts));
+		free(w);
+		free(bias);
+	}
+	T_CHECK(!step_maybe_inf(&a, false), "%s: clean step skipped", opt_home);
+	T_CHECK(step_maybe_inf(&a, true), "%s: overflow not skipped", opt_home);
+	T_CHECK(!step_maybe_inf(&a, false), "%s: clean step skipped", opt_home);
+	T_CHECK(zinf_engine_progress_get(a.e, &pa) == 0, "%s", zinf_last_error(a.e));
+	T_CHECK(pa.steps == 2 && pa.skipped == 1 && pa.scaler_iteration == 3 &&
+			pa.scaler_last_overflow_iter == 1 && pa.scaler_hysteresis_left == 1,
+		"%s: progress after a skip: %llu steps, %llu skipped, iteration %llu, last "
+		"overflow %lld, hysteresis %u",
+		opt_home, (unsigned long long)pa.steps, (unsigned long long)pa.skipped,
+		(unsigned long long)pa.scaler_iteration, (long long)pa.scaler_last_overflow_iter,
+		pa.scaler_hysteresis_left);
+	state_save(&a, &sa);
+
+	snprintf(dir_b, sizeof(dir_b), "%s/b", dir);
+	T_CHECK(mkdir(dir_b, 0755) == 0 || errno == EEXIST, "mkdir %s", dir_b);
+	lf_create(&b, "cpu", opt_home, ZINF_DTYPE_F16, dir_b, 3000);
+	for (int m = 0; m < LF_N_MOD; m++)
+		module_load_state(&b, m, &sa);
+	T_CHECK(zinf_engine_progress_set(b.e, &pa) == 0, "%s", zinf_last_error(b.e));
+	T_CHECK(zinf_engine_progress_get(b.e, &pb) == 0 && memcmp(&pa, &pb, sizeof(pa)) == 0,
+		"%s: fp16 progress round trip", opt_home);
+	/* window 3 after the overflow at iteration 1: the scale doubles during these */
+	for (int i = 0; i < 4; i++) {
+		bool inf = i == 2;
+		T_CHECK(zinf_loss_scale(a.e) == zinf_loss_scale(b.e), "%s: loss scale %g vs %g",
+			opt_home, zinf_loss_scale(a.e), zinf_loss_scale(b.e));
+		T_CHECK(step_maybe_inf(&a, inf) == step_maybe_inf(&b, inf), "%s: skips differ",
+			opt_home);
+	}
+	state_free(&sa);
+	state_save(&a, &sa);
+	state_save(&b, &sb);
+	same_range(&sa, &sb, 0, lf_total(), 0, "fp16 after a skip");
+	T_CHECK(zinf_engine_progress_get(a.e, &pa) == 0 &&
+			zinf_engine_progress_get(b.e, &pb) == 0 &&
+			memcmp(&pa, &pb, sizeof(pa)) == 0,
+		"%s: fp16 progress after the same steps", opt_home);
+	state_free(&sa);
+	state_free(&sb);
+	lf_destroy(&a);
+	lf_destroy(&b);
+	lf_extra_top = "";
+}
+
 int main(void)
 {
 	char dir[] = "/var/tmp/zinf-state-test-XXXXXX";
@@ -196,6 +282,8 @@ int main(void)
 	for (int nvme = 0; nvme < 2; nvme++)
 		for (int bf16 = nvme; bf16 < 2; bf16++) /* NVMe state: 16-bit parameters */
 			check(nvme ? "nvme" : "cpu", bf16 ? ZINF_DTYPE_BF16 : ZINF_DTYPE_F32, dir);
+	check_fp16_skip("cpu", dir);
+	check_fp16_skip("nvme", dir);
 	{
 		char cmd[96];
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

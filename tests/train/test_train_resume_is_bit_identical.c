@@ -10,12 +10,14 @@
  *     scaler's state is part of the checkpoint: a reset scale shows in zinf_state.json),
  *     saved in shards of 100 kB (the optimizer state's index and shards compared too).
  * With --device=cuda first the runs use the cuda device backend and model runtime
- * (test_gpu_resume_is_bit_identical; skips with 77 without a GPU).
+ * (test_gpu_resume_is_bit_identical; skips with 77 without a GPU), and a checkpoint saved
+ * there is refused on the host backend (the runtimes compute different bits).
  */
 #include <dirent.h>
 
 #include "device.h" /* zinf_device_cuda_count */
 #include "train_fixture.h"
+#include "zinf/error.h"
 
 #define STEPS 5
 
@@ -192,6 +194,26 @@ static void check_precision(struct tf_dir *d, const char *precision)
 	}
 	if (strcmp(precision, "bf16"))
 		return;
+	if (strcmp(device, "cuda") == 0) {
+		/* the host runtime computes other bits: refused before step 1 */
+		struct zinf_train_opts o;
+		struct zinf_train_result res;
+		struct tf_losses l;
+		char err[1024];
+
+		device = "host";
+		write_ds(d, precision, "nvme");
+		device = "cuda";
+		tf_opts(d, &o, STEPS, &l);
+		o.init_config = NULL;
+		snprintf(ck, sizeof(ck), "%s/checkpoint-2", whole);
+		o.resume_dir = ck;
+		o.shuffle = true;
+		T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) == ZINF_ECONFIG &&
+				strstr(err, "saved on the cuda device, resumed on host") &&
+				l.n == 0,
+			"cuda checkpoint resumed on the host: %s", err);
+	}
 	/* the same run with its parameters and optimizer state in host memory */
 	write_ds(d, precision, "cpu");
 	snprintf(ck, sizeof(ck), "%s/checkpoint-2", whole);

@@ -3,10 +3,13 @@
  * (saved without --save-state), a damaged or truncated file (size and CRC32C in
  * zinf_state.json), a malformed zinf_state.json (not JSON, another format or version, a
  * field missing or out of range), an optimizer state missing a tensor, and a run that is
- * not the same (--seq-len, --seed, --shuffle, other data, a numerics config key, --steps
- * not beyond the checkpoint's step), and flags that do not go together (--resume with
- * --model, --save-state without --save). Every refusal leaves the checkpoint as it was
+ * not the same (--seq-len, --seed, --shuffle, other data of another or the same length,
+ * a numerics config key, --steps not beyond the checkpoint's step), a file list that
+ * leaves out a file the resume reads, names a FIFO or a name with a newline, progress that
+ * does not add up to the step, and flags that do not go together (--resume with
+ * --model, --save-state without --save, --save naming the --resume directory). Every refusal leaves the checkpoint as it was
  * and creates no --save directory. */
+#include <dirent.h>
 #include <errno.h>
 
 #include "train_fixture.h"
@@ -67,6 +70,30 @@ static void edit_state(const char *dir, const char *from, const char *to)
 	free(out);
 }
 
+/* Every file of dir (names, sizes, contents) folded into one number. */
+static void dir_sum(const char *dir, uint64_t *sum)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	T_CHECK(d != NULL, "open %s", dir);
+	*sum = 0;
+	while ((de = readdir(d))) {
+		char path[512], *x;
+		size_t n;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		read_all(path, &x, &n);
+		/* order-independent: a sum over files of (name, content) checksums */
+		*sum += (uint64_t)zinf_crc32c(zinf_crc32c(0, de->d_name, strlen(de->d_name)), x,
+					      n) +
+			((uint64_t)n << 32);
+		free(x);
+	}
+	closedir(d);
+}
+
 struct refusal {
 	struct tf_dir *d;
 	char save[256]; /* the --save directory each refused run names */
@@ -109,8 +136,8 @@ int main(void)
 	struct zinf_train_opts o;
 	struct zinf_train_result res;
 	struct tf_losses l;
-	char good[256], plain[256], bad[256], path[512], other_data[256], *before, *after;
-	size_t nb, na;
+	char good[256], plain[256], bad[256], path[512], other_data[256];
+	uint64_t before_sum, after_sum;
 	const char *set_lr[] = {"optimizer.params.lr=0.001"};
 
 	tf_setup(&d, NULL);
@@ -128,8 +155,7 @@ int main(void)
 	o.save_dir = plain;
 	o.save_state = false;
 	tf_run(&o, &res);
-	snprintf(path, sizeof(path), "%s/optimizer.safetensors", good);
-	read_all(path, &before, &nb);
+	dir_sum(good, &before_sum);
 
 	resume_opts(&rf, &o, &l, plain);
 	refused(&rf, &o, &l, -ENOENT, "zinf_state.json", "--save-state");
@@ -198,6 +224,44 @@ int main(void)
 	}
 	refused(&rf, &o, &l, ZINF_EFORMAT, "model.norm.weight.exp_avg_sq", "missing");
 
+	/* a list that leaves out a file the resume reads (an extra file in its place) */
+	copy_ck(good, bad);
+	{
+		char *x, from[256], to[256], extra[512];
+		size_t n;
+		snprintf(path, sizeof(path), "%s/model.safetensors", bad);
+		read_all(path, &x, &n);
+		snprintf(from, sizeof(from),
+			 "\"name\":\t\"model.safetensors\",\n\t\t\t\"bytes\":\t%zu,\n\t\t\t"
+			 "\"crc32c\":\t\"%08x\"",
+			 n, zinf_crc32c(0, x, n));
+		free(x);
+		snprintf(extra, sizeof(extra), "%s/extra.bin", bad);
+		write_all(extra, "x\n", 2);
+		snprintf(to, sizeof(to),
+			 "\"name\":\t\"extra.bin\",\n\t\t\t\"bytes\":\t2,\n\t\t\t"
+			 "\"crc32c\":\t\"%08x\"",
+			 zinf_crc32c(0, "x\n", 2));
+		edit_state(bad, from, to);
+	}
+	refused(&rf, &o, &l, ZINF_EFORMAT, "model.safetensors", "listed 0 times");
+	/* a name that is not a regular file, or not a plain name */
+	copy_ck(good, bad);
+	snprintf(path, sizeof(path), "%s/fifo", bad);
+	T_CHECK(mkfifo(path, 0644) == 0, "mkfifo %s", path);
+	edit_state(bad, "\"name\":\t\"config.json\"", "\"name\":\t\"fifo\"");
+	refused(&rf, &o, &l, ZINF_EFORMAT, "fifo", "not a regular file");
+	copy_ck(good, bad);
+	edit_state(bad, "\"name\":\t\"config.json\"", "\"name\":\t\"config\\njson\"");
+	refused(&rf, &o, &l, ZINF_EFORMAT, "files[0].name", NULL);
+	/* progress that does not add up to the step */
+	copy_ck(good, bad);
+	edit_state(bad, "\"optimizer_steps\":\t2", "\"optimizer_steps\":\t1000");
+	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "do not add up to step 2");
+	copy_ck(good, bad);
+	edit_state(bad, "\"scaler_iteration\":\t0", "\"scaler_iteration\":\t2");
+	refused(&rf, &o, &l, ZINF_EFORMAT, "optimizer.scaler_iteration", "without fp16");
+
 	/* not the same run */
 	resume_opts(&rf, &o, &l, good);
 	o.seq_len = 8;
@@ -214,6 +278,12 @@ int main(void)
 	o.data_path = other_data;
 	refused(&rf, &o, &l, ZINF_ECONFIG, "tokens", "not the same data");
 	resume_opts(&rf, &o, &l, good);
+	/* the same length, one byte changed */
+	shell("cp '%s' '%s' && printf Q | dd of='%s' bs=1 seek=100 conv=notrunc 2>/dev/null",
+	      d.data, other_data, other_data);
+	o.data_path = other_data;
+	refused(&rf, &o, &l, ZINF_ECONFIG, "sample CRC32C", "not the same data");
+	resume_opts(&rf, &o, &l, good);
 	o.config_sets = set_lr;
 	o.n_config_sets = 1;
 	refused(&rf, &o, &l, ZINF_ECONFIG, "optimizer.params.lr", "--model");
@@ -228,17 +298,17 @@ int main(void)
 	resume_opts(&rf, &o, &l, good);
 	o.save_dir = NULL;
 	refused(&rf, &o, &l, -EINVAL, "--save-state", "--save");
+	resume_opts(&rf, &o, &l, good);
+	o.save_dir = good;
+	refused(&rf, &o, &l, -EINVAL, "--save is the --resume directory", NULL);
 
 	/* the checkpoint itself is untouched, and still resumes */
-	snprintf(path, sizeof(path), "%s/optimizer.safetensors", good);
-	read_all(path, &after, &na);
-	T_CHECK(na == nb && memcmp(before, after, nb) == 0, "the checkpoint changed");
+	dir_sum(good, &after_sum);
+	T_CHECK(after_sum == before_sum, "the checkpoint changed");
 	resume_opts(&rf, &o, &l, good);
 	tf_run(&o, &res);
 	T_CHECK(res.steps == 2 && l.n == 2, "resumed for steps 3 and 4 (%llu)",
 		(unsigned long long)res.steps);
-	free(before);
-	free(after);
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }
