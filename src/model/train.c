@@ -151,10 +151,11 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (o->resume_dir && o->save_dir && same_dir(o->resume_dir, o->save_dir)) {
-		snprintf(err, errlen,
-			 "%s: --save is the --resume directory (a save would replace the checkpoint "
-			 "before it is complete: save elsewhere)",
-			 o->save_dir);
+		snprintf(
+			err, errlen,
+			"%s: --save is the --resume directory (a save would replace the checkpoint "
+			"before it is complete: save elsewhere)",
+			o->save_dir);
 		return -EINVAL;
 	}
 	if (o->save_state && !o->save_dir) {

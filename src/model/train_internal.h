@@ -77,8 +77,8 @@ struct train_state {
 	struct zinf_engine_progress progress;
 	uint64_t data_tokens, seq_len, seed;
 	bool shuffle;
-	uint32_t data_crc; /* train_state_data_crc of the training data */
-	char device[8];	   /* "host" or "cuda": the engine's device the state was saved on */
+	uint32_t data_crc;	/* train_state_data_crc of the training data */
+	char device[8];		/* "host" or "cuda": the engine's device the state was saved on */
 	struct cJSON *numerics; /* {key: value} of the config keys that decide the numbers */
 };
 

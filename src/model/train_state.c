@@ -205,8 +205,8 @@ static int list_safetensors(cJSON *names, const char *dir, const char *prefix, c
 	if (strstr(entry, ".json") && !cJSON_AddItemToArray(names, cJSON_CreateString(entry)))
 		rc = -ENOMEM;
 	for (int i = 0; !rc && i < zinf_st_reader_file_count(r); i++)
-		if (!cJSON_AddItemToArray(names, cJSON_CreateString(base_name(
-							 zinf_st_reader_file_path(r, i)))))
+		if (!cJSON_AddItemToArray(
+			    names, cJSON_CreateString(base_name(zinf_st_reader_file_path(r, i)))))
 			rc = -ENOMEM;
 	if (rc == -ENOMEM)
 		snprintf(err, errlen, "%s: out of memory for the file list", dir);
@@ -221,7 +221,7 @@ static cJSON *checkpoint_files(const char *dir, char *err, size_t errlen)
 {
 	cJSON *names = cJSON_CreateArray();
 	int rc = names && cJSON_AddItemToArray(names, cJSON_CreateString("config.json")) ? 0
-											: -ENOMEM;
+											 : -ENOMEM;
 
 	if (rc)
 		snprintf(err, errlen, "%s: out of memory for the file list", dir);
@@ -691,10 +691,11 @@ static int check_files(struct reading *rd, const char *dir, const cJSON *root)
 		}
 	}
 	if (!rc && cJSON_GetArraySize(files) != cJSON_GetArraySize(expected))
-		rc = bad(rd, ZINF_EFORMAT,
-			 "files: %d listed, the checkpoint has %d (config.json, the model's and the "
-			 "optimizer state's safetensors)",
-			 cJSON_GetArraySize(files), cJSON_GetArraySize(expected));
+		rc = bad(
+			rd, ZINF_EFORMAT,
+			"files: %d listed, the checkpoint has %d (config.json, the model's and the "
+			"optimizer state's safetensors)",
+			cJSON_GetArraySize(files), cJSON_GetArraySize(expected));
 	cJSON_Delete(expected);
 	return rc;
 }
@@ -817,8 +818,9 @@ int train_state_check(const struct train_state *ck, const struct train_state *no
 			   ck->shuffle ? "seeded" : "none", now->shuffle ? "seeded" : "none");
 	if (ck->data_tokens != now->data_tokens || ck->data_crc != now->data_crc)
 		return bad(&rd, ZINF_ECONFIG,
-			   "saved with training data of %" PRIu64 " tokens (sample CRC32C %08" PRIx32
-			   "), resumed with %" PRIu64 " (%08" PRIx32 "): not the same data",
+			   "saved with training data of %" PRIu64
+			   " tokens (sample CRC32C %08" PRIx32 "), resumed with %" PRIu64
+			   " (%08" PRIx32 "): not the same data",
 			   ck->data_tokens, ck->data_crc, now->data_tokens, now->data_crc);
 	/* every key of either side, the same value on both */
 	for (int side = 0; side < 2; side++) {
