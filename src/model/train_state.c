@@ -300,6 +300,20 @@ out:
 	return rc;
 }
 
+/* CRC32C of the manifest's contents (without manifest_crc32c), printed unformatted: the
+ * same tree prints the same text, so a change of any value shows, and whitespace does
+ * not matter. Returns 0 or -ENOMEM. */
+static int manifest_crc(const cJSON *root, uint32_t *out)
+{
+	char *text = cJSON_PrintUnformatted(root);
+
+	if (!text)
+		return -ENOMEM;
+	*out = zinf_crc32c(0, text, strlen(text));
+	free(text);
+	return 0;
+}
+
 /* ---- saving ----------------------------------------------------------------------------------- */
 
 static int write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
@@ -452,7 +466,8 @@ int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *
 {
 	struct zinf_engine_progress prog;
 	cJSON *root = NULL, *files, *names = NULL, *name;
-	char *text = NULL;
+	char *text = NULL, hex[16];
+	uint32_t crc;
 	int rc;
 
 	rc = write_optimizer(tm, e, dir, max_shard_bytes, err, errlen);
@@ -485,6 +500,11 @@ int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *
 	}
 	if (rc)
 		goto out;
+	if (manifest_crc(root, &crc))
+		goto out_oom;
+	snprintf(hex, sizeof(hex), "%08" PRIx32, crc);
+	if (!cJSON_AddStringToObject(root, "manifest_crc32c", hex))
+		goto out_oom;
 	text = cJSON_Print(root);
 	if (!text)
 		goto out_oom;
@@ -738,6 +758,26 @@ out:
 	return rc;
 }
 
+/* The manifest's own checksum (removed from root) matches its contents. */
+static int check_manifest_crc(struct reading *rd, cJSON *root)
+{
+	cJSON *item = cJSON_DetachItemFromObjectCaseSensitive(root, "manifest_crc32c");
+	uint32_t want, got;
+	int rc = 0;
+
+	if (!cJSON_IsString(item) || !parse_hex8(item->valuestring, &want))
+		rc = bad(rd, ZINF_EFORMAT, "manifest_crc32c: missing or not 8 hex digits");
+	else if (manifest_crc(root, &got))
+		rc = bad(rd, -ENOMEM, "out of memory");
+	else if (got != want)
+		rc = bad(rd, ZINF_EFORMAT,
+			 "manifest_crc32c: %08" PRIx32 " listed, the contents give %08" PRIx32
+			 " (the file was changed or damaged)",
+			 want, got);
+	cJSON_Delete(item);
+	return rc;
+}
+
 int train_state_read(const char *dir, struct train_state *st, char *err, size_t errlen)
 {
 	char path[4200];
@@ -752,6 +792,9 @@ int train_state_read(const char *dir, struct train_state *st, char *err, size_t 
 	rc = read_json(&rd, &root);
 	if (rc)
 		return rc;
+	rc = check_manifest_crc(&rd, root);
+	if (rc)
+		goto out;
 	fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
 	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, STATE_FORMAT) != 0) {
 		rc = bad(&rd, ZINF_EFORMAT, "format: missing or not \"%s\"", STATE_FORMAT);

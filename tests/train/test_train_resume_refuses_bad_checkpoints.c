@@ -2,13 +2,14 @@
  * flag, a checkpoint it cannot continue bit-identically: one without a training state
  * (saved without --save-state), a damaged or truncated file (size and CRC32C in
  * zinf_state.json), a malformed zinf_state.json (not JSON, another format or version, a
- * field missing or out of range), an optimizer state missing a tensor, and a run that is
+ * field missing or out of range, a value changed without its manifest_crc32c), an optimizer state missing a tensor, and a run that is
  * not the same (--seq-len, --seed, --shuffle, other data of another or the same length,
  * a numerics config key, --steps not beyond the checkpoint's step), a file list that
  * leaves out a file the resume reads, names a FIFO or a name with a newline, progress that
  * does not add up to the step, and flags that do not go together (--resume with
  * --model, --save-state without --save, --save naming the --resume directory). Every refusal leaves the checkpoint as it was
  * and creates no --save directory. */
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 
@@ -52,9 +53,13 @@ static void copy_ck(const char *good, const char *to)
 	shell("rm -rf '%s' && cp -r '%s' '%s'", to, good, to);
 }
 
-static void edit_state(const char *dir, const char *from, const char *to)
+/* Replace from with to in dir's zinf_state.json. When the result is JSON it is sealed
+ * again (manifest_crc32c of the new contents, as a save computes it), so that the check
+ * a case is about is reached; with raw, or when it is no longer JSON, it is left as is. */
+static void edit_state_as(const char *dir, const char *from, const char *to, bool raw)
 {
 	char path[512], *text, *at, *out;
+	cJSON *root;
 	size_t len;
 
 	snprintf(path, sizeof(path), "%s/zinf_state.json", dir);
@@ -65,9 +70,27 @@ static void edit_state(const char *dir, const char *from, const char *to)
 	memcpy(out, text, (size_t)(at - text));
 	strcpy(out + (at - text), to);
 	strcat(out, at + strlen(from));
+	root = raw ? NULL : cJSON_Parse(out);
+	if (root) {
+		char hex[16], *flat;
+		cJSON_DeleteItemFromObjectCaseSensitive(root, "manifest_crc32c");
+		flat = cJSON_PrintUnformatted(root);
+		T_CHECK(flat != NULL, "print");
+		snprintf(hex, sizeof(hex), "%08x", zinf_crc32c(0, flat, strlen(flat)));
+		cJSON_AddStringToObject(root, "manifest_crc32c", hex);
+		free(flat);
+		free(out);
+		out = cJSON_Print(root);
+		cJSON_Delete(root);
+	}
 	write_all(path, out, strlen(out));
 	free(text);
 	free(out);
+}
+
+static void edit_state(const char *dir, const char *from, const char *to)
+{
+	edit_state_as(dir, from, to, false);
 }
 
 /* Every file of dir (names, sizes, contents) folded into one number. */
@@ -182,6 +205,9 @@ int main(void)
 	copy_ck(good, bad);
 	edit_state(bad, "{", "[");
 	refused(&rf, &o, &l, ZINF_EJSON, "zinf_state.json", "not valid JSON");
+	copy_ck(good, bad);
+	edit_state_as(bad, "\"optimizer_steps\":\t2", "\"optimizer_steps\":\t1", true);
+	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "manifest_crc32c");
 	copy_ck(good, bad);
 	edit_state(bad, "\"version\":\t1", "\"version\":\t2");
 	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "version");
