@@ -587,7 +587,7 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 			 strerror(errno));
 	}
 	if (!rc && o->save_total_limit)
-		rc = train_snapshots_rotate(o->save_dir, o->save_total_limit, err, errlen);
+		rc = train_snapshots_rotate(o->save_dir, o->save_total_limit, step, err, errlen);
 	return rc;
 }
 

@@ -112,10 +112,12 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
 
 /* ---- --save-total-limit (train_rotate.c) ------------------------------------------------- */
 
-/* Keep the newest keep checkpoint-<step> directories of save_dir, remove the older ones
- * that hold only files a save writes (others are kept, with a warning). Returns 0, or a
- * negative code when save_dir cannot be listed. */
-int train_snapshots_rotate(const char *save_dir, uint64_t keep, char *err, size_t errlen);
+/* Keep the newest keep checkpoint-<k> directories of save_dir with k <= step (this run's
+ * snapshot at step and the older ones), remove the others of those that hold only files
+ * a save writes (others are kept, with a warning; nothing is followed through a link).
+ * Returns 0, or a negative code when save_dir cannot be listed. */
+int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, char *err,
+			   size_t errlen);
 
 /* ---- one micro-batch through the engine (train_pass.c) ----------------------------------- */
 

@@ -1,12 +1,16 @@
 /*
  * zinf train --save-total-limit: after each --save-every snapshot, keep the newest N
  * save_dir/checkpoint-<step> directories and remove the older ones, as the Hugging Face
- * Trainer's save_total_limit does. Only what a zinf save writes is removed: a directory
- * holding any other file (or a subdirectory) is kept whole, with a warning. The state
- * file goes first, so a checkpoint removed in part never reads as complete.
+ * Trainer's save_total_limit does, counting this run's snapshot and the older ones (a
+ * newer one, from an earlier and longer run, is left alone). Only what a zinf save writes
+ * is removed: a directory (not a link) holding config.json and otherwise only regular
+ * files named as a save names them; one holding anything else is kept whole, with a
+ * warning. Every removal is relative to save_dir's descriptor and follows no link. The
+ * state file goes first, so a checkpoint removed in part never reads as complete.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,69 +41,86 @@ static bool snapshot_name(const char *name, uint64_t *step)
 	return errno == 0 && !*end;
 }
 
+/* PREFIX-0000K-of-0000N.safetensors, as the writer names shards (5 digits each). */
+static bool shard_name(const char *rest)
+{
+	static const char pattern[] = "-DDDDD-of-DDDDD.safetensors";
+
+	if (strlen(rest) != sizeof(pattern) - 1)
+		return false;
+	for (size_t i = 0; pattern[i]; i++)
+		if (pattern[i] == 'D' ? rest[i] < '0' || rest[i] > '9' : rest[i] != pattern[i])
+			return false;
+	return true;
+}
+
 /* A file name a zinf save writes: config.json, zinf_state.json, and the safetensors of
  * the model and the optimizer state (single, shards or index). */
 static bool saved_file(const char *name)
 {
 	static const char *const prefixes[] = {"model", "optimizer"};
-	size_t n = strlen(name);
 
 	if (!strcmp(name, "config.json") || !strcmp(name, TRAIN_STATE_FILE))
 		return true;
 	for (int i = 0; i < 2; i++) {
 		size_t p = strlen(prefixes[i]);
+		const char *rest = name + p;
 		if (strncmp(name, prefixes[i], p))
 			continue;
-		if (!strcmp(name + p, ".safetensors") ||
-		    !strcmp(name + p, ".safetensors.index.json"))
+		if (!strcmp(rest, ".safetensors") || !strcmp(rest, ".safetensors.index.json") ||
+		    shard_name(rest))
 			return true;
-		if (name[p] == '-' && n > p + 12 && !strcmp(name + n - 12, ".safetensors"))
-			return true; /* PREFIX-0000K-of-0000N.safetensors */
 	}
 	return false;
 }
 
-/* Remove dir if it holds only files a save writes; 0 removed, 1 kept (logged). */
-static int remove_snapshot(const char *dir)
+/* Snapshot name in save_dir (fd parent): removed if it is a real directory (not a link)
+ * holding config.json and otherwise only regular files a save writes. Everything is
+ * relative to the parent's descriptor and never follows a link, so nothing outside
+ * save_dir is touched. 0 removed, 1 kept (logged). */
+static int remove_snapshot(int parent, const char *save_dir, const char *name)
 {
-	char path[4200 + 258], foreign[256] = "";
-	DIR *d = opendir(dir);
+	char foreign[300] = "";
+	bool has_config = false;
 	struct dirent *de;
 	struct stat st;
+	int fd;
+	DIR *d;
 
+	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
-		zinf_logf(ZINF_LOG_WARN, "%s: --save-total-limit: cannot open it: %s; kept", dir,
-			  strerror(errno));
+		zinf_logf(ZINF_LOG_WARN,
+			  "%s/%s: --save-total-limit: kept, not a directory zinf wrote (%s)",
+			  save_dir, name, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return 1;
 	}
 	while ((de = readdir(d)) && !foreign[0]) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (!saved_file(de->d_name) || lstat(path, &st) || !S_ISREG(st.st_mode))
+		if (!saved_file(de->d_name) || fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode))
 			snprintf(foreign, sizeof(foreign), "%s", de->d_name);
+		has_config |= !strcmp(de->d_name, "config.json");
 	}
-	closedir(d);
-	if (foreign[0]) {
+	if (foreign[0] || !has_config) {
 		zinf_logf(ZINF_LOG_WARN,
-			  "%s: --save-total-limit: kept, it holds %s, which zinf did not write",
-			  dir, foreign);
+			  "%s/%s: --save-total-limit: kept, it holds %s, which zinf did not write",
+			  save_dir, name, foreign[0] ? foreign : "no config.json");
+		closedir(d);
 		return 1;
 	}
-	snprintf(path, sizeof(path), "%s/%s", dir, TRAIN_STATE_FILE);
-	unlink(path); /* first: what is left is no longer a complete checkpoint */
-	d = opendir(dir);
-	while (d && (de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		unlink(path);
-	}
-	if (d)
-		closedir(d);
-	if (rmdir(dir)) {
-		zinf_logf(ZINF_LOG_WARN, "%s: --save-total-limit: cannot remove it: %s", dir,
-			  strerror(errno));
+	unlinkat(fd, TRAIN_STATE_FILE, 0); /* first: the rest is no longer a checkpoint */
+	rewinddir(d);
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			unlinkat(fd, de->d_name, 0);
+	closedir(d);
+	if (unlinkat(parent, name, AT_REMOVEDIR)) {
+		zinf_logf(ZINF_LOG_WARN, "%s/%s: --save-total-limit: cannot remove it: %s",
+			  save_dir, name, strerror(errno));
 		return 1;
 	}
 	return 0;
@@ -112,48 +133,53 @@ static int newest_first(const void *a, const void *b)
 	return x->step < y->step ? 1 : x->step > y->step ? -1 : 0;
 }
 
-int train_snapshots_rotate(const char *save_dir, uint64_t keep, char *err, size_t errlen)
+int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, char *err,
+			   size_t errlen)
 {
 	struct snapshot *list = NULL, *grown;
 	size_t n = 0, cap = 0;
-	DIR *d = opendir(save_dir);
+	int parent = open(save_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = parent >= 0 ? fdopendir(dup(parent)) : NULL;
 	struct dirent *de;
-	char path[4200];
-	uint64_t step;
+	uint64_t k;
+	int rc = 0;
 
 	if (!d) {
-		int rc = -errno;
+		rc = -errno;
 		snprintf(err, errlen, "%s: --save-total-limit: cannot list it: %s", save_dir,
 			 strerror(errno));
-		return rc;
+		goto out;
 	}
+	/* this run's snapshot and the older ones; newer ones (an earlier, longer run's) are
+	 * neither counted nor removed */
 	while ((de = readdir(d))) {
-		if (!snapshot_name(de->d_name, &step))
+		if (!snapshot_name(de->d_name, &k) || k > step)
 			continue;
 		if (n == cap) {
 			cap = cap ? 2 * cap : 16;
 			grown = realloc(list, cap * sizeof(*list));
 			if (!grown) {
-				free(list);
-				closedir(d);
+				rc = -ENOMEM;
 				snprintf(err, errlen, "%s: --save-total-limit: out of memory",
 					 save_dir);
-				return -ENOMEM;
+				goto out;
 			}
 			list = grown;
 		}
-		list[n].step = step;
+		list[n].step = k;
 		snprintf(list[n].name, sizeof(list[n].name), "%s", de->d_name);
 		n++;
 	}
-	closedir(d);
 	if (n > keep) {
 		qsort(list, n, sizeof(*list), newest_first);
-		for (size_t i = keep; i < n; i++) {
-			snprintf(path, sizeof(path), "%s/%s", save_dir, list[i].name);
-			remove_snapshot(path);
-		}
+		for (size_t i = keep; i < n; i++)
+			remove_snapshot(parent, save_dir, list[i].name);
 	}
+out:
+	if (d)
+		closedir(d);
+	if (parent >= 0)
+		close(parent);
 	free(list);
-	return 0;
+	return rc;
 }

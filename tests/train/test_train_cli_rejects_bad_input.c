@@ -3,7 +3,7 @@
  * values, missing files, a checkpoint missing a tensor, --seq-len beyond
  * max_position_embeddings, tokens outside the vocabulary, a text file for a vocabulary
  * under 256, a config that does not load, --resume of no directory or of a checkpoint
- * without its training state. Good runs (text, an llm.c token file) exit 0
+ * without its training state, --save-total-limit 0. Good runs (text, an llm.c token file) exit 0
  * and save. */
 #include <sys/wait.h>
 
@@ -161,6 +161,9 @@ int main(int argc, char **argv)
 	snprintf(a, sizeof(a), "%s --model '%s' --resume '%s' --data '%s' --steps 2", base, partial,
 		 partial, d.data);
 	T_CHECK(run(a, "exactly one of --model", 1) == 2, "--model and --resume");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --save-every 1 --save-total-limit 0", base,
+		 d.data);
+	T_CHECK(run(a, "--save-total-limit 0", 1) == 2, "--save-total-limit 0");
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }

@@ -2,14 +2,14 @@
  * flag, a checkpoint it cannot continue bit-identically: one without a training state
  * (saved without --save-state), a damaged or truncated file (size and CRC32C in
  * zinf_state.json), a malformed zinf_state.json (not JSON, another format or version, a
- * field missing or out of range, a value changed without its manifest_crc32c), an optimizer state missing a tensor, and a run that is
+ * field missing or out of range, any byte changed without its manifest_crc32c, the file a
+ * FIFO or a directory), an optimizer state missing a tensor, and a run that is
  * not the same (--seq-len, --seed, --shuffle, other data of another or the same length,
  * a numerics config key, --steps not beyond the checkpoint's step), a file list that
  * leaves out a file the resume reads, names a FIFO or a name with a newline, progress that
  * does not add up to the step, and flags that do not go together (--resume with
  * --model, --save-state without --save, --save naming the --resume directory). Every refusal leaves the checkpoint as it was
  * and creates no --save directory. */
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 
@@ -53,35 +53,28 @@ static void copy_ck(const char *good, const char *to)
 	shell("rm -rf '%s' && cp -r '%s' '%s'", to, good, to);
 }
 
-/* Replace from with to in dir's zinf_state.json. When the result is JSON it is sealed
- * again (manifest_crc32c of the new contents, as a save computes it), so that the check
- * a case is about is reached; with raw, or when it is no longer JSON, it is left as is. */
+/* Replace from with to in dir's zinf_state.json, and seal it again as a save does (the
+ * last member, manifest_crc32c, is the CRC32C of the bytes before it followed by "\n}"),
+ * so that the check a case is about is reached; with raw the old seal stays. */
 static void edit_state_as(const char *dir, const char *from, const char *to, bool raw)
 {
-	char path[512], *text, *at, *out;
-	cJSON *root;
+	static const char tag[] = ",\n\t\"manifest_crc32c\":\t\"";
+	char path[512], *text, *at, *out, *seal;
 	size_t len;
 
 	snprintf(path, sizeof(path), "%s/zinf_state.json", dir);
 	read_all(path, &text, &len);
 	at = strstr(text, from);
 	T_CHECK(at != NULL, "%s not in %s", from, path);
-	out = malloc(len + strlen(to) + 1);
+	out = malloc(len + strlen(to) + 64);
 	memcpy(out, text, (size_t)(at - text));
 	strcpy(out + (at - text), to);
 	strcat(out, at + strlen(from));
-	root = raw ? NULL : cJSON_Parse(out);
-	if (root) {
-		char hex[16], *flat;
-		cJSON_DeleteItemFromObjectCaseSensitive(root, "manifest_crc32c");
-		flat = cJSON_PrintUnformatted(root);
-		T_CHECK(flat != NULL, "print");
-		snprintf(hex, sizeof(hex), "%08x", zinf_crc32c(0, flat, strlen(flat)));
-		cJSON_AddStringToObject(root, "manifest_crc32c", hex);
-		free(flat);
-		free(out);
-		out = cJSON_Print(root);
-		cJSON_Delete(root);
+	seal = strstr(out, tag);
+	if (!raw && seal) {
+		size_t body = (size_t)(seal - out);
+		uint32_t crc = zinf_crc32c(zinf_crc32c(0, out, body), "\n}", 2);
+		sprintf(seal, "%s%08x\"\n}\n", tag, crc);
 	}
 	write_all(path, out, strlen(out));
 	free(text);
@@ -209,6 +202,16 @@ int main(void)
 	edit_state_as(bad, "\"optimizer_steps\":\t2", "\"optimizer_steps\":\t1", true);
 	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "manifest_crc32c");
 	copy_ck(good, bad);
+	edit_state_as(bad, "\"version\":\t1", "\"version\": 1", true); /* whitespace too */
+	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "manifest_crc32c");
+	/* the manifest itself a FIFO (never waited on) or a directory */
+	copy_ck(good, bad);
+	snprintf(path, sizeof(path), "%s/zinf_state.json", bad);
+	T_CHECK(unlink(path) == 0 && mkfifo(path, 0644) == 0, "mkfifo %s", path);
+	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "not a regular file");
+	T_CHECK(unlink(path) == 0 && mkdir(path, 0755) == 0, "mkdir %s", path);
+	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "not a regular file");
+	copy_ck(good, bad);
 	edit_state(bad, "\"version\":\t1", "\"version\":\t2");
 	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "version");
 	copy_ck(good, bad);
@@ -221,7 +224,7 @@ int main(void)
 	edit_state(bad, "\"seq_len\":\t16", "\"seq_len\":\t-16");
 	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "data.seq_len");
 	copy_ck(good, bad);
-	edit_state(bad, "\"loss_scale\":\t", "\"loss_scale\":\t-");
+	edit_state(bad, "\"loss_scale\":\t\"", "\"loss_scale\":\t\"-");
 	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "optimizer.loss_scale");
 	copy_ck(good, bad);
 	edit_state(bad, "\"crc32c\":\t\"", "\"crc32c\":\t\"x");
@@ -327,6 +330,23 @@ int main(void)
 	resume_opts(&rf, &o, &l, good);
 	o.save_dir = good;
 	refused(&rf, &o, &l, -EINVAL, "--save is the --resume directory", NULL);
+
+	/* a seed beyond 2^53 is kept exactly */
+	{
+		char big[256];
+		snprintf(big, sizeof(big), "%s/bigseed", d.root);
+		tf_opts(&d, &o, 2, &l);
+		o.seed = 18446744073709551557ull;
+		o.save_dir = big;
+		o.save_state = true;
+		tf_run(&o, &res);
+		resume_opts(&rf, &o, &l, big);
+		o.seed = 18446744073709551557ull;
+		o.save_dir = NULL;
+		o.save_state = false;
+		tf_run(&o, &res);
+		T_CHECK(l.n == 2, "a 64-bit seed resumes (%d steps)", l.n);
+	}
 
 	/* the checkpoint itself is untouched, and still resumes */
 	dir_sum(good, &after_sum);

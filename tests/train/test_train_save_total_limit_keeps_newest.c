@@ -1,8 +1,12 @@
 /* --save-total-limit N keeps the newest N checkpoint-<step> directories of the --save
- * directory after each snapshot and removes the older ones, with or without the training
- * state (sharded too), counting snapshots an earlier run left there; a checkpoint-<step>
- * holding a file zinf did not write, and directories not named checkpoint-<digits>, are
- * left alone. Without --save-every, or 0, it is refused on one line before step 1. */
+ * directory up to the run's step after each snapshot and removes the older ones, with or
+ * without the training state (sharded too), counting snapshots an earlier run left there.
+ * Left alone: a newer snapshot of an earlier, longer run (never counted, so the run's own
+ * stays); a checkpoint-<step> holding a file zinf did not write (one named like a shard
+ * but not one, a directory named like a file), or no config.json; a checkpoint-<step>
+ * that is a link to a directory elsewhere (whose files stay); names that are not
+ * checkpoint-<digits>. Without --save-every it is refused on one line before step 1 (0
+ * is refused by the CLI: test_train_cli_rejects_bad_input). */
 #include <errno.h>
 
 #include "train_fixture.h"
@@ -32,7 +36,7 @@ int main(void)
 	struct zinf_train_opts o;
 	struct zinf_train_result res;
 	struct tf_losses l;
-	char save[256], dir[300], err[1024];
+	char save[256], dir[300], elsewhere[256], err[1024];
 
 	tf_setup(&d, NULL);
 	tf_write_ds(&d, "cpu", "cpu", false);
@@ -50,6 +54,31 @@ int main(void)
 	touch(dir, "model-00001-of-00002.safetensors");
 	snprintf(dir, sizeof(dir), "%s/checkpoint-x", save);
 	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+	/* older snapshots that are not all zinf's: a look-alike shard name, a directory named
+	 * like a file, no config.json */
+	snprintf(dir, sizeof(dir), "%s/checkpoint-0001", save);
+	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+	touch(dir, "config.json");
+	touch(dir, "model-best.safetensors");
+	snprintf(dir, sizeof(dir), "%s/checkpoint-00", save);
+	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s/model.safetensors", dir);
+	touch(dir, "config.json");
+	snprintf(dir, sizeof(dir), "%s/checkpoint-00/model.safetensors", save);
+	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+	snprintf(dir, sizeof(dir), "%s/checkpoint-000", save);
+	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+	touch(dir, "model.safetensors");
+	/* a link to a directory elsewhere, holding files named as zinf names them */
+	snprintf(elsewhere, sizeof(elsewhere), "%s/precious", d.root);
+	T_CHECK(mkdir(elsewhere, 0755) == 0, "mkdir %s", elsewhere);
+	touch(elsewhere, "config.json");
+	touch(elsewhere, "model.safetensors");
+	snprintf(dir, sizeof(dir), "%s/checkpoint-00000", save);
+	T_CHECK(symlink(elsewhere, dir) == 0, "symlink %s", dir);
+	/* an earlier, longer run's newest snapshot */
+	snprintf(dir, sizeof(dir), "%s/checkpoint-900", save);
+	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+	touch(dir, "config.json");
 	snprintf(dir, sizeof(dir), "%s/checkpoint-3.partial", save);
 	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
 
@@ -86,6 +115,13 @@ int main(void)
 			"a snapshot with a foreign file is kept whole");
 		T_CHECK(exists(save, "checkpoint-x") && exists(save, "checkpoint-3.partial"),
 			"names that are not snapshots are left alone");
+		T_CHECK(exists(save, "checkpoint-0001/model-best.safetensors") &&
+				exists(save, "checkpoint-00/model.safetensors") &&
+				exists(save, "checkpoint-000/model.safetensors"),
+			"snapshots not all zinf's are kept whole");
+		T_CHECK(exists(elsewhere, "config.json") && exists(elsewhere, "model.safetensors"),
+			"files behind a linked snapshot are left");
+		T_CHECK(exists(save, "checkpoint-900"), "an earlier run's newer snapshot is left");
 		T_CHECK(exists(save, "model.safetensors") ||
 				exists(save, "model.safetensors.index.json"),
 			"the final save");

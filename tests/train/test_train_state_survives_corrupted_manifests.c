@@ -1,9 +1,10 @@
-/* Reading a training state (zinf_state.json) never crashes, hangs or reads outside the
- * checkpoint on a damaged manifest, fuzz-style: every prefix of a valid one (truncated
- * writes), 3000 seeded single-byte changes (a random byte, a flipped bit, a digit),
- * all of them under AddressSanitizer in CI. Each read either succeeds (a change JSON
- * ignores, such as whitespace) with the original's values, or fails with a negative code
- * and one line naming zinf_state.json. The checkpoint's other files are never written. */
+/* Reading a training state (zinf_state.json) never crashes or hangs on a damaged
+ * manifest, fuzz-style: every prefix of a valid one (truncated writes), 3000 seeded
+ * single-byte changes (a random byte, a flipped bit, a digit), all of them under
+ * AddressSanitizer in CI. Each read fails with a negative code and one line naming
+ * zinf_state.json, or (a change that keeps the bytes' meaning, such as the case of a
+ * hex digit in the seal) reads the original's values. The checkpoint's other files are
+ * never written. */
 #include "train_fixture.h"
 #include "train_internal.h"
 #include "zinf/crc32c.h"
@@ -115,7 +116,7 @@ int main(void)
 			 (unsigned char)text[at], (unsigned char)buf[at]);
 		try_read(ck, manifest, buf, len, &good, what);
 	}
-	T_CHECK(n_refused > 3000 && n_ok > 0, "%d refused, %d read", n_refused, n_ok);
+	T_CHECK(n_refused > 3000, "%d refused, %d read", n_refused, n_ok);
 	read_all(model, &mafter, &na);
 	T_CHECK(na == nb && memcmp(mbefore, mafter, nb) == 0, "the checkpoint's files changed");
 	write_all(manifest, text, len);
