@@ -62,6 +62,13 @@ int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *
 
 /* The engine parameter holding the model's tensor called name (TRAIN_NO_PARAM: none). */
 uint32_t train_model_param_of_name(const struct train_model *tm, const char *name);
+/* The model's tensor i in Hugging Face's order (llama_names.h) and the engine parameter
+ * holding it; -EINVAL with "DIR: tensor NAME: no engine parameter holds it" otherwise
+ * (train_save.c). */
+struct zinf_llama_tensor_name;
+int train_model_tensor(const struct train_model *tm, int i, const char *dir,
+		       struct zinf_llama_tensor_name *tn, uint32_t *param, char *err,
+		       size_t errlen);
 /* Bytes of the largest module's parameters in fp32, each padded to 64 bytes. */
 uint64_t train_model_largest_module_f32_bytes(const struct train_model *tm);
 

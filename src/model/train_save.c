@@ -39,6 +39,17 @@ uint32_t train_model_param_of_name(const struct train_model *tm, const char *nam
 	return TRAIN_NO_PARAM;
 }
 
+int train_model_tensor(const struct train_model *tm, int i, const char *dir,
+		       struct zinf_llama_tensor_name *tn, uint32_t *param, char *err, size_t errlen)
+{
+	zinf_llama_names_get(&tm->hf, i, tn);
+	*param = train_model_param_of_name(tm, tn->name);
+	if (*param != TRAIN_NO_PARAM)
+		return 0;
+	snprintf(err, errlen, "%s: tensor %s: no engine parameter holds it", dir, tn->name);
+	return -EINVAL;
+}
+
 static int write_tensors(struct train_model *tm, struct zinf_engine *e, struct zinf_st_writer *w,
 			 enum zinf_dtype dtype, void *buf, const char *dir, char *err,
 			 size_t errlen)
@@ -59,13 +70,9 @@ static int write_tensors(struct train_model *tm, struct zinf_engine *e, struct z
 	for (int i = 0; i < n; i++) {
 		uint32_t p;
 
-		zinf_llama_names_get(&tm->hf, i, &tn);
-		p = train_model_param_of_name(tm, tn.name);
-		if (p == TRAIN_NO_PARAM) {
-			snprintf(err, errlen, "%s: tensor %s: no engine parameter holds it", dir,
-				 tn.name);
-			return -EINVAL;
-		}
+		rc = train_model_tensor(tm, i, dir, &tn, &p, err, errlen);
+		if (rc)
+			return rc;
 		rc = zinf_param_save(e, p, buf, dtype);
 		if (rc) {
 			snprintf(err, errlen, "%s: tensor %s: %s", dir, tn.name,

@@ -384,14 +384,9 @@ static int write_optimizer(struct train_model *tm, struct zinf_engine *e, const 
 	for (int i = 0; i < n; i++) {
 		uint32_t p;
 
-		zinf_llama_names_get(&tm->hf, i, &tn);
-		p = train_model_param_of_name(tm, tn.name);
-		if (p == TRAIN_NO_PARAM) {
-			snprintf(err, errlen, "%s: tensor %s: no engine parameter holds it", dir,
-				 tn.name);
-			rc = -EINVAL;
+		rc = train_model_tensor(tm, i, dir, &tn, &p, err, errlen);
+		if (rc)
 			goto out;
-		}
 		rc = zinf_param_state_save(e, p, buf[0], buf[1], buf[2]);
 		if (rc) {
 			snprintf(err, errlen, "%s: tensor %s: %s", dir, tn.name,

@@ -62,6 +62,19 @@ static void module_load_state(struct lf_engine *le, int m, const struct state *s
 		"load state: %s", zinf_last_error(le->e));
 }
 
+/* zinf_module_load of module m with the fixture's fp32 values (variant: another set). */
+static void load_plain(struct lf_engine *le, int m, int variant)
+{
+	void *w = lf_source(m, 0, ZINF_DTYPE_F32, variant);
+	void *bias = lf_source(m, 1, ZINF_DTYPE_F32, variant);
+	const void *srcs[2] = {w, bias};
+	enum zinf_dtype dts[2] = {ZINF_DTYPE_F32, ZINF_DTYPE_F32};
+
+	T_CHECK_RC(zinf_module_load(le->e, le->mod[m], 2, srcs, dts));
+	free(w);
+	free(bias);
+}
+
 static void state_free(struct state *s)
 {
 	for (int k = 0; k < 3; k++)
@@ -87,15 +100,8 @@ static void check(const char *opt_home, enum zinf_dtype dtype, const char *dir)
 
 	snprintf(what, sizeof(what), "%s/%s", opt_home, dtype == ZINF_DTYPE_F32 ? "f32" : "bf16");
 	lf_create(&a, "cpu", opt_home, dtype, dir, 3000);
-	for (int m = 0; m < LF_N_MOD; m++) {
-		void *w = lf_source(m, 0, ZINF_DTYPE_F32, 0),
-		     *bias = lf_source(m, 1, ZINF_DTYPE_F32, 0);
-		const void *srcs[2] = {w, bias};
-		enum zinf_dtype dts[2] = {ZINF_DTYPE_F32, ZINF_DTYPE_F32};
-		T_CHECK_RC(zinf_module_load(a.e, a.mod[m], 2, srcs, dts));
-		free(w);
-		free(bias);
-	}
+	for (int m = 0; m < LF_N_MOD; m++)
+		load_plain(&a, m, 0);
 	for (int i = 0; i < 3; i++)
 		lf_step(&a);
 	state_save(&a, &sa);
@@ -133,15 +139,7 @@ static void check(const char *opt_home, enum zinf_dtype dtype, const char *dir)
 	state_free(&after);
 
 	/* a plain load resets that module's moments */
-	{
-		void *w = lf_source(2, 0, ZINF_DTYPE_F32, 1),
-		     *bias = lf_source(2, 1, ZINF_DTYPE_F32, 1);
-		const void *srcs[2] = {w, bias};
-		enum zinf_dtype dts[2] = {ZINF_DTYPE_F32, ZINF_DTYPE_F32};
-		T_CHECK_RC(zinf_module_load(b.e, b.mod[2], 2, srcs, dts));
-		free(w);
-		free(bias);
-	}
+	load_plain(&b, 2, 1);
 	state_save(&b, &after);
 	for (uint64_t i = m2; i < m2 + n2; i++)
 		T_CHECK(after.part[1][i] == 0 && after.part[2][i] == 0, "%s: moment %llu kept",
@@ -221,15 +219,8 @@ static void check_fp16_skip(const char *opt_home, const char *dir)
 	lf_extra_top = ", \"fp16\": {\"enabled\": true, \"initial_scale_power\": 4,"
 		       " \"hysteresis\": 2, \"loss_scale_window\": 3}";
 	lf_create(&a, "cpu", opt_home, ZINF_DTYPE_F16, dir, 3000);
-	for (int m = 0; m < LF_N_MOD; m++) {
-		void *w = lf_source(m, 0, ZINF_DTYPE_F32, 0),
-		     *bias = lf_source(m, 1, ZINF_DTYPE_F32, 0);
-		const void *srcs[2] = {w, bias};
-		enum zinf_dtype dts[2] = {ZINF_DTYPE_F32, ZINF_DTYPE_F32};
-		T_CHECK_RC(zinf_module_load(a.e, a.mod[m], 2, srcs, dts));
-		free(w);
-		free(bias);
-	}
+	for (int m = 0; m < LF_N_MOD; m++)
+		load_plain(&a, m, 0);
 	T_CHECK(!step_maybe_inf(&a, false), "%s: clean step skipped", opt_home);
 	T_CHECK(step_maybe_inf(&a, true), "%s: overflow not skipped", opt_home);
 	T_CHECK(!step_maybe_inf(&a, false), "%s: clean step skipped", opt_home);

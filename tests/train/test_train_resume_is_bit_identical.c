@@ -104,20 +104,6 @@ static void run(struct tf_dir *d, const char *resume, const char *save_dir, uint
 		(unsigned long long)res.steps, t->n);
 }
 
-static void read_all(const char *path, char **data, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	long n;
-
-	T_CHECK(f != NULL, "open %s", path);
-	T_CHECK(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0,
-		"size of %s", path);
-	*data = malloc((size_t)n + 1);
-	T_CHECK(*data && fread(*data, 1, (size_t)n, f) == (size_t)n, "read %s", path);
-	*len = (size_t)n;
-	fclose(f);
-}
-
 /* The files a save wrote into directory a (not the checkpoint-* snapshots in it): the
  * same names in b, byte for byte, and the optimizer state and manifest among them. */
 static void same_files(const char *a, const char *b)
@@ -135,8 +121,8 @@ static void same_files(const char *a, const char *b)
 			continue;
 		snprintf(pa, sizeof(pa), "%s/%s", a, de->d_name);
 		snprintf(pb, sizeof(pb), "%s/%s", b, de->d_name);
-		read_all(pa, &x, &nx);
-		read_all(pb, &y, &ny);
+		tf_read_all(pa, &x, &nx);
+		tf_read_all(pb, &y, &ny);
 		T_CHECK(nx == ny && memcmp(x, y, nx) == 0, "%s and %s differ (%zu, %zu bytes)", pa,
 			pb, nx, ny);
 		free(x);

@@ -17,28 +17,6 @@
 #include "zinf/crc32c.h"
 #include "zinf/error.h"
 
-static void read_all(const char *path, char **data, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	long n;
-
-	T_CHECK(f != NULL, "open %s", path);
-	T_CHECK(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0,
-		"size of %s", path);
-	*data = malloc((size_t)n + 1);
-	T_CHECK(*data && fread(*data, 1, (size_t)n, f) == (size_t)n, "read %s", path);
-	(*data)[n] = 0;
-	*len = (size_t)n;
-	fclose(f);
-}
-
-static void write_all(const char *path, const char *data, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-
-	T_CHECK(f && fwrite(data, 1, len, f) == len && fclose(f) == 0, "write %s", path);
-}
-
 static void shell(const char *fmt, const char *a, const char *b, const char *c)
 {
 	char cmd[1024];
@@ -63,7 +41,7 @@ static void edit_state_as(const char *dir, const char *from, const char *to, boo
 	size_t len;
 
 	snprintf(path, sizeof(path), "%s/zinf_state.json", dir);
-	read_all(path, &text, &len);
+	tf_read_all(path, &text, &len);
 	at = strstr(text, from);
 	T_CHECK(at != NULL, "%s not in %s", from, path);
 	out = malloc(len + strlen(to) + 64);
@@ -76,7 +54,7 @@ static void edit_state_as(const char *dir, const char *from, const char *to, boo
 		uint32_t crc = zinf_crc32c(zinf_crc32c(0, out, body), "\n}", 2);
 		sprintf(seal, "%s%08x\"\n}\n", tag, crc);
 	}
-	write_all(path, out, strlen(out));
+	tf_write_all(path, out, strlen(out));
 	free(text);
 	free(out);
 }
@@ -85,6 +63,39 @@ static void edit_state(const char *dir, const char *from, const char *to)
 {
 	edit_state_as(dir, from, to, false);
 }
+
+/* One edit of the manifest and what its refusal names. */
+struct edit {
+	const char *from, *to;
+	bool raw; /* keep the old seal */
+	int code;
+	const char *want1, *want2;
+};
+
+static const struct edit edits[] = {
+	{"{", "[", false, ZINF_EJSON, "zinf_state.json", "not valid JSON"},
+	{"\"optimizer_steps\":\t2", "\"optimizer_steps\":\t1", true, ZINF_EFORMAT,
+	 "zinf_state.json", "manifest_crc32c"},
+	{"\"version\":\t1", "\"version\": 1", true, ZINF_EFORMAT, "zinf_state.json",
+	 "manifest_crc32c"}, /* whitespace too */
+	{"\"version\":\t1", "\"version\":\t2", false, ZINF_EFORMAT, "zinf_state.json", "version"},
+	{"zinf-train-state", "deepspeed", false, ZINF_EFORMAT, "zinf_state.json", "format"},
+	{"\"data\":", "\"datum\":", false, ZINF_EFORMAT, "zinf_state.json", "data:"},
+	{"\"seq_len\":\t16", "\"seq_len\":\t-16", false, ZINF_EFORMAT, "zinf_state.json",
+	 "data.seq_len"},
+	{"\"loss_scale\":\t\"", "\"loss_scale\":\t\"-", false, ZINF_EFORMAT, "zinf_state.json",
+	 "optimizer.loss_scale"},
+	{"\"crc32c\":\t\"", "\"crc32c\":\t\"x", false, ZINF_EFORMAT, "zinf_state.json", "crc32c"},
+	{"\"name\":\t\"config.json\"", "\"name\":\t\"../good/config.json\"", false, ZINF_EFORMAT,
+	 "zinf_state.json", "files[0].name"},
+	{"\"name\":\t\"config.json\"", "\"name\":\t\"config\\njson\"", false, ZINF_EFORMAT,
+	 "files[0].name", NULL},
+	/* progress that does not add up to the step */
+	{"\"optimizer_steps\":\t2", "\"optimizer_steps\":\t1000", false, ZINF_EFORMAT,
+	 "zinf_state.json", "do not add up to step 2"},
+	{"\"scaler_iteration\":\t0", "\"scaler_iteration\":\t2", false, ZINF_EFORMAT,
+	 "optimizer.scaler_iteration", "without fp16"},
+};
 
 /* Every file of dir (names, sizes, contents) folded into one number. */
 static void dir_sum(const char *dir, uint64_t *sum)
@@ -100,7 +111,7 @@ static void dir_sum(const char *dir, uint64_t *sum)
 		if (de->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		read_all(path, &x, &n);
+		tf_read_all(path, &x, &n);
 		/* order-independent: a sum over files of (name, content) checksums */
 		*sum += (uint64_t)zinf_crc32c(zinf_crc32c(0, de->d_name, strlen(de->d_name)), x,
 					      n) +
@@ -182,9 +193,9 @@ int main(void)
 	{
 		char *x;
 		size_t n;
-		read_all(path, &x, &n);
+		tf_read_all(path, &x, &n);
 		x[n / 2] ^= 0x10;
-		write_all(path, x, n);
+		tf_write_all(path, x, n);
 		free(x);
 	}
 	resume_opts(&rf, &o, &l, bad);
@@ -194,16 +205,13 @@ int main(void)
 	T_CHECK(truncate(path, 1000) == 0, "truncate %s", path);
 	refused(&rf, &o, &l, ZINF_EFORMAT, "model.safetensors", "bytes");
 
-	/* malformed state */
-	copy_ck(good, bad);
-	edit_state(bad, "{", "[");
-	refused(&rf, &o, &l, ZINF_EJSON, "zinf_state.json", "not valid JSON");
-	copy_ck(good, bad);
-	edit_state_as(bad, "\"optimizer_steps\":\t2", "\"optimizer_steps\":\t1", true);
-	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "manifest_crc32c");
-	copy_ck(good, bad);
-	edit_state_as(bad, "\"version\":\t1", "\"version\": 1", true); /* whitespace too */
-	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "manifest_crc32c");
+	/* malformed state: one edit of the manifest each (sealed again unless raw) */
+	for (size_t i = 0; i < sizeof(edits) / sizeof(edits[0]); i++) {
+		const struct edit *ed = &edits[i];
+		copy_ck(good, bad);
+		edit_state_as(bad, ed->from, ed->to, ed->raw);
+		refused(&rf, &o, &l, ed->code, ed->want1, ed->want2);
+	}
 	/* the manifest itself a FIFO (never waited on) or a directory */
 	copy_ck(good, bad);
 	snprintf(path, sizeof(path), "%s/zinf_state.json", bad);
@@ -211,27 +219,6 @@ int main(void)
 	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "not a regular file");
 	T_CHECK(unlink(path) == 0 && mkdir(path, 0755) == 0, "mkdir %s", path);
 	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "not a regular file");
-	copy_ck(good, bad);
-	edit_state(bad, "\"version\":\t1", "\"version\":\t2");
-	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "version");
-	copy_ck(good, bad);
-	edit_state(bad, "zinf-train-state", "deepspeed");
-	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "format");
-	copy_ck(good, bad);
-	edit_state(bad, "\"data\":", "\"datum\":");
-	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "data:");
-	copy_ck(good, bad);
-	edit_state(bad, "\"seq_len\":\t16", "\"seq_len\":\t-16");
-	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "data.seq_len");
-	copy_ck(good, bad);
-	edit_state(bad, "\"loss_scale\":\t\"", "\"loss_scale\":\t\"-");
-	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "optimizer.loss_scale");
-	copy_ck(good, bad);
-	edit_state(bad, "\"crc32c\":\t\"", "\"crc32c\":\t\"x");
-	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "crc32c");
-	copy_ck(good, bad);
-	edit_state(bad, "\"name\":\t\"config.json\"", "\"name\":\t\"../good/config.json\"");
-	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "files[0].name");
 
 	/* an optimizer state without a tensor the model has (its checksum made to match) */
 	copy_ck(good, bad);
@@ -240,13 +227,13 @@ int main(void)
 		size_t n;
 		uint32_t crc;
 		snprintf(path, sizeof(path), "%s/optimizer.safetensors", bad);
-		read_all(path, &x, &n);
+		tf_read_all(path, &x, &n);
 		crc = zinf_crc32c(0, x, n);
 		snprintf(old_crc, sizeof(old_crc), "%08x", crc);
 		at = memmem(x, n, "model.norm.weight.exp_avg_sq", 28);
 		T_CHECK(at != NULL, "tensor name in the header");
 		at[0] = 'M'; /* renamed: the model's tensor is missing */
-		write_all(path, x, n);
+		tf_write_all(path, x, n);
 		snprintf(new_crc, sizeof(new_crc), "%08x", zinf_crc32c(0, x, n));
 		free(x);
 		edit_state(bad, old_crc, new_crc);
@@ -259,14 +246,14 @@ int main(void)
 		char *x, from[256], to[256], extra[512];
 		size_t n;
 		snprintf(path, sizeof(path), "%s/model.safetensors", bad);
-		read_all(path, &x, &n);
+		tf_read_all(path, &x, &n);
 		snprintf(from, sizeof(from),
 			 "\"name\":\t\"model.safetensors\",\n\t\t\t\"bytes\":\t%zu,\n\t\t\t"
 			 "\"crc32c\":\t\"%08x\"",
 			 n, zinf_crc32c(0, x, n));
 		free(x);
 		snprintf(extra, sizeof(extra), "%s/extra.bin", bad);
-		write_all(extra, "x\n", 2);
+		tf_write_all(extra, "x\n", 2);
 		snprintf(to, sizeof(to),
 			 "\"name\":\t\"extra.bin\",\n\t\t\t\"bytes\":\t2,\n\t\t\t"
 			 "\"crc32c\":\t\"%08x\"",
@@ -280,16 +267,6 @@ int main(void)
 	T_CHECK(mkfifo(path, 0644) == 0, "mkfifo %s", path);
 	edit_state(bad, "\"name\":\t\"config.json\"", "\"name\":\t\"fifo\"");
 	refused(&rf, &o, &l, ZINF_EFORMAT, "fifo", "not a regular file");
-	copy_ck(good, bad);
-	edit_state(bad, "\"name\":\t\"config.json\"", "\"name\":\t\"config\\njson\"");
-	refused(&rf, &o, &l, ZINF_EFORMAT, "files[0].name", NULL);
-	/* progress that does not add up to the step */
-	copy_ck(good, bad);
-	edit_state(bad, "\"optimizer_steps\":\t2", "\"optimizer_steps\":\t1000");
-	refused(&rf, &o, &l, ZINF_EFORMAT, "zinf_state.json", "do not add up to step 2");
-	copy_ck(good, bad);
-	edit_state(bad, "\"scaler_iteration\":\t0", "\"scaler_iteration\":\t2");
-	refused(&rf, &o, &l, ZINF_EFORMAT, "optimizer.scaler_iteration", "without fp16");
 
 	/* not the same run */
 	resume_opts(&rf, &o, &l, good);

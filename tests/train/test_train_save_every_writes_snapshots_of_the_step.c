@@ -7,27 +7,13 @@
 #include "train_fixture.h"
 #include "zinf/error.h"
 
-static void read_all(const char *path, char **data, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	long n;
-
-	T_CHECK(f != NULL, "open %s", path);
-	T_CHECK(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0,
-		"size of %s", path);
-	*data = malloc((size_t)n + 1);
-	T_CHECK(*data && fread(*data, 1, (size_t)n, f) == (size_t)n, "read %s", path);
-	*len = (size_t)n;
-	fclose(f);
-}
-
 static void same_file(const char *a, const char *b)
 {
 	char *x, *y;
 	size_t nx, ny;
 
-	read_all(a, &x, &nx);
-	read_all(b, &y, &ny);
+	tf_read_all(a, &x, &nx);
+	tf_read_all(b, &y, &ny);
 	T_CHECK(nx == ny && memcmp(x, y, nx) == 0, "%s and %s differ (%zu, %zu bytes)", a, b, nx,
 		ny);
 	free(x);

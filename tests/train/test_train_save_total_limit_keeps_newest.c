@@ -30,6 +30,19 @@ static void touch(const char *root, const char *name)
 	T_CHECK(f && fputs("x\n", f) >= 0 && fclose(f) == 0, "write %s", path);
 }
 
+/* Directory root/name with files a and b in it (NULL: none). */
+static void make_dir(const char *root, const char *name, const char *a, const char *b)
+{
+	char dir[512];
+
+	snprintf(dir, sizeof(dir), "%s/%s", root, name);
+	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+	if (a)
+		touch(dir, a);
+	if (b)
+		touch(dir, b);
+}
+
 int main(void)
 {
 	struct tf_dir d;
@@ -42,45 +55,24 @@ int main(void)
 	tf_write_ds(&d, "cpu", "cpu", false);
 	snprintf(save, sizeof(save), "%s/out", d.root);
 	T_CHECK(mkdir(save, 0755) == 0, "mkdir %s", save);
-	/* left by someone else: an older snapshot with a note in it, an older plain one, and
-	 * names that are not snapshots */
-	snprintf(dir, sizeof(dir), "%s/checkpoint-1", save);
-	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
-	touch(dir, "config.json");
-	touch(dir, "notes.txt");
-	snprintf(dir, sizeof(dir), "%s/checkpoint-0", save);
-	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
-	touch(dir, "config.json");
-	touch(dir, "model-00001-of-00002.safetensors");
-	snprintf(dir, sizeof(dir), "%s/checkpoint-x", save);
-	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
-	/* older snapshots that are not all zinf's: a look-alike shard name, a directory named
-	 * like a file, no config.json */
-	snprintf(dir, sizeof(dir), "%s/checkpoint-0001", save);
-	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
-	touch(dir, "config.json");
-	touch(dir, "model-best.safetensors");
-	snprintf(dir, sizeof(dir), "%s/checkpoint-00", save);
-	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s/model.safetensors", dir);
-	touch(dir, "config.json");
-	snprintf(dir, sizeof(dir), "%s/checkpoint-00/model.safetensors", save);
-	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
-	snprintf(dir, sizeof(dir), "%s/checkpoint-000", save);
-	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
-	touch(dir, "model.safetensors");
+	/* left by someone else: an older snapshot with a note in it, an older plain one
+	 * (sharded), names that are not snapshots, older snapshots that are not all zinf's
+	 * (a look-alike shard name, a directory named like a file, no config.json), an
+	 * earlier and longer run's newest snapshot */
+	make_dir(save, "checkpoint-1", "config.json", "notes.txt");
+	make_dir(save, "checkpoint-0", "config.json", "model-00001-of-00002.safetensors");
+	make_dir(save, "checkpoint-x", NULL, NULL);
+	make_dir(save, "checkpoint-3.partial", NULL, NULL);
+	make_dir(save, "checkpoint-0001", "config.json", "model-best.safetensors");
+	make_dir(save, "checkpoint-00", "config.json", NULL);
+	make_dir(save, "checkpoint-00/model.safetensors", NULL, NULL);
+	make_dir(save, "checkpoint-000", "model.safetensors", NULL);
+	make_dir(save, "checkpoint-900", "config.json", NULL);
 	/* a link to a directory elsewhere, holding files named as zinf names them */
 	snprintf(elsewhere, sizeof(elsewhere), "%s/precious", d.root);
-	T_CHECK(mkdir(elsewhere, 0755) == 0, "mkdir %s", elsewhere);
-	touch(elsewhere, "config.json");
-	touch(elsewhere, "model.safetensors");
+	make_dir(d.root, "precious", "config.json", "model.safetensors");
 	snprintf(dir, sizeof(dir), "%s/checkpoint-00000", save);
 	T_CHECK(symlink(elsewhere, dir) == 0, "symlink %s", dir);
-	/* an earlier, longer run's newest snapshot */
-	snprintf(dir, sizeof(dir), "%s/checkpoint-900", save);
-	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
-	touch(dir, "config.json");
-	snprintf(dir, sizeof(dir), "%s/checkpoint-3.partial", save);
-	T_CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
 
 	for (int state = 0; state < 2; state++) {
 		tf_opts(&d, &o, 7, &l);

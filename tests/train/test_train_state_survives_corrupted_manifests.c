@@ -9,28 +9,6 @@
 #include "train_internal.h"
 #include "zinf/crc32c.h"
 
-static void read_all(const char *path, char **data, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	long n;
-
-	T_CHECK(f != NULL, "open %s", path);
-	T_CHECK(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0,
-		"size of %s", path);
-	*data = malloc((size_t)n + 1);
-	T_CHECK(*data && fread(*data, 1, (size_t)n, f) == (size_t)n, "read %s", path);
-	(*data)[n] = 0;
-	*len = (size_t)n;
-	fclose(f);
-}
-
-static void write_all(const char *path, const char *data, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-
-	T_CHECK(f && fwrite(data, 1, len, f) == len && fclose(f) == 0, "write %s", path);
-}
-
 static uint64_t rng(uint64_t *s)
 {
 	*s ^= *s << 13;
@@ -49,7 +27,7 @@ static void try_read(const char *dir, const char *manifest, const char *text, si
 	char err[1024] = "";
 	int rc;
 
-	write_all(manifest, text, len);
+	tf_write_all(manifest, text, len);
 	rc = train_state_read(dir, &st, err, sizeof(err));
 	if (rc == 0) {
 		T_CHECK(st.step == good->step && st.progress.steps == good->progress.steps &&
@@ -87,8 +65,8 @@ int main(void)
 	tf_run(&o, &res);
 	snprintf(manifest, sizeof(manifest), "%s/zinf_state.json", ck);
 	snprintf(model, sizeof(model), "%s/model.safetensors.index.json", ck);
-	read_all(manifest, &text, &len);
-	read_all(model, &mbefore, &nb);
+	tf_read_all(manifest, &text, &len);
+	tf_read_all(model, &mbefore, &nb);
 	T_CHECK(train_state_read(ck, &good, err, sizeof(err)) == 0, "%s", err);
 	buf = malloc(len + 1);
 
@@ -117,9 +95,9 @@ int main(void)
 		try_read(ck, manifest, buf, len, &good, what);
 	}
 	T_CHECK(n_refused > 3000, "%d refused, %d read", n_refused, n_ok);
-	read_all(model, &mafter, &na);
+	tf_read_all(model, &mafter, &na);
 	T_CHECK(na == nb && memcmp(mbefore, mafter, nb) == 0, "the checkpoint's files changed");
-	write_all(manifest, text, len);
+	tf_write_all(manifest, text, len);
 	train_state_free(&good);
 	free(text);
 	free(buf);

@@ -118,6 +118,29 @@ static inline void tf_run(const struct zinf_train_opts *o, struct zinf_train_res
 	T_CHECK(zinf_train_run(o, res, err, sizeof(err)) == 0, "train: %s", err);
 }
 
+/* A whole file into a new buffer (NUL-terminated, *len bytes before the NUL). */
+static inline void tf_read_all(const char *path, char **data, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	long n;
+
+	T_CHECK(f != NULL, "open %s", path);
+	T_CHECK(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0,
+		"size of %s", path);
+	*data = malloc((size_t)n + 1);
+	T_CHECK(*data && fread(*data, 1, (size_t)n, f) == (size_t)n, "read %s", path);
+	(*data)[n] = 0;
+	*len = (size_t)n;
+	fclose(f);
+}
+
+static inline void tf_write_all(const char *path, const char *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	T_CHECK(f && fwrite(data, 1, len, f) == len && fclose(f) == 0, "write %s", path);
+}
+
 static inline void tf_cleanup(struct tf_dir *d)
 {
 	char cmd[256];
