@@ -321,9 +321,11 @@ int engine_nvme_finalize(struct zinf_engine *e);
  * NVMe once all of it has been loaded. */
 int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const void *src,
 		     enum zinf_dtype src_dtype, const float *m, const float *v);
-/* p's fp32 master, and with m and v not NULL its moments, into caller buffers of p's
- * elements (master may be NULL too), reading one sub-group at a time. */
-int engine_nvme_save(struct zinf_engine *e, struct eparam *p, float *master, float *m, float *v);
+/* Elements [first, first + n) of p's fp32 master, and with m and v not NULL its moments,
+ * into caller buffers of n elements (master may be NULL too), reading one sub-group at a
+ * time. */
+int engine_nvme_save(struct zinf_engine *e, struct eparam *p, uint64_t first, uint64_t n,
+		     float *master, float *m, float *v);
 int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *info);
 void engine_nvme_destroy(struct zinf_engine *e);
 

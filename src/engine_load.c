@@ -244,8 +244,8 @@ out:
 	return rc;
 }
 
-int zinf_param_state_save(struct zinf_engine *e, uint32_t param, float *master, float *exp_avg,
-			  float *exp_avg_sq)
+int zinf_param_state_save(struct zinf_engine *e, uint32_t param, uint64_t first_elem,
+			  uint64_t n_elems, float *master, float *exp_avg, float *exp_avg_sq)
 {
 	const struct eparam *p;
 	int rc = check_param(e, param);
@@ -257,14 +257,20 @@ int zinf_param_state_save(struct zinf_engine *e, uint32_t param, float *master, 
 		return engine_fail(e, -EINVAL,
 				   "param %u: master %p, exp_avg %p, exp_avg_sq %p (all required)",
 				   param, (void *)master, (void *)exp_avg, (void *)exp_avg_sq);
+	if (!n_elems || first_elem > p->elems || n_elems > p->elems - first_elem)
+		return engine_fail(e, -EINVAL,
+				   "param %u: elements [%" PRIu64 ", %" PRIu64 " + %" PRIu64
+				   ") are not inside its %" PRIu64,
+				   param, first_elem, first_elem, n_elems, p->elems);
 	rc = engine_opt_drain(e);
 	if (rc)
 		return rc;
 	if (e->nvme_state)
-		return engine_nvme_save(e, &e->params[param], master, exp_avg, exp_avg_sq);
-	memcpy(master, p->master, p->elems * 4);
-	memcpy(exp_avg, p->exp_avg, p->elems * 4);
-	memcpy(exp_avg_sq, p->exp_avg_sq, p->elems * 4);
+		return engine_nvme_save(e, &e->params[param], first_elem, n_elems, master, exp_avg,
+					exp_avg_sq);
+	memcpy(master, p->master + first_elem, n_elems * 4);
+	memcpy(exp_avg, p->exp_avg + first_elem, n_elems * 4);
+	memcpy(exp_avg_sq, p->exp_avg_sq + first_elem, n_elems * 4);
 	return 0;
 }
 
@@ -282,7 +288,8 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 	if (rc)
 		return rc;
 	if (e->nvme_state) {
-		rc = engine_nvme_save(e, &e->params[param], e->staging, NULL, NULL);
+		rc = engine_nvme_save(e, &e->params[param], 0, e->params[param].elems, e->staging,
+				      NULL, NULL);
 		if (rc)
 			return rc;
 		engine_convert(dst, dst_dtype, e->staging, ZINF_DTYPE_F32, e->params[param].elems);

@@ -432,25 +432,35 @@ static int save_read(struct zinf_engine *e, struct egroup *g, uint64_t s, bool m
 	return 0;
 }
 
-int engine_nvme_save(struct zinf_engine *e, struct eparam *p, float *master, float *m, float *v)
+int engine_nvme_save(struct zinf_engine *e, struct eparam *p, uint64_t first, uint64_t n,
+		     float *master, float *m, float *v)
 {
 	struct egroup *g = &e->groups[p->group];
-	uint64_t n = g->sub_elems, bytes;
+	uint64_t stride = g->sub_elems;
 	int rc = flush(e, g);
 
 	if (rc)
 		return rc;
 	for (uint64_t k = 0; k < p->n_pieces; k++) {
 		const struct epiece *pc = &g->pieces[p->first_piece + k];
+		/* the part of the piece inside [first, first + n) */
+		uint64_t lo = pc->param_off > first ? pc->param_off : first;
+		uint64_t hi = pc->param_off + pc->elems < first + n ? pc->param_off + pc->elems
+								    : first + n;
+		const float *src;
+		uint64_t bytes;
+		if (lo >= hi)
+			continue;
 		rc = save_read(e, g, pc->sub, m != NULL);
 		if (rc)
 			return rc;
-		bytes = pc->elems * sizeof(float);
+		src = g->save + pc->sub_off + (lo - pc->param_off);
+		bytes = (hi - lo) * sizeof(float);
 		if (master)
-			memcpy(master + pc->param_off, g->save + pc->sub_off, bytes);
+			memcpy(master + (lo - first), src, bytes);
 		if (m) {
-			memcpy(m + pc->param_off, g->save + n + pc->sub_off, bytes);
-			memcpy(v + pc->param_off, g->save + 2 * n + pc->sub_off, bytes);
+			memcpy(m + (lo - first), src + stride, bytes);
+			memcpy(v + (lo - first), src + 2 * stride, bytes);
 		}
 	}
 	return 0;

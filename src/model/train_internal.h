@@ -100,6 +100,15 @@ int train_state_numerics(const struct zinf_config *cfg, struct cJSON **out, char
 int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
 		     const struct train_state *st, uint64_t max_shard_bytes, char *err,
 		     size_t errlen);
+/* "master", "exp_avg", "exp_avg_sq" for k 0, 1, 2: a tensor's parts in the optimizer
+ * state, named NAME.<part>. */
+const char *train_state_part_name(int k);
+/* dir/optimizer.safetensors (sharded at max_shard_bytes): every parameter's parts, in
+ * pieces of bounded size, written while the next piece is read (train_state_write.c). */
+int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
+				uint64_t max_shard_bytes, char *err, size_t errlen);
+/* Elements of a piece (4M; tests set it smaller to cut tensors into many pieces). */
+extern uint64_t train_state_piece_elems;
 /* Read dir/zinf_state.json and check every file it lists (size, CRC32C). */
 int train_state_read(const char *dir, struct train_state *st, char *err, size_t errlen);
 /* A resume's run (now) against the checkpoint's (ck): same data order, same numerics. */

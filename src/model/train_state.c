@@ -4,7 +4,8 @@
  * config.json and the model's safetensors:
  *   - optimizer.safetensors (or optimizer-0000K-of-0000N.safetensors + its index): every
  *     parameter's fp32 master, exp_avg and exp_avg_sq, named NAME.master, NAME.exp_avg and
- *     NAME.exp_avg_sq after the model's tensor NAME, streamed one parameter at a time;
+ *     NAME.exp_avg_sq after the model's tensor NAME, streamed in pieces
+ *     (train_state_write.c);
  *   - zinf_state.json, written last (fsync, rename): the step, the optimizer's progress
  *     and loss scaler, the data position and order, the config keys that decide the
  *     numbers, and every file of the checkpoint with its size and CRC32C.
@@ -36,6 +37,11 @@
 #define STATE_MAX_JSON_BYTES (64u << 20)
 
 static const char *const part_name[3] = {"master", "exp_avg", "exp_avg_sq"};
+
+const char *train_state_part_name(int k)
+{
+	return part_name[k];
+}
 
 void train_state_free(struct train_state *st)
 {
@@ -342,74 +348,6 @@ static uint32_t manifest_crc(const char *body, size_t len)
 
 /* ---- saving ----------------------------------------------------------------------------------- */
 
-static int write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
-			   uint64_t max_shard_bytes, char *err, size_t errlen)
-{
-	int n = zinf_llama_names_count(&tm->hf), rc;
-	struct zinf_st_writer_opts wo;
-	struct zinf_st_writer *w = NULL;
-	struct zinf_llama_tensor_name tn;
-	float *buf[3] = {NULL, NULL, NULL};
-	char name[256];
-
-	zinf_st_writer_opts_init(&wo);
-	wo.prefix = "optimizer";
-	if (max_shard_bytes)
-		wo.max_shard_bytes = max_shard_bytes;
-	for (int k = 0; k < 3; k++)
-		buf[k] = malloc((tm->largest_tensor_elems ? tm->largest_tensor_elems : 1) *
-				sizeof(float));
-	if (!buf[0] || !buf[1] || !buf[2]) {
-		snprintf(err, errlen, "%s: out of memory for a tensor's optimizer state", dir);
-		rc = -ENOMEM;
-		goto out;
-	}
-	rc = zinf_st_writer_create(&w, dir, &wo);
-	if (rc) {
-		snprintf(err, errlen, "%s: cannot start writing the optimizer state (%d)", dir, rc);
-		goto out;
-	}
-	for (int i = 0; i < n; i++) {
-		zinf_llama_names_get(&tm->hf, i, &tn);
-		for (int k = 0; k < 3; k++) {
-			snprintf(name, sizeof(name), "%s.%s", tn.name, part_name[k]);
-			rc = zinf_st_writer_add(w, name, ZINF_ST_F32, tn.ndim, tn.shape);
-			if (rc < 0) {
-				snprintf(err, errlen, "%s: tensor %s: %s", dir, name,
-					 zinf_st_writer_last_error(w));
-				goto out;
-			}
-		}
-	}
-	for (int i = 0; i < n; i++) {
-		uint32_t p;
-
-		rc = train_model_tensor(tm, i, dir, &tn, &p, err, errlen);
-		if (rc)
-			goto out;
-		rc = zinf_param_state_save(e, p, buf[0], buf[1], buf[2]);
-		if (rc) {
-			snprintf(err, errlen, "%s: tensor %s: %s", dir, tn.name,
-				 zinf_last_error(e));
-			goto out;
-		}
-		for (int k = 0; k < 3 && !rc; k++)
-			rc = zinf_st_writer_write(w, 3 * i + k, 0, tn.n_elems, buf[k], ZINF_ST_F32);
-		if (rc) {
-			snprintf(err, errlen, "%s", zinf_st_writer_last_error(w));
-			goto out;
-		}
-	}
-	rc = zinf_st_writer_finish(w);
-	if (rc)
-		snprintf(err, errlen, "%s", zinf_st_writer_last_error(w));
-out:
-	zinf_st_writer_destroy(w);
-	for (int k = 0; k < 3; k++)
-		free(buf[k]);
-	return rc;
-}
-
 static cJSON *progress_json(const struct zinf_engine_progress *p)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -505,7 +443,7 @@ int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *
 	size_t len;
 	int rc;
 
-	rc = write_optimizer(tm, e, dir, max_shard_bytes, err, errlen);
+	rc = train_state_write_optimizer(tm, e, dir, max_shard_bytes, err, errlen);
 	if (rc)
 		return rc;
 	rc = zinf_engine_progress_get(e, &prog);

@@ -1,7 +1,8 @@
 /* The training state a checkpoint carries goes out and back in exactly: with optimizer
  * state in host memory and on NVMe (small sub-groups that parameters span and modules
  * share), fp32 and bf16 parameters,
- *   - zinf_param_state_save after steps, loaded into a fresh engine with
+ *   - zinf_param_state_save after steps (whole, or in pieces of 777 elements that cross
+ *     sub-groups and parameters' ends), loaded into a fresh engine with
  *     zinf_module_load_state, reads back bit-identical (master and both moments), and the
  *     next step on both engines gives bit-identical parameters;
  *   - a module reloaded with other state over a loaded one changes that module alone
@@ -22,7 +23,9 @@ struct state {
 	float *part[3]; /* master, exp_avg, exp_avg_sq: every parameter, registration order */
 };
 
-static void state_save(struct lf_engine *le, struct state *s)
+/* Every parameter's state, read in pieces of piece elements (odd, so that pieces cross
+ * sub-groups and parameters' ends) or whole (0). */
+static void state_save_by(struct lf_engine *le, struct state *s, uint64_t piece)
 {
 	uint64_t off = 0;
 
@@ -32,11 +35,21 @@ static void state_save(struct lf_engine *le, struct state *s)
 	}
 	for (int m = 0; m < LF_N_MOD; m++)
 		for (int k = 0; k < 2; k++) {
-			T_CHECK(zinf_param_state_save(le->e, le->par[m][k], s->part[0] + off,
-						      s->part[1] + off, s->part[2] + off) == 0,
-				"state save: %s", zinf_last_error(le->e));
-			off += lf_elems(m, k);
+			uint64_t n = lf_elems(m, k), step = piece ? piece : n;
+			for (uint64_t i = 0; i < n; i += step) {
+				uint64_t c = n - i < step ? n - i : step;
+				T_CHECK(zinf_param_state_save(
+						le->e, le->par[m][k], i, c, s->part[0] + off + i,
+						s->part[1] + off + i, s->part[2] + off + i) == 0,
+					"state save: %s", zinf_last_error(le->e));
+			}
+			off += n;
 		}
+}
+
+static void state_save(struct lf_engine *le, struct state *s)
+{
+	state_save_by(le, s, 0);
 }
 
 static uint64_t module_off(int m)
@@ -117,7 +130,7 @@ static void check(const char *opt_home, enum zinf_dtype dtype, const char *dir)
 	T_CHECK(zinf_engine_progress_set(b.e, &pa) == 0, "%s", zinf_last_error(b.e));
 	T_CHECK(zinf_engine_progress_get(b.e, &pb) == 0 && memcmp(&pa, &pb, sizeof(pa)) == 0,
 		"%s: progress round trip", what);
-	state_save(&b, &sb);
+	state_save_by(&b, &sb, 777);
 	same_range(&sa, &sb, 0, total, 0, what);
 	T_CHECK(lf_step(&a) == lf_step(&b), "%s: the next step's loss differs", what);
 	state_free(&sa);
@@ -157,9 +170,16 @@ static void check(const char *opt_home, enum zinf_dtype dtype, const char *dir)
 			"NULL moments: %s", zinf_last_error(b.e));
 		T_CHECK(zinf_module_load_state(b.e, b.mod[1], 2, some, NULL, some) == -EINVAL,
 			"no exp_avg");
-		T_CHECK(zinf_param_state_save(b.e, b.par[0][0], other.part[0], NULL,
+		T_CHECK(zinf_param_state_save(b.e, b.par[0][0], 0, 1, other.part[0], NULL,
 					      other.part[2]) == -EINVAL,
 			"state save without exp_avg");
+		T_CHECK(zinf_param_state_save(b.e, b.par[0][1], 1, lf_elems(0, 1), other.part[0],
+					      other.part[1], other.part[2]) == -EINVAL &&
+				strstr(zinf_last_error(b.e), "not inside"),
+			"a range past the end: %s", zinf_last_error(b.e));
+		T_CHECK(zinf_param_state_save(b.e, b.par[0][1], 0, 0, other.part[0], other.part[1],
+					      other.part[2]) == -EINVAL,
+			"an empty range");
 		bad.loss_scale = 0;
 		T_CHECK(zinf_engine_progress_set(b.e, &bad) == -EINVAL &&
 				strstr(zinf_last_error(b.e), "loss_scale"),

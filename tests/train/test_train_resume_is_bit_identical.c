@@ -8,7 +8,8 @@
  *     may change between runs);
  *   - fp16 parameters with dynamic loss scaling whose scale doubles every 2 steps (the
  *     scaler's state is part of the checkpoint: a reset scale shows in zinf_state.json),
- *     saved in shards of 100 kB (the optimizer state's index and shards compared too).
+ *     saved in shards of 100 kB (the optimizer state's index and shards compared too),
+ *     its state written in pieces of 1000 elements (across sub-groups and tensors' ends).
  * With --device=cuda first the runs use the cuda device backend and model runtime
  * (test_gpu_resume_is_bit_identical; skips with 77 without a GPU), and a checkpoint saved
  * there is refused on the host backend (the runtimes compute different bits).
@@ -17,6 +18,7 @@
 
 #include "device.h" /* zinf_device_cuda_count */
 #include "train_fixture.h"
+#include "train_internal.h" /* train_state_piece_elems */
 #include "zinf/error.h"
 
 #define STEPS 5
@@ -222,6 +224,7 @@ int main(int argc, char **argv)
 	tf_setup(&d, NULL);
 	check_precision(&d, "bf16");
 	shard_bytes = 100000; /* model and optimizer state in shards, with their indexes */
+	train_state_piece_elems = 1000; /* the state saved in many pieces of odd size */
 	check_precision(&d, "fp16");
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
