@@ -134,7 +134,7 @@ static int run_dir_take(struct zinf_io *io, struct io_path *p)
 			rc = -EEXIST;
 			io_set_error(
 				io,
-				"run directory %s is left from a crashed run (remove it, or set remove_stale)",
+				"run directory %s is left from a crashed run (remove it, or set zinf.remove_stale_run_dir: true)",
 				p->run_dir);
 			goto out_free;
 		}

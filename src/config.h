@@ -126,6 +126,7 @@ struct zinf_config_values {
 		bool overlap_optimizer;
 		bool overlap_gradients;
 		int offload_gradients; /* enum zinf_grads_home */
+		bool remove_stale_run_dir;
 		bool tf32;
 	} zinf;
 };

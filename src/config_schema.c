@@ -371,6 +371,8 @@ const struct zinf_key zinf_keys[] = {
 	     "add each module's gradients to the fp32 accumulators on a background thread, so backward goes on with the next module while they are added (and written, with offload_gradients nvme); zinf_step waits for them"),
 	ENUM("zinf.offload_gradients", zinf.offload_gradients, ZINF_GRADS_AUTO, "auto|cpu|nvme", 0,
 	     "where the fp32 gradient accumulators (4 bytes per parameter) of optimizer state on NVMe live: cpu = host memory; nvme = next to the optimizer state, one extent per sub-group, host memory holding only the sub-groups being accumulated; auto = nvme when they would take more than a quarter of host RAM and seven sub-groups less than that. Needs offload_optimizer.device nvme"),
+	BOOL("zinf.remove_stale_run_dir", zinf.remove_stale_run_dir, 0, 0,
+	     "empty the NVMe run directory a crashed run left (its lock free, so no live process uses it) instead of refusing to start; its files are scratch, as after a resume from a checkpoint. Off by default: a lock is only as good as the filesystem's flock"),
 	BOOL("zinf.tf32", zinf.tf32, 0, 0,
 	     "cuda model runtime: let cuBLAS round the inputs of its fp32 matrix products to TF32 (10-bit mantissa) and use tensor cores, several times faster on sm_80 and later; off = exact fp32 products, within rounding of the CPU runtime. No effect on the host backend"),
 	/* ---- DeepSpeed keys zinf does not implement ------------------------------------ */

@@ -48,6 +48,7 @@ int zinf_config_io_opts(const struct zinf_config *cfg, struct zinf_io_opts *out)
 	 * psync; none, crc32c); a test pins that. */
 	out->engine = (enum zinf_io_engine)v->zinf.io_engine;
 	out->checksum = (enum zinf_io_checksum)v->zinf.checksum;
+	out->remove_stale = v->zinf.remove_stale_run_dir;
 	out->stripe_unit = v->aio.block_size;
 	n = zinf_config_nvme_paths(cfg, out->nvme_paths, ZINF_IO_MAX_PATHS);
 	if (n < 0)

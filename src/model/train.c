@@ -80,6 +80,10 @@ static int check_snapshots(const struct zinf_train_opts *o, uint64_t first_step,
 	for (uint64_t k = o->save_every; o->save_every && k < o->steps; k += o->save_every)
 		for (int partial = 0; partial < 2 && k >= first_step; partial++) {
 			snapshot_path(o, k, partial, path, sizeof(path));
+			/* a save a stopped run cut short is garbage, unless it holds foreign files */
+			if (partial && stat(path, &st) == 0 &&
+			    train_snapshot_remove_partial(o->save_dir, strrchr(path, '/') + 1) == 0)
+				continue;
 			if (stat(path, &st) == 0) {
 				snprintf(err, errlen,
 					 "%s: --save-every would write over it (remove it first)",

@@ -134,6 +134,9 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
  * Returns 0, or a negative code when save_dir cannot be listed. */
 int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, char *err,
 			   size_t errlen);
+/* Remove save_dir/name, a checkpoint-<step>.partial a stopped run left, if it holds only
+ * files a save writes (or their NAME.tmp); 0 removed, 1 kept (with a warning). */
+int train_snapshot_remove_partial(const char *save_dir, const char *name);
 
 /* ---- one micro-batch through the engine (train_pass.c) ----------------------------------- */
 

@@ -74,11 +74,29 @@ static bool saved_file(const char *name)
 	return false;
 }
 
+/* A file name a save that did not finish leaves: a saved file, or one's NAME.tmp. */
+static bool partial_file(const char *name)
+{
+	size_t n = strlen(name);
+	char base[256];
+
+	if (saved_file(name))
+		return true;
+	if (n <= 4 || n - 4 >= sizeof(base) || strcmp(name + n - 4, ".tmp"))
+		return false;
+	memcpy(base, name, n - 4);
+	base[n - 4] = 0;
+	return saved_file(base);
+}
+
 /* Snapshot name in save_dir (fd parent): removed if it is a real directory (not a link)
- * holding config.json and otherwise only regular files a save writes. Everything is
- * relative to the parent's descriptor and never follows a link, so nothing outside
- * save_dir is touched. 0 removed, 1 kept (logged). */
-static int remove_snapshot(int parent, const char *save_dir, const char *name)
+ * holding only regular files a save writes, and config.json (for a snapshot under its
+ * final name; a .partial one, cut short, may also hold the writers' NAME.tmp files and
+ * lack config.json). Everything is relative to the parent's descriptor and never
+ * follows a link, so nothing outside save_dir is touched. 0 removed, 1 kept (logged as
+ * what: the flag that asked). */
+static int remove_snapshot(int parent, const char *save_dir, const char *name, bool partial,
+			   const char *what)
 {
 	char foreign[300] = "";
 	bool has_config = false;
@@ -90,9 +108,8 @@ static int remove_snapshot(int parent, const char *save_dir, const char *name)
 	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
-		zinf_logf(ZINF_LOG_WARN,
-			  "%s/%s: --save-total-limit: kept, not a directory zinf wrote (%s)",
-			  save_dir, name, strerror(errno));
+		zinf_logf(ZINF_LOG_WARN, "%s/%s: %s: kept, not a directory zinf wrote (%s)",
+			  save_dir, name, what, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return 1;
@@ -100,15 +117,14 @@ static int remove_snapshot(int parent, const char *save_dir, const char *name)
 	while ((de = readdir(d)) && !foreign[0]) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (!saved_file(de->d_name) || fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
-		    !S_ISREG(st.st_mode))
+		if (!(partial ? partial_file(de->d_name) : saved_file(de->d_name)) ||
+		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
 			snprintf(foreign, sizeof(foreign), "%s", de->d_name);
 		has_config |= !strcmp(de->d_name, "config.json");
 	}
-	if (foreign[0] || !has_config) {
-		zinf_logf(ZINF_LOG_WARN,
-			  "%s/%s: --save-total-limit: kept, it holds %s, which zinf did not write",
-			  save_dir, name, foreign[0] ? foreign : "no config.json");
+	if (foreign[0] || (!has_config && !partial)) {
+		zinf_logf(ZINF_LOG_WARN, "%s/%s: %s: kept, it holds %s, which zinf did not write",
+			  save_dir, name, what, foreign[0] ? foreign : "no config.json");
 		closedir(d);
 		return 1;
 	}
@@ -119,8 +135,8 @@ static int remove_snapshot(int parent, const char *save_dir, const char *name)
 			unlinkat(fd, de->d_name, 0);
 	closedir(d);
 	if (unlinkat(parent, name, AT_REMOVEDIR)) {
-		zinf_logf(ZINF_LOG_WARN, "%s/%s: --save-total-limit: cannot remove it: %s",
-			  save_dir, name, strerror(errno));
+		zinf_logf(ZINF_LOG_WARN, "%s/%s: %s: cannot remove it: %s", save_dir, name, what,
+			  strerror(errno));
 		return 1;
 	}
 	return 0;
@@ -173,7 +189,8 @@ int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, c
 	if (n > keep) {
 		qsort(list, n, sizeof(*list), newest_first);
 		for (size_t i = keep; i < n; i++)
-			remove_snapshot(parent, save_dir, list[i].name);
+			remove_snapshot(parent, save_dir, list[i].name, false,
+					"--save-total-limit");
 	}
 out:
 	if (d)
@@ -181,5 +198,19 @@ out:
 	if (parent >= 0)
 		close(parent);
 	free(list);
+	return rc;
+}
+
+int train_snapshot_remove_partial(const char *save_dir, const char *name)
+{
+	int parent = open(save_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+
+	if (parent < 0)
+		return 1;
+	rc = remove_snapshot(parent, save_dir, name, true, "--save-every");
+	close(parent);
+	if (rc == 0)
+		zinf_logf(ZINF_LOG_INFO, "%s/%s: removed, a save a stopped run did not finish",
+			  save_dir, name);
 	return rc;
 }

@@ -1,0 +1,218 @@
+/* A zinf train process killed (SIGKILL) at any moment while it saves a checkpoint with
+ * its state after every step leaves only checkpoints that are complete or refused: every
+ * checkpoint-<step> under its final name has its zinf_state.json and resumes, and a
+ * directory without a complete save (the final save cut short, a .partial one) has no
+ * state a resume would take. Six kills at spread moments of the run. The killed run's
+ * NVMe run directory is refused, naming zinf.remove_stale_run_dir, which then empties it.
+ * After each kill the run goes on from its newest checkpoint into the same directory (the
+ * .partial snapshot it left is removed) and ends with the uninterrupted run's files,
+ * byte for byte.
+ *
+ * Usage: test_train_killed_save_leaves_resumable_checkpoints ZINF_BIN */
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "train_fixture.h"
+
+#define STEPS 40
+
+static const char *zinf_bin;
+static struct tf_dir d;
+
+/* The common flags of a run in this test. */
+static void base_args(char *buf, size_t len)
+{
+	snprintf(buf, len, "--config '%s' --data '%s' --data-format text --seq-len 16 --seed 7 -q",
+		 d.ds, d.data);
+}
+
+static pid_t start(const char *save)
+{
+	char cmd[2048], base[1024];
+	pid_t pid;
+
+	base_args(base, sizeof(base));
+	snprintf(cmd, sizeof(cmd),
+		 "exec '%s' train --init '%s' %s --steps %d --save '%s' --save-every 1 "
+		 "--save-state --set zinf.remove_stale_run_dir=true >/dev/null 2>&1",
+		 zinf_bin, d.model, base, STEPS, save);
+	pid = fork();
+	T_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* `zinf train --resume dir --steps steps` exits with this status (stderr to errfile).
+ * The killed run left its NVMe run directory: zinf.remove_stale_run_dir empties it. */
+static int resume_as(const char *dir, int steps, bool remove_stale, const char *errfile)
+{
+	char cmd[2048], base[1024];
+	int status;
+
+	base_args(base, sizeof(base));
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' train --resume '%s' %s --steps %d --set zinf.remove_stale_run_dir=%s "
+		 ">/dev/null 2>'%s'",
+		 zinf_bin, dir, base, steps, remove_stale ? "true" : "false", errfile);
+	status = system(cmd);
+	T_CHECK(WIFEXITED(status), "%s: did not exit", cmd);
+	return WEXITSTATUS(status);
+}
+
+static int resume(const char *dir, int steps)
+{
+	return resume_as(dir, steps, true, "/dev/null");
+}
+
+static bool has_state(const char *dir)
+{
+	char path[700];
+
+	snprintf(path, sizeof(path), "%s/zinf_state.json", dir);
+	return access(path, F_OK) == 0;
+}
+
+/* The files of a save in a and b are the same, byte for byte. */
+static void same_save(const char *a, const char *b)
+{
+	static const char *const names[] = {"model.safetensors", "optimizer.safetensors",
+					    "zinf_state.json"};
+
+	for (int i = 0; i < 3; i++) {
+		char pa[600], pb[600], *x, *y;
+		size_t nx, ny;
+		snprintf(pa, sizeof(pa), "%s/%s", a, names[i]);
+		snprintf(pb, sizeof(pb), "%s/%s", b, names[i]);
+		tf_read_all(pa, &x, &nx);
+		tf_read_all(pb, &y, &ny);
+		T_CHECK(nx == ny && !memcmp(x, y, nx), "%s differs from %s", pb, pa);
+		free(x);
+		free(y);
+	}
+}
+
+/* Go on from save/checkpoint-<newest> into save itself, as after a crash: the
+ * checkpoint-<newest + 1>.partial the killed run left is removed, and the run ends with
+ * the uninterrupted run's files. */
+static void resume_into(const char *save, int newest, const char *whole)
+{
+	char cmd[2600], base[1024], ck[600];
+	int status;
+
+	base_args(base, sizeof(base));
+	snprintf(ck, sizeof(ck), "%s/checkpoint-%d", save, newest);
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' train --resume '%s' %s --steps %d --save '%s' --save-every 1 --save-state "
+		 "--set zinf.remove_stale_run_dir=true >/dev/null 2>&1",
+		 zinf_bin, ck, base, STEPS, save);
+	status = system(cmd);
+	T_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s failed", cmd);
+	same_save(whole, save);
+}
+
+/* After a kill: the newest and the oldest complete snapshots resume; every snapshot
+ * under its final name has a state; the final save resumes if it has one. Returns the
+ * newest complete snapshot's step (0: none). */
+static int check(const char *save, int *complete)
+{
+	DIR *dir = opendir(save);
+	struct dirent *de;
+	int newest = 0, oldest = 0, partial = 0, k;
+	char path[600];
+
+	*complete = 0;
+	if (!dir)
+		return 0; /* killed before the first save */
+	while ((de = readdir(dir))) {
+		char extra;
+		int fields = sscanf(de->d_name, "checkpoint-%d%c", &k, &extra);
+		partial += fields == 2;
+		if (fields != 1)
+			continue; /* checkpoint-<k>.partial and the final save's files */
+		snprintf(path, sizeof(path), "%s/%s", save, de->d_name);
+		T_CHECK(has_state(path), "%s: a final name without its state", path);
+		(*complete)++;
+		newest = k > newest ? k : newest;
+		oldest = !oldest || k < oldest ? k : oldest;
+	}
+	closedir(dir);
+	for (int i = 0; i < 2 && newest; i++) {
+		k = i ? oldest : newest;
+		snprintf(path, sizeof(path), "%s/checkpoint-%d", save, k);
+		T_CHECK(resume(path, k + 1) == 0, "%s does not resume", path);
+	}
+	fprintf(stderr, "%s: %d complete snapshots, %d partial, final save %s\n", save, *complete,
+		partial, has_state(save) ? "complete" : "absent or cut short");
+	if (has_state(save))
+		T_CHECK(resume(save, STEPS + 1) == 0, "the final save %s does not resume", save);
+	else
+		T_CHECK(resume(save, STEPS + 1) == 2, "%s without a state is not refused", save);
+	return newest;
+}
+
+int main(int argc, char **argv)
+{
+	char save[256], first[300], whole[256];
+	int newest;
+	bool refused = false;
+	struct timespec t0, t1;
+	double full;
+	int status, complete;
+	pid_t pid;
+
+	T_CHECK(argc == 2, "usage: %s ZINF_BIN", argv[0]);
+	zinf_bin = argv[1];
+	tf_setup(&d, NULL);
+	tf_write_ds(&d, "nvme", "nvme", true);
+
+	/* an uninterrupted run: how long a run takes here */
+	snprintf(save, sizeof(save), "%s/whole", d.root);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	pid = start(save);
+	T_CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		"the uninterrupted run failed");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	full = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	check(save, &complete);
+	T_CHECK(complete == STEPS - 1 && has_state(save), "%d snapshots", complete);
+	snprintf(whole, sizeof(whole), "%s", save);
+
+	for (int i = 0; i < 6; i++) {
+		/* spread over the run, past its start-up */
+		double at = full * (0.15 + 0.14 * i);
+		struct timespec ts = {.tv_sec = (time_t)at,
+				      .tv_nsec = (long)((at - (double)(time_t)at) * 1e9)};
+		snprintf(save, sizeof(save), "%s/killed-%d", d.root, i);
+		pid = start(save);
+		nanosleep(&ts, NULL);
+		kill(pid, SIGKILL);
+		T_CHECK(waitpid(pid, &status, 0) == pid, "wait");
+		snprintf(first, sizeof(first), "%s/checkpoint-1", save);
+		if (!refused && access(first, F_OK) == 0) {
+			/* without the key, the crashed run's directory is refused, by name */
+			char errfile[300], *text;
+			size_t len;
+			snprintf(errfile, sizeof(errfile), "%s/stderr.txt", d.root);
+			T_CHECK(resume_as(first, 2, false, errfile) == 2, "not refused");
+			refused = true;
+			tf_read_all(errfile, &text, &len);
+			T_CHECK(strstr(text, "crashed run") &&
+					strstr(text, "zinf.remove_stale_run_dir"),
+				"the refusal does not name the key: %s", text);
+			free(text);
+		}
+		newest = check(save, &complete);
+		if (newest && newest < STEPS)
+			resume_into(save, newest, whole);
+		/* past the middle of the run, the killed run had saved (it started) */
+		T_CHECK(i < 3 || complete > 0, "kill %d at %.2f s: no checkpoint", i, at);
+	}
+	T_CHECK(refused, "no kill left a checkpoint to try without zinf.remove_stale_run_dir");
+	tf_cleanup(&d);
+	return T_EXIT_PASS;
+}
