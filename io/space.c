@@ -36,8 +36,9 @@ static int path_join(char **out, const char *a, const char *b)
 	return 0;
 }
 
-/* Remove the data files and lock file of a run directory (stale or ours). */
-static void run_dir_clear(const char *run_dir, int n_files_hint)
+/* Remove the data files and (unless keep_lock) the lock file of a run directory (stale
+ * or ours). */
+static void run_dir_clear(const char *run_dir, int n_files_hint, bool keep_lock)
 {
 	char name[PATH_MAX];
 
@@ -48,6 +49,8 @@ static void run_dir_clear(const char *run_dir, int n_files_hint)
 	}
 	snprintf(name, sizeof(name), "%s/direct.probe", run_dir);
 	unlink(name);
+	if (keep_lock)
+		return;
 	snprintf(name, sizeof(name), "%s/lock", run_dir);
 	unlink(name);
 }
@@ -118,7 +121,9 @@ static int run_dir_take(struct zinf_io *io, struct io_path *p)
 				     p->run_dir, strerror(-rc));
 			goto out_free;
 		}
-		fd = open(lock_name, O_RDWR | O_CLOEXEC);
+		/* The lock taken here is kept: two runs starting at once on a stale directory
+		 * cannot both clear it. */
+		fd = open(lock_name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
 			close(fd);
 			rc = -EBUSY;
@@ -128,9 +133,8 @@ static int run_dir_take(struct zinf_io *io, struct io_path *p)
 				p->run_dir);
 			goto out_free;
 		}
-		if (fd >= 0)
+		if (fd >= 0 && !io->opts.remove_stale) {
 			close(fd);
-		if (!io->opts.remove_stale) {
 			rc = -EEXIST;
 			io_set_error(
 				io,
@@ -138,8 +142,18 @@ static int run_dir_take(struct zinf_io *io, struct io_path *p)
 				p->run_dir);
 			goto out_free;
 		}
-		zinf_logf(ZINF_LOG_WARN, "zinf io: removing stale run directory %s", p->run_dir);
-		run_dir_clear(p->run_dir, 0);
+		if (fd >= 0) {
+			zinf_logf(ZINF_LOG_WARN, "zinf io: emptying stale run directory %s",
+				  p->run_dir);
+			run_dir_clear(p->run_dir, 0, true);
+			if (ftruncate(fd, 0) == 0) {
+				dprintf(fd, "%ld\n", (long)getpid());
+				p->lock_fd = fd;
+				rc = 0;
+				goto out_free;
+			}
+			close(fd);
+		}
 	}
 	fd = open(lock_name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -241,7 +255,7 @@ void io_space_fini(struct zinf_io *io, bool remove)
 
 		if (p->lock_fd >= 0) {
 			if (remove) {
-				run_dir_clear(p->run_dir, p->n_files);
+				run_dir_clear(p->run_dir, p->n_files, false);
 				rmdir(p->run_dir);
 			}
 			close(p->lock_fd);
