@@ -7,11 +7,13 @@
  * the first step and every eval_every steps; the save at the end.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,6 +60,7 @@ struct train_run {
 	struct train_state now; /* this run, as a checkpoint's state would describe it */
 	struct train_state ck;	/* resume_dir's state */
 	uint64_t first_step;	/* 1, or after resume_dir's step */
+	int save_lock;		/* -1, or the flock on save_dir/.zinf-save.lock, held to the end */
 };
 
 /* ---- setup: every check before anything runs ------------------------------------------- */
@@ -68,6 +71,46 @@ static void snapshot_path(const struct zinf_train_opts *o, uint64_t step, bool p
 {
 	snprintf(buf, len, "%s/checkpoint-%llu%s", o->save_dir, (unsigned long long)step,
 		 partial ? ".partial" : "");
+}
+
+/* One run saves into a directory at a time: an flock on DIR/.zinf-save.lock, taken once
+ * the directory exists and held until the run ends, so that no run removes (or writes
+ * over) what a live one is writing. */
+static int lock_save_dir(struct train_run *r, char *err, size_t errlen)
+{
+	char path[4200];
+	int fd, rc;
+
+	if (r->save_lock >= 0)
+		return 0;
+	snprintf(path, sizeof(path), "%s/.zinf-save.lock", r->o->save_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB)) {
+		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		snprintf(err, errlen, "%s: --save: %s", r->o->save_dir,
+			 rc == -EBUSY ? "another live zinf train saves into it (it holds "
+					".zinf-save.lock)"
+				      : strerror(-rc));
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	r->save_lock = fd;
+	return 0;
+}
+
+/* The save directory made if missing, and locked. */
+static int make_save_dir(struct train_run *r, char *err, size_t errlen)
+{
+	int rc;
+
+	if (mkdir(r->o->save_dir, 0755) && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: --save: cannot create: %s", r->o->save_dir,
+			 strerror(errno));
+		return rc;
+	}
+	return lock_save_dir(r, err, errlen);
 }
 
 /* --save-every must not write over an earlier run's checkpoints (or a partial one). */
@@ -332,6 +375,7 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
 	const struct zinf_hf_config *hf = &r->tm.hf;
+	struct stat st;
 	int rc;
 
 	rc = check_opts(o, err, errlen);
@@ -365,6 +409,9 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		rc = setup_data(r, &r->eval, o->eval_data_path, false, err, errlen);
 	if (!rc)
 		rc = setup_state(r, err, errlen);
+	/* an existing save directory is locked before its .partial snapshots are looked at */
+	if (!rc && o->save_dir && stat(o->save_dir, &st) == 0)
+		rc = lock_save_dir(r, err, errlen);
 	if (!rc && o->save_dir)
 		rc = check_snapshots(o, r->first_step, err, errlen);
 	if (rc)
@@ -412,6 +459,8 @@ static int start(struct train_run *r, char *err, size_t errlen)
 
 static void finish(struct train_run *r)
 {
+	if (r->save_lock >= 0)
+		close(r->save_lock);
 	if (r->pass.m)
 		train_pass_destroy(&r->pass);
 	zinf_engine_destroy(r->e);
@@ -576,12 +625,9 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 			 zinf_last_error(r->e));
 		return rc;
 	}
-	if (mkdir(o->save_dir, 0755) && errno != EEXIST) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: --save: cannot create: %s", o->save_dir,
-			 strerror(errno));
+	rc = make_save_dir(r, err, errlen);
+	if (rc)
 		return rc;
-	}
 	snapshot_path(o, step, true, partial, sizeof(partial));
 	snapshot_path(o, step, false, done, sizeof(done));
 	rc = save_to(r, partial, step, err, errlen);
@@ -669,6 +715,7 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	int rc;
 
 	memset(&r, 0, sizeof(r));
+	r.save_lock = -1;
 	memset(res, 0, sizeof(*res));
 	res->first_eval_loss = res->last_eval_loss = NAN;
 	res->first_loss = res->last_loss = NAN;
@@ -691,6 +738,8 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	}
 	fill_result(&r, res);
 	if (opts->save_dir)
+		rc = make_save_dir(&r, err, errlen);
+	if (!rc && opts->save_dir)
 		rc = save_to(&r, opts->save_dir, opts->steps, err, errlen);
 out:
 	res->seconds = now_seconds() - t0;

@@ -130,8 +130,11 @@ static int remove_snapshot(int parent, const char *save_dir, const char *name, b
 	}
 	unlinkat(fd, TRAIN_STATE_FILE, 0); /* first: the rest is no longer a checkpoint */
 	rewinddir(d);
+	/* names checked again: only what the scan allowed is removed (anything that
+	 * appeared since stays, and so does the directory) */
 	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+		if ((partial ? partial_file(de->d_name) : saved_file(de->d_name)) &&
+		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
 			unlinkat(fd, de->d_name, 0);
 	closedir(d);
 	if (unlinkat(parent, name, AT_REMOVEDIR)) {

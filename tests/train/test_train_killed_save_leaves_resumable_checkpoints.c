@@ -172,19 +172,26 @@ static void sleep_for(double seconds)
 	nanosleep(&ts, NULL);
 }
 
-/* Wait (polling) until save/checkpoint-<k> exists; when it appeared. */
-static double wait_snapshot(const char *save, pid_t pid, int k)
+/* Wait (polling) until save/checkpoint-<k><suffix> exists; when it appeared. The run
+ * must still be running (it is killed after). */
+static double wait_path(const char *save, pid_t pid, int k, const char *suffix)
 {
 	char path[300];
 	double t0 = now();
 
-	snprintf(path, sizeof(path), "%s/checkpoint-%d", save, k);
+	snprintf(path, sizeof(path), "%s/checkpoint-%d%s", save, k, suffix);
 	while (access(path, F_OK) != 0) {
-		T_CHECK(waitpid(pid, NULL, WNOHANG) == 0, "the run ended before checkpoint-%d", k);
-		T_CHECK(now() - t0 < 300, "no checkpoint-%d in 300 s", k);
-		sleep_for(0.0005);
+		T_CHECK(waitpid(pid, NULL, WNOHANG) == 0 || access(path, F_OK) == 0,
+			"the run ended before %s", path);
+		T_CHECK(now() - t0 < 300, "no %s in 300 s", path);
+		sleep_for(0.0002);
 	}
 	return now();
+}
+
+static double wait_snapshot(const char *save, pid_t pid, int k)
+{
+	return wait_path(save, pid, k, "");
 }
 
 int main(int argc, char **argv)
@@ -192,7 +199,7 @@ int main(int argc, char **argv)
 	char save[256], first[300], whole[256];
 	int newest, status, complete;
 	double t0, t_first, step;
-	bool refused = false;
+	bool refused = false, partial_left = false;
 	pid_t pid;
 
 	T_CHECK(argc == 2, "usage: %s ZINF_BIN", argv[0]);
@@ -242,6 +249,22 @@ int main(int argc, char **argv)
 		if (newest < STEPS)
 			resume_into(save, newest, whole);
 	}
+	/* killed while a snapshot is being written: its .partial stays, under no final
+	 * name, and going on in place removes it (tried until a kill lands there) */
+	for (int i = 0; i < 5 && !partial_left; i++) {
+		char partial[320];
+		snprintf(save, sizeof(save), "%s/mid-save-%d", d.root, i);
+		pid = start(save);
+		wait_path(save, pid, 10 + i, ".partial");
+		kill(pid, SIGKILL);
+		T_CHECK(waitpid(pid, &status, 0) == pid, "wait");
+		snprintf(partial, sizeof(partial), "%s/checkpoint-%d.partial", save, 10 + i);
+		partial_left = access(partial, F_OK) == 0;
+		newest = check(save, &complete);
+		resume_into(save, newest, whole);
+		T_CHECK(access(partial, F_OK) != 0, "%s is left after going on", partial);
+	}
+	T_CHECK(partial_left, "no kill landed inside a save in 5 tries");
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }
