@@ -35,6 +35,10 @@ struct train_model {
 	uint64_t largest_tensor_elems;
 };
 
+/* Whether module mod's parameter slot s holds an engine parameter, and its name, shape
+ * and size in info when it does (train_model.c). */
+bool train_model_slot(const struct train_model *tm, int mod, int s,
+		      struct zinf_llama_param_info *info);
 /* Module kind of engine-order index mod (0 embed, 1..L layers, L + 1 head). */
 enum zinf_llama_module_kind train_module_kind(const struct train_model *tm, int mod);
 

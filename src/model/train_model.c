@@ -28,6 +28,15 @@ static int module_layer(int mod)
 	return mod > 0 ? mod - 1 : 0;
 }
 
+bool train_model_slot(const struct train_model *tm, int mod, int s,
+		      struct zinf_llama_param_info *info)
+{
+	if (tm->param[mod][s] == TRAIN_NO_PARAM)
+		return false;
+	zinf_llama_param_info(&tm->lc, train_module_kind(tm, mod), module_layer(mod), s, info);
+	return true;
+}
+
 static enum zinf_dtype dtype_of_st(enum zinf_st_dtype d)
 {
 	return d == ZINF_ST_BF16  ? ZINF_DTYPE_BF16
@@ -369,11 +378,8 @@ uint64_t train_model_largest_module_f32_bytes(const struct train_model *tm)
 		uint64_t bytes = 0;
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
 			struct zinf_llama_param_info info;
-			if (tm->param[mod][s] == TRAIN_NO_PARAM)
-				continue;
-			zinf_llama_param_info(&tm->lc, train_module_kind(tm, mod),
-					      module_layer(mod), s, &info);
-			bytes += (info.elems * sizeof(float) + 63) / 64 * 64;
+			if (train_model_slot(tm, mod, s, &info))
+				bytes += (info.elems * sizeof(float) + 63) / 64 * 64;
 		}
 		if (bytes > largest)
 			largest = bytes;
@@ -396,10 +402,8 @@ static int load_random(struct train_model *tm, struct zinf_engine *e, uint64_t s
 	for (int mod = 0; mod < tm->L + 2 && !rc; mod++) {
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++, k++) {
 			struct zinf_llama_param_info info;
-			if (tm->param[mod][s] == TRAIN_NO_PARAM)
+			if (!train_model_slot(tm, mod, s, &info))
 				continue;
-			zinf_llama_param_info(&tm->lc, train_module_kind(tm, mod),
-					      module_layer(mod), s, &info);
 			init_tensor(
 				&info, seed, k,
 				module_srcs_add(&ms, info.elems * sizeof(float), ZINF_DTYPE_F32));

@@ -28,11 +28,7 @@ uint32_t train_model_param_of_name(const struct train_model *tm, const char *nam
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
 			struct zinf_llama_param_info info;
 
-			if (tm->param[mod][s] == TRAIN_NO_PARAM)
-				continue;
-			zinf_llama_param_info(&tm->lc, train_module_kind(tm, mod),
-					      mod > 0 ? mod - 1 : 0, s, &info);
-			if (strcmp(info.name, name) == 0)
+			if (train_model_slot(tm, mod, s, &info) && strcmp(info.name, name) == 0)
 				return tm->param[mod][s];
 		}
 	}

@@ -966,10 +966,8 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
 		uint32_t n = 0;
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
 			struct zinf_llama_param_info info;
-			if (tm->param[mod][s] == TRAIN_NO_PARAM)
+			if (!train_model_slot(tm, mod, s, &info))
 				continue;
-			zinf_llama_param_info(&tm->lc, train_module_kind(tm, mod),
-					      mod > 0 ? mod - 1 : 0, s, &info);
 			for (int k = 0; k < 3; k++) {
 				const struct zinf_st_tensor_info *t;
 				snprintf(name, sizeof(name), "%s.%s", info.name, part_name[k]);
