@@ -1,0 +1,177 @@
+/*
+ * The training state's files: the list of files a checkpoint's resume reads (config.json,
+ * the model's and the optimizer state's safetensors, as the reader finds them), their
+ * sizes and CRC32C, the data file's sample CRC and the manifest's seal.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "safetensors.h"
+#include "train_state_internal.h"
+#include "zinf/crc32c.h"
+#include "zinf/error.h"
+
+/* Size and CRC32C of a whole file, read in 1 MiB pieces. */
+int train_state_file_crc(const char *path, uint64_t *size, uint32_t *crc, char *err, size_t errlen)
+{
+	enum { PIECE = 1u << 20 };
+	char *buf = malloc(PIECE);
+	/* O_NONBLOCK: a FIFO named in a manifest must not hang the run */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), rc = 0;
+	struct stat st;
+	ssize_t n;
+
+	*size = 0;
+	*crc = 0;
+	if (fd < 0 || !buf) {
+		rc = fd < 0 ? -errno : -ENOMEM;
+		snprintf(err, errlen, "%s: %s", path, zinf_strerror(rc));
+		goto out;
+	}
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		rc = ZINF_EFORMAT;
+		snprintf(err, errlen, "%s: not a regular file", path);
+		goto out;
+	}
+	while ((n = read(fd, buf, PIECE)) > 0) {
+		*crc = zinf_crc32c(*crc, buf, (size_t)n);
+		*size += (uint64_t)n;
+	}
+	if (n < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: read: %s", path, zinf_strerror(rc));
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return rc;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* PREFIX.safetensors.index.json when dir has it, else PREFIX.safetensors. */
+void train_state_entry_name(const char *dir, const char *prefix, char *buf, size_t len)
+{
+	char path[4200];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s.safetensors.index.json", dir, prefix);
+	snprintf(buf, len, "%s.safetensors%s", prefix, stat(path, &st) == 0 ? ".index.json" : "");
+}
+
+/* The files of the safetensors checkpoint dir/PREFIX.safetensors(.index.json): the entry
+ * and, for an index, the shards it names, appended to names (strings). */
+static int list_safetensors(cJSON *names, const char *dir, const char *prefix, char *err,
+			    size_t errlen)
+{
+	struct zinf_st_reader *r = NULL;
+	char entry[96], path[4200];
+	int rc = zinf_st_reader_create(&r);
+
+	train_state_entry_name(dir, prefix, entry, sizeof(entry));
+	snprintf(path, sizeof(path), "%s/%s", dir, entry);
+	if (!rc)
+		rc = zinf_st_reader_open(r, path);
+	if (rc) {
+		snprintf(err, errlen, "%s", r ? zinf_st_reader_last_error(r) : "out of memory");
+		goto out;
+	}
+	if (strstr(entry, ".json") && !cJSON_AddItemToArray(names, cJSON_CreateString(entry)))
+		rc = -ENOMEM;
+	for (int i = 0; !rc && i < zinf_st_reader_file_count(r); i++)
+		if (!cJSON_AddItemToArray(
+			    names, cJSON_CreateString(base_name(zinf_st_reader_file_path(r, i)))))
+			rc = -ENOMEM;
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "%s: out of memory for the file list", dir);
+out:
+	zinf_st_reader_destroy(r);
+	return rc;
+}
+
+/* Every file of dir's checkpoint a resume reads: config.json, the model's and the
+ * optimizer state's safetensors. A new array of names, or NULL with *code and err set. */
+cJSON *train_state_checkpoint_files(const char *dir, int *code, char *err, size_t errlen)
+{
+	cJSON *names = cJSON_CreateArray();
+	int rc = names && cJSON_AddItemToArray(names, cJSON_CreateString("config.json")) ? 0
+											 : -ENOMEM;
+
+	if (rc)
+		snprintf(err, errlen, "%s: out of memory for the file list", dir);
+	if (!rc)
+		rc = list_safetensors(names, dir, "model", err, errlen);
+	if (!rc)
+		rc = list_safetensors(names, dir, "optimizer", err, errlen);
+	*code = rc;
+	if (rc) {
+		cJSON_Delete(names);
+		return NULL;
+	}
+	return names;
+}
+
+const char *train_state_device_name(enum zinf_engine_device kind)
+{
+	return kind == ZINF_ENGINE_DEVICE_CUDA ? "cuda" : "host";
+}
+
+int train_state_data_crc(const char *path, uint32_t *out, char *err, size_t errlen)
+{
+	enum { SAMPLE = 1u << 20 };
+	char *buf = malloc(SAMPLE);
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	struct stat st;
+	uint64_t size;
+	uint8_t le[8];
+	uint32_t crc;
+	ssize_t n;
+
+	if (fd < 0 || !buf || fstat(fd, &st)) {
+		rc = fd < 0 || buf ? -errno : -ENOMEM;
+		snprintf(err, errlen, "%s: %s", path, zinf_strerror(rc));
+		goto out;
+	}
+	size = (uint64_t)st.st_size;
+	for (int i = 0; i < 8; i++)
+		le[i] = (uint8_t)(size >> (8 * i));
+	crc = zinf_crc32c(0, le, sizeof(le));
+	/* the first and the last MiB (once when they overlap) */
+	for (int part = 0; part < 2 && !rc; part++) {
+		uint64_t off = part ? (size > SAMPLE ? size - SAMPLE : 0) : 0;
+		if (part && size <= SAMPLE)
+			break;
+		n = pread(fd, buf, SAMPLE, (off_t)off);
+		if (n < 0) {
+			rc = -errno;
+			snprintf(err, errlen, "%s: read: %s", path, zinf_strerror(rc));
+			break;
+		}
+		crc = zinf_crc32c(crc, buf, (size_t)n);
+	}
+	*out = crc;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return rc;
+}
+
+uint32_t train_state_manifest_crc(const char *body, size_t len)
+{
+	return zinf_crc32c(zinf_crc32c(0, body, len), "\n}", 2);
+}
