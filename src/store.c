@@ -62,6 +62,7 @@ void zinf_store_opts_init(struct zinf_store_opts *opts)
 	opts->param_home = ZINF_TIER_DEVICE;
 	opts->chunk_size = 32ull << 20;
 	opts->world_size = 1;
+	opts->mover_idle_ns = 1000000000ull;
 }
 
 int zinf_store_create(const struct zinf_store_opts *opts, struct zinf_store **out, char *err,
@@ -97,6 +98,8 @@ int zinf_store_create(const struct zinf_store_opts *opts, struct zinf_store **ou
 	if (!s)
 		return -ENOMEM;
 	s->o = *opts;
+	if (!s->o.mover_idle_ns)
+		s->o.mover_idle_ns = 1000000000ull;
 	s->err_serial = zinf_thread_error_serial();
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->kick, NULL);

@@ -69,6 +69,10 @@ struct zinf_store_opts {
 	uint64_t chunk_size;		/* bytes, a multiple of 4096; default 32 MiB */
 	int world_size;			/* must be 1 for now */
 	struct zinf_timeline *timeline; /* optional: NVMe reads, H2D copies (timeline.h) */
+	/* How long the mover sleeps when nothing is in flight and nobody kicks it (default
+	 * 1 s). Every change that gives it work kicks it, so this is only a safety net;
+	 * tests set it long, which makes a missed kick a hang instead of a slow step. */
+	uint64_t mover_idle_ns;
 };
 
 struct zinf_store_link_stats {

@@ -301,6 +301,7 @@ static void place_waiting(struct zinf_store *s)
 static bool mover_pass(struct zinf_store *s)
 {
 	struct chunk **pp = &s->active;
+	bool settled = false;
 
 	place_waiting(s);
 	while (*pp) {
@@ -314,7 +315,13 @@ static bool mover_pass(struct zinf_store *s)
 			s->active_tail = pp;
 		ch->mod->active--;
 		settle_failed(s, ch->mod); /* no-op unless it failed and this was its last chunk */
+		settled = true;
 	}
+	/* A module that became ready here can be evicted, and a failed one gave its buffer
+	 * back: a module waiting for space may fit now. Nobody else kicks for this, so
+	 * without this pass the mover would sleep (a second) with a fetch waiting. */
+	if (settled && s->waiting_head)
+		place_waiting(s);
 	return s->active != NULL;
 }
 
@@ -329,12 +336,10 @@ void *store_mover_main(void *arg)
 		struct timespec ts;
 		if (s->stop || s->kicks != seen)
 			continue;
+		uint64_t wait_ns = busy ? MOVER_POLL_NS : s->o.mover_idle_ns;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		if (busy) {
-			ts.tv_nsec += (long)MOVER_POLL_NS;
-		} else {
-			ts.tv_sec += 1;
-		}
+		ts.tv_sec += (time_t)(wait_ns / 1000000000ull);
+		ts.tv_nsec += (long)(wait_ns % 1000000000ull);
 		if (ts.tv_nsec >= 1000000000L) {
 			ts.tv_sec++;
 			ts.tv_nsec -= 1000000000L;
