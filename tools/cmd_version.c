@@ -2,10 +2,13 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "zinf/train.h"
 #include "zinf/zinf.h"
 
-const char cmd_version_usage[] = "usage: zinf version\n"
-				 "Print the version of the zinf library this CLI is linked with.\n";
+const char cmd_version_usage[] =
+	"usage: zinf version\n"
+	"Print the version of the zinf library this CLI is linked with, and the OpenBLAS\n"
+	"kernel set (core) its CPU model runs on.\n";
 
 int cmd_version(int argc, char **argv)
 {
@@ -18,5 +21,6 @@ int cmd_version(int argc, char **argv)
 		return ZINF_EXIT_USAGE;
 	}
 	printf("zinf %s\n", zinf_version());
+	printf("OpenBLAS core %s\n", zinf_blas_core());
 	return ZINF_EXIT_OK;
 }

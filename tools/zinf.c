@@ -4,9 +4,12 @@
  * getopt_long and answers --help.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
+#include "zinf/train.h"
 #include "zinf/zinf.h"
 
 struct command {
@@ -56,8 +59,23 @@ static int cmd_help(int argc, char **argv)
 	return ZINF_EXIT_USAGE;
 }
 
+/* When OpenBLAS did not recognise this CPU and runs generic kernels, run again with
+ * OPENBLAS_CORETYPE naming the faster core the CPU supports (it is read only when
+ * OpenBLAS loads; zinf_blas_core_suggested() is NULL once it is set, so this happens at
+ * most once). If the exec fails, go on as we are. */
+static void rerun_with_faster_blas(char **argv)
+{
+	const char *core = zinf_blas_core_suggested();
+
+	if (!core || setenv("OPENBLAS_CORETYPE", core, 1))
+		return;
+	execv("/proc/self/exe", argv);
+	unsetenv("OPENBLAS_CORETYPE");
+}
+
 int main(int argc, char **argv)
 {
+	rerun_with_faster_blas(argv);
 	if (argc < 2) {
 		usage(stderr);
 		return ZINF_EXIT_USAGE;

@@ -135,6 +135,16 @@ struct zinf_train_result {
 int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result *result, char *err,
 		   size_t errlen);
 
+/* The OpenBLAS kernel set ("core": "Haswell", "SkylakeX", ...) the CPU model's matrix
+ * products run on. OpenBLAS picks it from the CPU model when it loads, or takes it from
+ * OPENBLAS_CORETYPE. */
+const char *zinf_blas_core(void);
+/* A faster core than zinf_blas_core() that this CPU runs, when OpenBLAS did not recognise
+ * the CPU and fell back to generic (pre-AVX2) kernels and OPENBLAS_CORETYPE is not set;
+ * NULL otherwise. It takes effect only as OPENBLAS_CORETYPE in the environment of a
+ * process that has not loaded OpenBLAS yet: the zinf CLI re-executes itself with it. */
+const char *zinf_blas_core_suggested(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "llama_backend.h"
+#include "llama_ops.h"
 #include "safetensors.h"
 #include "zinf/error.h"
 
@@ -59,6 +60,7 @@ static int cpu_create(const struct zinf_llama_config *cfg, const struct llama_rt
 	if (!c)
 		goto out_nomem;
 	c->base.ops = &llama_rt_cpu_ops;
+	blas_core_check();
 	rc = zinf_llama_create(cfg, &opts->llama, B, T, &c->m, err, errlen);
 	if (rc) {
 		free(c);

@@ -13,6 +13,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Warn (once per call) when OpenBLAS runs generic kernels on a CPU it did not recognise,
+ * naming the OPENBLAS_CORETYPE that would be faster (blas_core.c). */
+void blas_core_check(void);
+
 /* y (n, out) = x (n, in) w^T + b; w (out, in), b (out) or NULL. */
 void llama_linear_forward(float *y, const float *x, const float *w, const float *b, int n, int in,
 			  int out);

@@ -1,0 +1,67 @@
+/* The zinf CLI never runs OpenBLAS's generic (pre-AVX2) kernels on a CPU with AVX2 and
+ * FMA: when OpenBLAS did not recognise the CPU it re-executes itself with
+ * OPENBLAS_CORETYPE naming the best core the CPU runs ('zinf version' prints the core in
+ * use). A core the user chose in OPENBLAS_CORETYPE is kept, even a generic one. In this
+ * process (which loaded OpenBLAS with the environment it had), a suggestion is made
+ * exactly when the core in use is generic, the CPU does better, and the variable is
+ * unset. argv[1]: the zinf CLI. */
+#include <strings.h>
+
+#include "cli_util.h"
+#include "zinf/train.h"
+
+static bool generic(const char *core)
+{
+	static const char *const vector[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
+					     "SapphireRapids"};
+
+	for (size_t i = 0; i < sizeof(vector) / sizeof(vector[0]); i++)
+		if (!strcasecmp(core, vector[i]))
+			return false;
+	return true;
+}
+
+/* The core 'zinf version' reports, run with env (a prefix for the shell). */
+static void cli_core(const char *cli, const char *env, char *core, size_t len)
+{
+	char cmd[4200], out[512];
+	const char *p;
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "%s '%s' version 2>&1", env, cli);
+	rc = t_run(cmd, out, sizeof(out));
+	T_CHECK(rc == 0, "%s: exit %d: %s", cmd, rc, out);
+	p = strstr(out, "OpenBLAS core ");
+	T_CHECK(p, "%s: no 'OpenBLAS core' line in: %s", cmd, out);
+	p += strlen("OpenBLAS core ");
+	snprintf(core, len, "%.*s", (int)strcspn(p, "\n"), p);
+}
+
+int main(int argc, char **argv)
+{
+	bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	const char *here = zinf_blas_core(), *suggested = zinf_blas_core_suggested();
+	char core[64];
+
+	T_CHECK(argc == 2, "usage: %s ZINF_CLI", argv[0]);
+	printf("this process: core %s, suggested %s; cpu avx2+fma: %d\n", here,
+	       suggested ? suggested : "(none)", avx2);
+	if (getenv("OPENBLAS_CORETYPE"))
+		T_CHECK(!suggested, "a suggestion (%s) over the user's OPENBLAS_CORETYPE",
+			suggested);
+	else
+		T_CHECK(!suggested == !(avx2 && generic(here)),
+			"suggestion %s with core %s on a cpu %s avx2+fma",
+			suggested ? suggested : "(none)", here, avx2 ? "with" : "without");
+	if (suggested)
+		T_CHECK(!generic(suggested), "suggested a generic core: %s", suggested);
+
+	cli_core(argv[1], "env -u OPENBLAS_CORETYPE", core, sizeof(core));
+	printf("zinf version, no OPENBLAS_CORETYPE: %s\n", core);
+	T_CHECK(!avx2 || !generic(core), "the CLI runs the generic %s kernels on an avx2 cpu",
+		core);
+	cli_core(argv[1], "OPENBLAS_CORETYPE=Prescott", core, sizeof(core));
+	T_CHECK(!strcasecmp(core, "Prescott"), "the user's OPENBLAS_CORETYPE=Prescott became %s",
+		core);
+	return T_EXIT_PASS;
+}
