@@ -194,3 +194,46 @@ uint32_t zinf_crc32c(uint32_t crc, const void *data, size_t len)
 		return ~crc_hw_raw(~crc, data, len);
 	return ~crc_sw_raw(~crc, data, len);
 }
+
+/* ---- combining: CRCs as polynomials over GF(2), reflected ---------------------------- */
+
+#define CRC32C_POLY 0x82F63B78u
+
+/* a * b modulo the polynomial (bit 31 is x^0 in the reflected form). */
+static uint32_t gf2_mulmod(uint32_t a, uint32_t b)
+{
+	uint32_t m = 1u << 31, p = 0;
+
+	for (;;) {
+		if (a & m) {
+			p ^= b;
+			if (!(a & (m - 1)))
+				break;
+		}
+		m >>= 1;
+		b = b & 1 ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+	}
+	return p;
+}
+
+/* x^(8 * len) modulo the polynomial: the shift appending len zero bytes applies. */
+static uint32_t gf2_x8n(uint64_t len)
+{
+	uint32_t x2k = 1u << 30; /* x^1, squared each round: x^(2^k) */
+	uint32_t r = 1u << 31;	 /* x^0 */
+	uint64_t n = len << 3;
+
+	for (; n; n >>= 1) {
+		if (n & 1)
+			r = gf2_mulmod(x2k, r);
+		x2k = gf2_mulmod(x2k, x2k);
+	}
+	return r;
+}
+
+uint32_t zinf_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+	/* The pre- and post-inversions cancel: shifting crc_a past len_b bytes of B and
+	 * adding crc_b is the CRC of A then B (the construction zlib's crc32_combine uses). */
+	return gf2_mulmod(gf2_x8n(len_b), crc_a) ^ crc_b;
+}

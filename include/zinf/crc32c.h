@@ -24,6 +24,10 @@ uint32_t zinf_crc32c_sw(uint32_t crc, const void *data, size_t len);
 uint32_t zinf_crc32c_hw(uint32_t crc, const void *data, size_t len);
 /* 1 when the CPU has the crc32 instruction, else 0. */
 int zinf_crc32c_hw_available(void);
+/* The CRC32C of A followed by B from crc_a = zinf_crc32c(0, A, ...), crc_b =
+ * zinf_crc32c(0, B, ...) and len_b, B's length: parts checksummed apart (in any order,
+ * on any thread) give the whole's checksum without reading it again. O(log len_b). */
+uint32_t zinf_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 #ifdef __cplusplus
 }

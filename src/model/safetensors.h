@@ -153,6 +153,12 @@ int zinf_st_writer_write(struct zinf_st_writer *w, int index, uint64_t elem_begi
 int zinf_st_writer_finish(struct zinf_st_writer *w);
 /* Shards of the layout (valid after the first write or finish). */
 int zinf_st_writer_shard_count(const struct zinf_st_writer *w);
+/* After zinf_st_writer_finish() succeeded: the name of the i-th file it wrote (the
+ * shards in order, then the index when there are two shards or more), with its size and
+ * CRC32C, taken from the bytes as they were written (nothing is read back); NULL for i
+ * past the last, or before the finish. */
+const char *zinf_st_writer_file(const struct zinf_st_writer *w, int i, uint64_t *bytes,
+				uint32_t *crc);
 
 /* One line: the last error on w ("" if none). */
 const char *zinf_st_writer_last_error(const struct zinf_st_writer *w);

@@ -7,6 +7,7 @@
  * renames each shard, then the index, then fsyncs the directory.
  */
 #include "safetensors_internal.h"
+#include "zinf/crc32c.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
 #include <cjson/cJSON.h>
@@ -30,6 +31,7 @@ struct st_wtensor {
 	int shard;
 	uint64_t begin;		/* offset in the shard's data buffer */
 	uint64_t written_elems; /* pieces so far */
+	uint32_t crc;		/* CRC32C of the bytes written so far (pieces come in order) */
 };
 
 struct st_wshard {
@@ -38,6 +40,7 @@ struct st_wshard {
 	int fd;
 	uint64_t data_begin; /* 8 + padded header length */
 	uint64_t data_bytes;
+	uint32_t crc; /* the header's CRC32C; at finish, the whole file's */
 };
 
 struct zinf_st_writer {
@@ -48,6 +51,9 @@ struct zinf_st_writer {
 	struct st_wshard *shards;
 	int n_shards;
 	bool laid_out, finished, failed;
+	char index_name[ST_PREFIX_MAX + 32]; /* when sharded: the index file, */
+	uint64_t index_bytes;		     /* its size */
+	uint32_t index_crc;		     /* and CRC32C */
 	void *stage;
 	char last_error[ST_ERR_BYTES];
 };
@@ -294,6 +300,7 @@ static int shard_begin(struct zinf_st_writer *w, struct st_wshard *s, const int 
 	rc = st_pwrite_full(s->fd, len8, 8, 0);
 	if (rc == 0)
 		rc = st_pwrite_full(s->fd, h.p, hlen, 8);
+	s->crc = zinf_crc32c(zinf_crc32c(0, len8, 8), h.p, hlen);
 	free(h.p);
 	if (rc == 0 && ftruncate(s->fd, (off_t)(s->data_begin + s->data_bytes)) < 0)
 		rc = -errno;
@@ -419,6 +426,7 @@ int zinf_st_writer_write(struct zinf_st_writer *w, int index, uint64_t elem_begi
 				       s->tmp_path, t->name, (unsigned long long)off,
 				       zinf_strerror(rc));
 		}
+		t->crc = zinf_crc32c(t->crc, buf, k * esz);
 		in += k * zinf_st_dtype_size(src_dtype);
 		off += k * esz;
 		n_elems -= k;
@@ -496,8 +504,70 @@ static int write_index(struct zinf_st_writer *w)
 	}
 	snprintf(name, sizeof(name), "%s.safetensors.index.json", w->opts.prefix);
 	rc = write_file_atomic(w, name, x.p, x.len);
+	if (rc == 0) {
+		snprintf(w->index_name, sizeof(w->index_name), "%s", name);
+		w->index_bytes = x.len;
+		w->index_crc = zinf_crc32c(0, x.p, x.len);
+	}
 	free(x.p);
 	return rc;
+}
+
+static int file_order_cmp(const void *a, const void *b, void *ctx)
+{
+	const struct zinf_st_writer *w = ctx;
+	const struct st_wtensor *x = &w->tensors[*(const int *)a],
+				*y = &w->tensors[*(const int *)b];
+
+	return x->shard != y->shard ? (x->shard > y->shard) - (x->shard < y->shard)
+				    : (x->begin > y->begin) - (x->begin < y->begin);
+}
+
+/* Each shard's CRC32C from its header's and its tensors' (taken as they were written),
+ * combined in file order: the checksum of the file without reading it back. */
+static int shard_crcs(struct zinf_st_writer *w)
+{
+	int *order = malloc((size_t)w->n_tensors * sizeof(int));
+	uint64_t at = 0;
+
+	if (!order)
+		return wr_fail(w, -ENOMEM, "%s: no memory", w->dir);
+	for (int i = 0; i < w->n_tensors; i++)
+		order[i] = i;
+	qsort_r(order, (size_t)w->n_tensors, sizeof(int), file_order_cmp, w);
+	for (int i = 0; i < w->n_tensors; i++) {
+		const struct st_wtensor *t = &w->tensors[order[i]];
+		struct st_wshard *s = &w->shards[t->shard];
+
+		if (i == 0 || t->shard != w->tensors[order[i - 1]].shard)
+			at = 0;
+		if (t->begin != at) { /* the layout has no holes: the bytes checked are the file */
+			free(order);
+			return wr_fail(w, ZINF_ESTATE, "%s: tensor %s at %llu, expected %llu",
+				       s->tmp_path, t->name, (unsigned long long)t->begin,
+				       (unsigned long long)at);
+		}
+		s->crc = zinf_crc32c_combine(s->crc, t->crc, t->nbytes);
+		at += t->nbytes;
+	}
+	free(order);
+	return 0;
+}
+
+const char *zinf_st_writer_file(const struct zinf_st_writer *w, int i, uint64_t *bytes,
+				uint32_t *crc)
+{
+	if (!w || !w->finished || i < 0 || i > w->n_shards ||
+	    (i == w->n_shards && !w->index_name[0]))
+		return NULL;
+	if (i == w->n_shards) {
+		*bytes = w->index_bytes;
+		*crc = w->index_crc;
+		return w->index_name;
+	}
+	*bytes = w->shards[i].data_begin + w->shards[i].data_bytes;
+	*crc = w->shards[i].crc;
+	return w->shards[i].name;
 }
 
 int zinf_st_writer_finish(struct zinf_st_writer *w)
@@ -525,6 +595,9 @@ int zinf_st_writer_finish(struct zinf_st_writer *w)
 				       (unsigned long long)t->written_elems,
 				       (unsigned long long)t->n_elems);
 	}
+	rc = shard_crcs(w);
+	if (rc < 0)
+		return rc;
 	for (int i = 0; i < w->n_shards; i++) {
 		struct st_wshard *s = &w->shards[i];
 

@@ -592,6 +592,7 @@ static enum zinf_dtype save_dtype_of(const struct train_run *r)
  * earlier save into dir is removed first: only a complete save has one. */
 static int save_to(struct train_run *r, const char *dir, uint64_t step, char *err, size_t errlen)
 {
+	struct train_file_sums sums = {0};
 	char path[4200];
 	int rc;
 
@@ -602,13 +603,14 @@ static int save_to(struct train_run *r, const char *dir, uint64_t step, char *er
 			 strerror(errno));
 		return rc;
 	}
-	rc = train_model_save(&r->tm, r->e, dir, save_dtype_of(r), r->o->save_max_shard_bytes, err,
-			      errlen);
+	rc = train_model_save(&r->tm, r->e, dir, save_dtype_of(r), r->o->save_max_shard_bytes,
+			      &sums, err, errlen);
 	if (!rc && r->o->save_state) {
 		r->now.step = step;
-		rc = train_state_save(&r->tm, r->e, dir, &r->now, r->o->save_max_shard_bytes, err,
-				      errlen);
+		rc = train_state_save(&r->tm, r->e, dir, &r->now, r->o->save_max_shard_bytes, &sums,
+				      err, errlen);
 	}
+	train_file_sums_free(&sums);
 	return rc;
 }
 

@@ -59,10 +59,32 @@ void train_model_free(struct train_model *tm);
 
 /* ---- saving (train_save.c) ---------------------------------------------------------------- */
 
+/* The files a save wrote through the safetensors writer, with each one's size and CRC32C
+ * as it was written, so that the manifest lists them without reading them back
+ * (train_state_files.c). */
+struct train_file_sum {
+	char *name;
+	uint64_t bytes;
+	uint32_t crc;
+};
+struct train_file_sums {
+	struct train_file_sum *v;
+	int n, cap;
+};
+struct zinf_st_writer;
+/* Add every file a finished writer wrote. -ENOMEM */
+int train_file_sums_add(struct train_file_sums *fs, const struct zinf_st_writer *w);
+/* The entry for the file called name, or NULL. */
+const struct train_file_sum *train_file_sums_find(const struct train_file_sums *fs,
+						  const char *name);
+void train_file_sums_free(struct train_file_sums *fs);
+
 /* Write config.json + safetensors of every parameter to dir (created if missing) in
- * dtype, sharded at max_shard_bytes. */
+ * dtype, sharded at max_shard_bytes; with sums (may be NULL), add the safetensors files
+ * to it. */
 int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
-		     enum zinf_dtype dtype, uint64_t max_shard_bytes, char *err, size_t errlen);
+		     enum zinf_dtype dtype, uint64_t max_shard_bytes, struct train_file_sums *sums,
+		     char *err, size_t errlen);
 
 /* The engine parameter holding the model's tensor called name (TRAIN_NO_PARAM: none). */
 uint32_t train_model_param_of_name(const struct train_model *tm, const char *name);
@@ -100,17 +122,20 @@ int train_state_numerics(const struct zinf_config *cfg, struct cJSON **out, char
 			 size_t errlen);
 /* Beside the model saved in dir: optimizer.safetensors (every parameter's master and
  * moments, fp32) and then zinf_state.json (st, the engine's progress, every file's size
- * and CRC32C), written atomically. */
+ * and CRC32C), written atomically. The sizes and CRCs of files in sums (the model's
+ * safetensors, and the optimizer state's, added here) are taken from it, after a check
+ * of each size on disk; other files (config.json) are read. */
 int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
-		     const struct train_state *st, uint64_t max_shard_bytes, char *err,
-		     size_t errlen);
+		     const struct train_state *st, uint64_t max_shard_bytes,
+		     struct train_file_sums *sums, char *err, size_t errlen);
 /* "master", "exp_avg", "exp_avg_sq" for k 0, 1, 2: a tensor's parts in the optimizer
  * state, named NAME.<part>. */
 const char *train_state_part_name(int k);
 /* dir/optimizer.safetensors (sharded at max_shard_bytes): every parameter's parts, in
  * pieces of bounded size, written while the next piece is read (train_state_write.c). */
 int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
-				uint64_t max_shard_bytes, char *err, size_t errlen);
+				uint64_t max_shard_bytes, struct train_file_sums *sums, char *err,
+				size_t errlen);
 /* Elements of a piece (4M; tests set it smaller to cut tensors into many pieces). */
 extern uint64_t train_state_piece_elems;
 /* Read dir/zinf_state.json and check every file it lists (size, CRC32C). */

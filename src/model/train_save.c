@@ -85,7 +85,8 @@ static int write_tensors(struct train_model *tm, struct zinf_engine *e, struct z
 }
 
 int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
-		     enum zinf_dtype dtype, uint64_t max_shard_bytes, char *err, size_t errlen)
+		     enum zinf_dtype dtype, uint64_t max_shard_bytes, struct train_file_sums *sums,
+		     char *err, size_t errlen)
 {
 	struct zinf_st_writer_opts wo;
 	struct zinf_st_writer *w;
@@ -118,6 +119,11 @@ int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *
 	rc = zinf_st_writer_finish(w);
 	if (rc) {
 		snprintf(err, errlen, "%s", zinf_st_writer_last_error(w));
+		goto out_writer;
+	}
+	if (sums && train_file_sums_add(sums, w)) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "%s: out of memory for the file list", dir);
 		goto out_writer;
 	}
 	snprintf(path, sizeof(path), "%s/config.json", dir);

@@ -108,18 +108,38 @@ out:
 
 /* ---- saving ----------------------------------------------------------------------------------- */
 
-static int add_file(cJSON *files, const char *dir, const char *name, char *err, size_t errlen)
+/* name's entry: its size and CRC32C as written when sums has them (the size checked on
+ * disk), else read from the file. */
+static int add_file(cJSON *files, const char *dir, const char *name,
+		    const struct train_file_sums *sums, char *err, size_t errlen)
 {
+	const struct train_file_sum *sum = train_file_sums_find(sums, name);
 	char path[4200], crc_text[16];
+	struct stat st;
 	uint64_t size;
 	uint32_t crc;
 	cJSON *f;
 	int rc;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	rc = train_state_file_crc(path, &size, &crc, err, errlen);
-	if (rc)
-		return rc;
+	if (sum) {
+		if (lstat(path, &st)) {
+			rc = -errno;
+			snprintf(err, errlen, "%s: %s", path, zinf_strerror(rc));
+			return rc;
+		}
+		if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != sum->bytes) {
+			snprintf(err, errlen, "%s: %lld bytes on disk, %" PRIu64 " written", path,
+				 (long long)st.st_size, sum->bytes);
+			return ZINF_EFORMAT;
+		}
+		size = sum->bytes;
+		crc = sum->crc;
+	} else {
+		rc = train_state_file_crc(path, &size, &crc, err, errlen);
+		if (rc)
+			return rc;
+	}
 	snprintf(crc_text, sizeof(crc_text), "%08" PRIx32, crc);
 	f = cJSON_CreateObject();
 	if (!f || !cJSON_AddItemToArray(files, f) || !cJSON_AddStringToObject(f, "name", name) ||
@@ -217,8 +237,8 @@ static bool add_owned(cJSON *o, const char *key, cJSON *item)
 }
 
 int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
-		     const struct train_state *st, uint64_t max_shard_bytes, char *err,
-		     size_t errlen)
+		     const struct train_state *st, uint64_t max_shard_bytes,
+		     struct train_file_sums *sums, char *err, size_t errlen)
 {
 	struct zinf_engine_progress prog;
 	cJSON *root = NULL, *files, *names = NULL, *name;
@@ -226,7 +246,7 @@ int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *
 	size_t len;
 	int rc;
 
-	rc = train_state_write_optimizer(tm, e, dir, max_shard_bytes, err, errlen);
+	rc = train_state_write_optimizer(tm, e, dir, max_shard_bytes, sums, err, errlen);
 	if (rc)
 		return rc;
 	rc = zinf_engine_progress_get(e, &prog);
@@ -250,7 +270,7 @@ int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *
 	names = train_state_checkpoint_files(dir, &rc, err, errlen);
 	cJSON_ArrayForEach(name, names)
 	{
-		rc = add_file(files, dir, name->valuestring, err, errlen);
+		rc = add_file(files, dir, name->valuestring, sums, err, errlen);
 		if (rc)
 			break;
 	}

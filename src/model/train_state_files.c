@@ -1,7 +1,8 @@
 /*
  * The training state's files: the list of files a checkpoint's resume reads (config.json,
  * the model's and the optimizer state's safetensors, as the reader finds them), their
- * sizes and CRC32C, the data file's sample CRC and the manifest's seal.
+ * sizes and CRC32C (those a save wrote kept as it wrote them), the data file's sample
+ * CRC and the manifest's seal.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +55,50 @@ out:
 		close(fd);
 	free(buf);
 	return rc;
+}
+
+/* ---- what a save wrote ------------------------------------------------------------------- */
+
+int train_file_sums_add(struct train_file_sums *fs, const struct zinf_st_writer *w)
+{
+	const char *name;
+	uint64_t bytes;
+	uint32_t crc;
+
+	for (int i = 0; (name = zinf_st_writer_file(w, i, &bytes, &crc)); i++) {
+		if (fs->n == fs->cap) {
+			int cap = fs->cap ? 2 * fs->cap : 8;
+			struct train_file_sum *v = realloc(fs->v, (size_t)cap * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			fs->v = v;
+			fs->cap = cap;
+		}
+		fs->v[fs->n].name = strdup(name);
+		if (!fs->v[fs->n].name)
+			return -ENOMEM;
+		fs->v[fs->n].bytes = bytes;
+		fs->v[fs->n].crc = crc;
+		fs->n++;
+	}
+	return 0;
+}
+
+const struct train_file_sum *train_file_sums_find(const struct train_file_sums *fs,
+						  const char *name)
+{
+	for (int i = 0; fs && i < fs->n; i++)
+		if (!strcmp(fs->v[i].name, name))
+			return &fs->v[i];
+	return NULL;
+}
+
+void train_file_sums_free(struct train_file_sums *fs)
+{
+	for (int i = 0; i < fs->n; i++)
+		free(fs->v[i].name);
+	free(fs->v);
+	memset(fs, 0, sizeof(*fs));
 }
 
 static const char *base_name(const char *path)

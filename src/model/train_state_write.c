@@ -153,7 +153,8 @@ static int declare(struct zinf_st_writer *w, struct train_model *tm, const char 
 }
 
 int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
-				uint64_t max_shard_bytes, char *err, size_t errlen)
+				uint64_t max_shard_bytes, struct train_file_sums *sums, char *err,
+				size_t errlen)
 {
 	uint64_t piece = tm->largest_tensor_elems < train_state_piece_elems
 				 ? tm->largest_tensor_elems
@@ -207,6 +208,10 @@ int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, c
 		rc = zinf_st_writer_finish(sp.w);
 		if (rc)
 			snprintf(err, errlen, "%s", zinf_st_writer_last_error(sp.w));
+	}
+	if (!rc && sums && train_file_sums_add(sums, sp.w)) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "%s: out of memory for the file list", dir);
 	}
 out:
 	zinf_st_writer_destroy(sp.w);
