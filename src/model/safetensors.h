@@ -109,6 +109,13 @@ int zinf_st_reader_read_elems(struct zinf_st_reader *r, const struct zinf_st_ten
 int zinf_st_reader_read(struct zinf_st_reader *r, const struct zinf_st_tensor_info *t, void *dst,
 			enum zinf_st_dtype dst_dtype);
 
+/* The size (at open) and CRC32C of file (0 .. zinf_st_reader_file_count() - 1) as it is
+ * on disk. The bytes that reads so far brought, a tensor's from its start in order, are
+ * not read again: their checksum was taken as they came; the header, any gaps and the
+ * rest are read now. So a caller that read every tensor whole checks the file against
+ * a known CRC for the price of its header. Returns 0, -EINVAL, -EIO / ZINF_EFORMAT. */
+int zinf_st_reader_file_crc(struct zinf_st_reader *r, int file, uint64_t *size, uint32_t *crc);
+
 /* One line: the last error on r ("" if none). Valid until the next call on r. */
 const char *zinf_st_reader_last_error(const struct zinf_st_reader *r);
 

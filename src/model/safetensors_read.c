@@ -6,6 +6,7 @@
  * buffer when the dtypes match, else through a fixed staging buffer.
  */
 #include "safetensors_internal.h"
+#include "zinf/crc32c.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
 #include <cjson/cJSON.h>
@@ -34,6 +35,10 @@ struct zinf_st_reader {
 	struct zinf_st_tensor_info *tensors; /* storage order */
 	int n_tensors;
 	int *by_name; /* tensor indices sorted by name, for zinf_st_reader_find */
+	/* (n_tensors) CRC32C of each tensor's first crc_elems elements, as reads from its
+	 * start in order brought them: zinf_st_reader_file_crc then reads only the rest */
+	uint32_t *crc;
+	uint64_t *crc_elems;
 	bool opened;
 	void *stage; /* ST_STAGE_BYTES, allocated on the first converting read */
 	char last_error[ST_ERR_BYTES];
@@ -68,8 +73,12 @@ static void reader_clear(struct zinf_st_reader *r)
 		free((char *)r->tensors[i].name);
 	free(r->tensors);
 	free(r->by_name);
+	free(r->crc);
+	free(r->crc_elems);
 	r->tensors = NULL;
 	r->by_name = NULL;
+	r->crc = NULL;
+	r->crc_elems = NULL;
 	r->n_tensors = 0;
 	for (int i = 0; i < r->n_files; i++) {
 		if (r->files[i].fd >= 0)
@@ -723,6 +732,12 @@ int zinf_st_reader_open(struct zinf_st_reader *r, const char *path)
 		qsort(r->tensors, (size_t)r->n_tensors, sizeof(*r->tensors), tensor_cmp_storage);
 		rc = build_name_index(r);
 	}
+	if (rc == 0) {
+		r->crc = calloc((size_t)r->n_tensors + 1, sizeof(*r->crc));
+		r->crc_elems = calloc((size_t)r->n_tensors + 1, sizeof(*r->crc_elems));
+		if (!r->crc || !r->crc_elems)
+			rc = rd_fail(r, -ENOMEM, "no memory for the tensors' checksums");
+	}
 	if (rc < 0) {
 		reader_clear(r);
 		r->opened = false;
@@ -784,6 +799,8 @@ int zinf_st_reader_read_elems(struct zinf_st_reader *r, const struct zinf_st_ten
 	uint64_t esz, dsz, off, chunk_elems;
 	const struct st_file *f;
 	char *out = dst;
+	ptrdiff_t ti;
+	bool track;
 	int rc;
 
 	if (!r || !t || t < r->tensors || t >= r->tensors + r->n_tensors)
@@ -808,6 +825,8 @@ int zinf_st_reader_read_elems(struct zinf_st_reader *r, const struct zinf_st_ten
 	esz = zinf_st_dtype_size(t->dtype);
 	dsz = zinf_st_dtype_size(dst_dtype);
 	off = t->file_offset + elem_begin * esz;
+	ti = t - r->tensors;
+	track = elem_begin == r->crc_elems[ti]; /* carries on the tensor's checksum */
 	chunk_elems = t->dtype == dst_dtype ? n_elems : ST_STAGE_BYTES / esz;
 	while (n_elems > 0) {
 		uint64_t k = n_elems < chunk_elems ? n_elems : chunk_elems;
@@ -822,6 +841,10 @@ int zinf_st_reader_read_elems(struct zinf_st_reader *r, const struct zinf_st_ten
 		if (rc < 0)
 			return rd_fail(r, rc, "%s: tensor %s: read at offset %llu: %s", f->path,
 				       t->name, (unsigned long long)off, zinf_strerror(rc));
+		if (track) {
+			r->crc[ti] = zinf_crc32c(r->crc[ti], buf, k * esz);
+			r->crc_elems[ti] += k;
+		}
 		if (buf != out)
 			zinf_st_convert(out, dst_dtype, buf, t->dtype, k);
 		out += k * dsz;
@@ -837,4 +860,68 @@ int zinf_st_reader_read(struct zinf_st_reader *r, const struct zinf_st_tensor_in
 	if (!t)
 		return r ? rd_fail(r, -EINVAL, "read: tensor is NULL") : -EINVAL;
 	return zinf_st_reader_read_elems(r, t, 0, t->n_elems, dst, dst_dtype);
+}
+
+/* Carry *crc over bytes [from, to) of f, read now in staging-sized pieces. */
+static int crc_range(struct zinf_st_reader *r, const struct st_file *f, uint64_t from, uint64_t to,
+		     uint32_t *crc)
+{
+	int rc;
+
+	if (from < to && !r->stage) {
+		r->stage = malloc(ST_STAGE_BYTES);
+		if (!r->stage)
+			return rd_fail(r, -ENOMEM, "%s: no memory to checksum it", f->path);
+	}
+	while (from < to) {
+		uint64_t k = to - from < ST_STAGE_BYTES ? to - from : ST_STAGE_BYTES;
+		rc = st_pread_full(f->fd, r->stage, k, from);
+		if (rc == ZINF_EFORMAT)
+			return rd_fail(r, rc,
+				       "%s: short read at offset %llu (file shrank since it "
+				       "was opened?)",
+				       f->path, (unsigned long long)from);
+		if (rc < 0)
+			return rd_fail(r, rc, "%s: read at offset %llu: %s", f->path,
+				       (unsigned long long)from, zinf_strerror(rc));
+		*crc = zinf_crc32c(*crc, r->stage, k);
+		from += k;
+	}
+	return 0;
+}
+
+int zinf_st_reader_file_crc(struct zinf_st_reader *r, int file, uint64_t *size, uint32_t *crc)
+{
+	const struct st_file *f;
+	uint64_t at = 0;
+	uint32_t c = 0;
+	int rc = 0;
+
+	if (!r || !r->opened || file < 0 || file >= r->n_files)
+		return r ? rd_fail(r, -EINVAL, "checksum: no file %d", file) : -EINVAL;
+	f = &r->files[file];
+	/* storage order: the file's tensors by offset; the header and any gaps between */
+	for (int i = 0; i < r->n_tensors && !rc; i++) {
+		const struct zinf_st_tensor_info *t = &r->tensors[i];
+		if (t->file != file)
+			continue;
+		if (t->file_offset < at)
+			return rd_fail(r, ZINF_EFORMAT, "%s: tensor %s overlaps the one before it",
+				       f->path, t->name);
+		rc = crc_range(r, f, at, t->file_offset, &c);
+		if (rc)
+			break;
+		if (r->crc_elems[i] == t->n_elems)
+			c = zinf_crc32c_combine(c, r->crc[i], t->nbytes);
+		else
+			rc = crc_range(r, f, t->file_offset, t->file_offset + t->nbytes, &c);
+		at = t->file_offset + t->nbytes;
+	}
+	if (!rc)
+		rc = crc_range(r, f, at, f->size, &c);
+	if (rc)
+		return rc;
+	*size = f->size;
+	*crc = c;
+	return 0;
 }

@@ -72,6 +72,9 @@ struct train_file_sums {
 	int n, cap;
 };
 struct zinf_st_writer;
+/* Add one file; -ENOMEM */
+int train_file_sums_push(struct train_file_sums *fs, const char *name, uint64_t bytes,
+			 uint32_t crc);
 /* Add every file a finished writer wrote. -ENOMEM */
 int train_file_sums_add(struct train_file_sums *fs, const struct zinf_st_writer *w);
 /* The entry for the file called name, or NULL. */
@@ -113,6 +116,9 @@ struct train_state {
 	uint32_t data_crc;	/* train_state_data_crc of the training data */
 	char device[8];		/* "host" or "cuda": the engine's device the state was saved on */
 	struct cJSON *numerics; /* {key: value} of the config keys that decide the numbers */
+	/* The optimizer state's safetensors files as the manifest lists them: their sizes
+	 * are checked when it is read, their CRC32C by train_state_load from what it reads */
+	struct train_file_sums deferred;
 };
 
 void train_state_free(struct train_state *st);

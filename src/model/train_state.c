@@ -40,6 +40,7 @@ void train_state_free(struct train_state *st)
 {
 	cJSON_Delete(st->numerics);
 	st->numerics = NULL;
+	train_file_sums_free(&st->deferred);
 }
 
 /* ---- the keys that decide the numbers ------------------------------------------------------ */

@@ -20,7 +20,8 @@
 #include "zinf/crc32c.h"
 #include "zinf/error.h"
 
-/* Size and CRC32C of a whole file, read in 1 MiB pieces. */
+/* Size and CRC32C of a whole file, read in 1 MiB pieces (with crc NULL: only its size,
+ * nothing read). */
 int train_state_file_crc(const char *path, uint64_t *size, uint32_t *crc, char *err, size_t errlen)
 {
 	enum { PIECE = 1u << 20 };
@@ -31,7 +32,8 @@ int train_state_file_crc(const char *path, uint64_t *size, uint32_t *crc, char *
 	ssize_t n;
 
 	*size = 0;
-	*crc = 0;
+	if (crc)
+		*crc = 0;
 	if (fd < 0 || !buf) {
 		rc = fd < 0 ? -errno : -ENOMEM;
 		snprintf(err, errlen, "%s: %s", path, zinf_strerror(rc));
@@ -40,6 +42,10 @@ int train_state_file_crc(const char *path, uint64_t *size, uint32_t *crc, char *
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		rc = ZINF_EFORMAT;
 		snprintf(err, errlen, "%s: not a regular file", path);
+		goto out;
+	}
+	if (!crc) {
+		*size = (uint64_t)st.st_size;
 		goto out;
 	}
 	while ((n = read(fd, buf, PIECE)) > 0) {
@@ -59,29 +65,35 @@ out:
 
 /* ---- what a save wrote ------------------------------------------------------------------- */
 
+int train_file_sums_push(struct train_file_sums *fs, const char *name, uint64_t bytes, uint32_t crc)
+{
+	if (fs->n == fs->cap) {
+		int cap = fs->cap ? 2 * fs->cap : 8;
+		struct train_file_sum *v = realloc(fs->v, (size_t)cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		fs->v = v;
+		fs->cap = cap;
+	}
+	fs->v[fs->n].name = strdup(name);
+	if (!fs->v[fs->n].name)
+		return -ENOMEM;
+	fs->v[fs->n].bytes = bytes;
+	fs->v[fs->n].crc = crc;
+	fs->n++;
+	return 0;
+}
+
 int train_file_sums_add(struct train_file_sums *fs, const struct zinf_st_writer *w)
 {
 	const char *name;
 	uint64_t bytes;
 	uint32_t crc;
+	int rc = 0;
 
-	for (int i = 0; (name = zinf_st_writer_file(w, i, &bytes, &crc)); i++) {
-		if (fs->n == fs->cap) {
-			int cap = fs->cap ? 2 * fs->cap : 8;
-			struct train_file_sum *v = realloc(fs->v, (size_t)cap * sizeof(*v));
-			if (!v)
-				return -ENOMEM;
-			fs->v = v;
-			fs->cap = cap;
-		}
-		fs->v[fs->n].name = strdup(name);
-		if (!fs->v[fs->n].name)
-			return -ENOMEM;
-		fs->v[fs->n].bytes = bytes;
-		fs->v[fs->n].crc = crc;
-		fs->n++;
-	}
-	return 0;
+	for (int i = 0; !rc && (name = zinf_st_writer_file(w, i, &bytes, &crc)); i++)
+		rc = train_file_sums_push(fs, name, bytes, crc);
+	return rc;
 }
 
 const struct train_file_sum *train_file_sums_find(const struct train_file_sums *fs,

@@ -71,7 +71,8 @@ static bool parse_double(const char *text, double *out)
 /* ---- reading and checking ----------------------------------------------------------------- */
 
 struct reading {
-	const char *path; /* of zinf_state.json, for messages */
+	const char *path;	/* of zinf_state.json, for messages */
+	struct train_state *st; /* being read (train_state_read), else NULL */
 	char *err;
 	size_t errlen;
 };
@@ -191,6 +192,19 @@ static bool plain_name(const char *name)
 }
 
 /* Entry i of files: a plain file name in dir whose size and CRC32C are the listed ones. */
+/* A file of the optimizer state's safetensors (not its index): optimizer.safetensors or
+ * optimizer-0000K-of-0000N.safetensors. */
+static bool optimizer_shard(const char *name)
+{
+	size_t n = strlen(name), tail = strlen(".safetensors");
+
+	return !strncmp(name, "optimizer", 9) && n > tail &&
+	       !strcmp(name + n - tail, ".safetensors");
+}
+
+/* A listed file's size against the manifest, and its CRC32C, except an optimizer state
+ * shard's: that is taken from what the load reads (check_read_files), so a resume reads
+ * the state once. */
 static int check_file(struct reading *rd, const char *dir, const cJSON *f, int i)
 {
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
@@ -199,6 +213,7 @@ static int check_file(struct reading *rd, const char *dir, const cJSON *f, int i
 	uint32_t want_crc, got_crc;
 	uint64_t size;
 	double bytes;
+	bool deferred;
 	int rc;
 
 	if (!cJSON_IsString(name) || !plain_name(name->valuestring))
@@ -209,13 +224,18 @@ static int check_file(struct reading *rd, const char *dir, const cJSON *f, int i
 	if (!cJSON_IsString(crc) || !parse_hex8(crc->valuestring, &want_crc))
 		return bad(rd, ZINF_EFORMAT, "files[%d].crc32c: missing or not 8 hex digits", i);
 	snprintf(path, sizeof(path), "%s/%s", dir, name->valuestring);
-	rc = train_state_file_crc(path, &size, &got_crc, ebuf, sizeof(ebuf));
+	deferred = optimizer_shard(name->valuestring);
+	rc = train_state_file_crc(path, &size, deferred ? NULL : &got_crc, ebuf, sizeof(ebuf));
 	if (rc)
 		return bad(rd, rc, "%s", ebuf);
 	if (size != (uint64_t)bytes)
 		return bad(rd, ZINF_EFORMAT,
 			   "%s: %" PRIu64 " bytes, the state lists %.0f (changed or truncated)",
 			   name->valuestring, size, bytes);
+	if (deferred) /* its CRC32C: from what train_state_load reads */
+		return train_file_sums_push(&rd->st->deferred, name->valuestring, size, want_crc)
+			       ? bad(rd, -ENOMEM, "out of memory")
+			       : 0;
 	if (got_crc != want_crc)
 		return bad(rd, ZINF_EFORMAT,
 			   "%s: CRC32C %08" PRIx32 ", the state lists %08" PRIx32
@@ -355,7 +375,7 @@ out:
 int train_state_read(const char *dir, struct train_state *st, char *err, size_t errlen)
 {
 	char path[4200];
-	struct reading rd = {.path = path, .err = err, .errlen = errlen};
+	struct reading rd = {.path = path, .st = st, .err = err, .errlen = errlen};
 	const cJSON *fmt, *numerics, *device;
 	cJSON *root;
 	double v;
@@ -499,6 +519,53 @@ static int open_optimizer(const char *dir, struct zinf_st_reader **out, char *er
 	return rc;
 }
 
+/* The optimizer state's files against the sizes and CRC32C the manifest lists for them
+ * (deferred by check_file), from what the load read: only what it did not read (the
+ * headers) is read now. */
+static int check_read_files(struct zinf_st_reader *r, const struct train_state *st, const char *dir,
+			    char *err, size_t errlen)
+{
+	int checked = 0;
+
+	for (int f = 0; f < zinf_st_reader_file_count(r); f++) {
+		const char *path = zinf_st_reader_file_path(r, f), *slash = strrchr(path, '/');
+		const char *name = slash ? slash + 1 : path;
+		const struct train_file_sum *want = train_file_sums_find(&st->deferred, name);
+		uint64_t size;
+		uint32_t crc;
+		int rc;
+
+		if (!want)
+			continue;
+		rc = zinf_st_reader_file_crc(r, f, &size, &crc);
+		if (rc) {
+			snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
+			return rc;
+		}
+		if (size != want->bytes) {
+			snprintf(err, errlen,
+				 "%s/%s: %s: %" PRIu64 " bytes, the state lists %" PRIu64
+				 " (changed or truncated)",
+				 dir, TRAIN_STATE_FILE, name, size, want->bytes);
+			return ZINF_EFORMAT;
+		}
+		if (crc != want->crc) {
+			snprintf(err, errlen,
+				 "%s/%s: %s: CRC32C %08" PRIx32 ", the state lists %08" PRIx32
+				 " (the file is damaged)",
+				 dir, TRAIN_STATE_FILE, name, crc, want->crc);
+			return ZINF_EFORMAT;
+		}
+		checked++;
+	}
+	if (checked != st->deferred.n) {
+		snprintf(err, errlen, "%s/%s: %d optimizer state files listed, %d read", dir,
+			 TRAIN_STATE_FILE, st->deferred.n, checked);
+		return ZINF_EFORMAT;
+	}
+	return 0;
+}
+
 int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *dir,
 		     const struct train_state *st, char *err, size_t errlen)
 {
@@ -563,6 +630,8 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
 		if (rc)
 			snprintf(err, errlen, "%s: %s", dir, zinf_last_error(e));
 	}
+	if (!rc)
+		rc = check_read_files(r, st, dir, err, errlen);
 	if (!rc) {
 		rc = zinf_engine_progress_set(e, &st->progress);
 		if (rc)

@@ -5,7 +5,12 @@
  * declaration order), pieces converted from another dtype, tensors written in reverse
  * declaration order, empty tensors, one file and several shards. Nothing is reported
  * before the finish, and nothing past the last file.
+ *
+ * The reader gives each file's CRC32C after reads that covered every tensor, some, or
+ * none, whole or in pieces, in order or not, converted or not: always the file's, the
+ * same whatever was read before.
  */
+#include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +44,53 @@ static void file_crc(const char *dir, const char *name, uint64_t *bytes, uint32_
 		*bytes += n;
 	}
 	fclose(f);
+}
+
+/* Read the checkpoint in dir as how says (0 nothing, 1 every tensor whole, 2 every other
+ * tensor in pieces of 100 elements converted to bf16, 3 every tensor's second half and
+ * then its whole), then check every file's CRC32C from the reader against the file. */
+static void check_reader(const char *dir, int how)
+{
+	struct zinf_st_reader *r;
+	float *dst = malloc(65536 * sizeof(float));
+	uint64_t bytes, got_bytes;
+	uint32_t crc, got_crc;
+
+	T_CHECK(dst && zinf_st_reader_create(&r) == 0, "reader");
+	T_CHECK(zinf_st_reader_open(r, dir) == 0, "open %s: %s", dir, zinf_st_reader_last_error(r));
+	for (int i = 0; i < zinf_st_reader_count(r); i++) {
+		const struct zinf_st_tensor_info *t = zinf_st_reader_tensor(r, i);
+		if (how == 1 || (how == 3 && t->n_elems > 1)) {
+			if (how == 3)
+				T_CHECK(zinf_st_reader_read_elems(r, t, t->n_elems / 2,
+								  t->n_elems - t->n_elems / 2, dst,
+								  ZINF_ST_F32) == 0,
+					"read half %s", t->name);
+			T_CHECK(zinf_st_reader_read(r, t, dst, ZINF_ST_F32) == 0, "read %s: %s",
+				t->name, zinf_st_reader_last_error(r));
+		}
+		if (how == 2 && i % 2 == 0)
+			for (uint64_t at = 0; at < t->n_elems; at += 100) {
+				uint64_t n = t->n_elems - at < 100 ? t->n_elems - at : 100;
+				T_CHECK(zinf_st_reader_read_elems(r, t, at, n, dst, ZINF_ST_BF16) ==
+						0,
+					"read %s at %llu", t->name, (unsigned long long)at);
+			}
+	}
+	for (int f = 0; f < zinf_st_reader_file_count(r); f++) {
+		const char *path = zinf_st_reader_file_path(r, f), *base = strrchr(path, '/');
+		T_CHECK(zinf_st_reader_file_crc(r, f, &bytes, &crc) == 0, "file_crc %s: %s", path,
+			zinf_st_reader_last_error(r));
+		file_crc(dir, base + 1, &got_bytes, &got_crc);
+		T_CHECK(bytes == got_bytes && crc == got_crc,
+			"reader, reads %d: %s: %llu bytes crc %08x, the file has %llu bytes crc %08x",
+			how, base + 1, (unsigned long long)bytes, crc,
+			(unsigned long long)got_bytes, got_crc);
+	}
+	T_CHECK(zinf_st_reader_file_crc(r, zinf_st_reader_file_count(r), &bytes, &crc) == -EINVAL,
+		"a checksum of a file past the last");
+	zinf_st_reader_destroy(r);
+	free(dst);
 }
 
 static void write_case(uint64_t max_shard_bytes, int want_files)
@@ -91,6 +143,8 @@ static void write_case(uint64_t max_shard_bytes, int want_files)
 		zinf_st_writer_shard_count(w));
 	T_CHECK(!zinf_st_writer_file(w, -1, &bytes, &crc), "a file reported at -1");
 	zinf_st_writer_destroy(w);
+	for (int how = 0; how < 4; how++)
+		check_reader(dir, how);
 	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 	free(src);
 }
