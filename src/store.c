@@ -68,6 +68,7 @@ void zinf_store_opts_init(struct zinf_store_opts *opts)
 int zinf_store_create(const struct zinf_store_opts *opts, struct zinf_store **out, char *err,
 		      size_t errlen)
 {
+	pthread_condattr_t cattr;
 	struct zinf_store *s;
 	int rc;
 
@@ -102,8 +103,13 @@ int zinf_store_create(const struct zinf_store_opts *opts, struct zinf_store **ou
 		s->o.mover_idle_ns = 1000000000ull;
 	s->err_serial = zinf_thread_error_serial();
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->kick, NULL);
-	pthread_cond_init(&s->ready, NULL);
+	/* timed waits on the monotonic clock: a step of the wall clock must not turn the
+	 * mover's 100 us poll into a stall */
+	pthread_condattr_init(&cattr);
+	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->kick, &cattr);
+	pthread_cond_init(&s->ready, &cattr);
+	pthread_condattr_destroy(&cattr);
 	s->active_tail = &s->active;
 	rc = zinf_stream_create(opts->device, &s->h2d);
 	if (!rc)

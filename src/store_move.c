@@ -48,7 +48,7 @@ void store_wait_ms(struct zinf_store *s)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* the conditions' clock (zinf_store_create) */
 	ts.tv_nsec += 1000000;
 	if (ts.tv_nsec >= 1000000000L) {
 		ts.tv_sec++;
@@ -337,7 +337,7 @@ void *store_mover_main(void *arg)
 		if (s->stop || s->kicks != seen)
 			continue;
 		uint64_t wait_ns = busy ? MOVER_POLL_NS : s->o.mover_idle_ns;
-		clock_gettime(CLOCK_REALTIME, &ts);
+		clock_gettime(CLOCK_MONOTONIC, &ts);
 		ts.tv_sec += (time_t)(wait_ns / 1000000000ull);
 		ts.tv_nsec += (long)(wait_ns % 1000000000ull);
 		if (ts.tv_nsec >= 1000000000L) {
@@ -460,10 +460,9 @@ int zinf_store_wait(struct zinf_store *s, uint32_t module)
 			/* Place what fits now; if this module still cannot, only the caller's own
 			 * releases could make room: say so rather than hang. */
 			place_waiting(s);
-			if (mod->state != MOD_WAITING_SPACE) {
-				kick(s);
+			kick(s); /* what it placed (this module or those ahead) needs the mover */
+			if (mod->state != MOD_WAITING_SPACE)
 				continue;
-			}
 			rc = fail_no_space(s, mod);
 			goto out_time;
 		}

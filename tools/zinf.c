@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -62,12 +63,14 @@ static int cmd_help(int argc, char **argv)
 /* When OpenBLAS did not recognise this CPU and runs generic kernels, run again with
  * OPENBLAS_CORETYPE naming the faster core the CPU supports (it is read only when
  * OpenBLAS loads; zinf_blas_core_suggested() is NULL once it is set, so this happens at
- * most once). If the exec fails, go on as we are. */
+ * most once). Not when started through the dynamic loader named as the program (no
+ * interpreter base: /proc/self/exe is then the loader). If the exec fails, go on as we
+ * are. */
 static void rerun_with_faster_blas(char **argv)
 {
 	const char *core = zinf_blas_core_suggested();
 
-	if (!core || setenv("OPENBLAS_CORETYPE", core, 1))
+	if (!core || !getauxval(AT_BASE) || setenv("OPENBLAS_CORETYPE", core, 1))
 		return;
 	execv("/proc/self/exe", argv);
 	unsetenv("OPENBLAS_CORETYPE");

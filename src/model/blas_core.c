@@ -6,55 +6,49 @@
  * loads. On a CPU newer than the build knows (Debian 12's 0.3.21 on an Intel Xeon of
  * family 6 model 207, for one) it falls back to its generic Prescott (SSE3) kernels,
  * which run the demo's sgemm-bound training 2.3x slower than the AVX-512 kernels the
- * CPU supports (docs/benchmarks.md, "OpenBLAS core"). The core can only be chosen
+ * CPU supports (docs/benchmarks.md, "The demo's step time"). The core can only be chosen
  * before OpenBLAS loads, by OPENBLAS_CORETYPE in the environment: the library only says
  * which core would be better; the zinf CLI re-executes itself with it set.
  *
  * Only a fallback is overridden: a core with AVX2 kernels or better is OpenBLAS's own
- * informed choice and is kept, and so is anything the user set.
+ * informed choice and is kept, and so is anything the user set. A build without
+ * DYNAMIC_ARCH has one core and ignores the variable: nothing is suggested there.
+ * For AVX-512 the suggestion is SkylakeX, which every DYNAMIC_ARCH build since 0.2.20
+ * finds by name (0.3.21 does not find "Cooperlake" by name; its extra kernels are bf16
+ * products, which the model does not use).
  */
 #include <cblas.h>
-#include <cpuid.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "llama_ops.h"
 #include "zinf/log.h"
 #include "zinf/train.h"
 
-/* The widest vector kernels of an OpenBLAS x86-64 core: 2 for AVX2, 3 for AVX-512, 1 for
- * older or unknown ones (the generic fallbacks among them). */
-static int core_level(const char *name)
+/* Cores with AVX2 kernels or wider: OpenBLAS chose them knowing the CPU. Anything else on
+ * a CPU with AVX2 is a fallback (Prescott for an Intel model it does not know). */
+static bool vector_core(const char *name)
 {
-	static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
-	static const char *const avx2[] = {"Haswell", "Zen"};
+	static const char *const known[] = {"Haswell",	"Zen",	      "Excavator",
+					    "SkylakeX", "Cooperlake", "SapphireRapids"};
 
-	for (size_t i = 0; i < sizeof(avx512) / sizeof(avx512[0]); i++)
-		if (!strcasecmp(name, avx512[i]))
-			return 3;
-	for (size_t i = 0; i < sizeof(avx2) / sizeof(avx2[0]); i++)
-		if (!strcasecmp(name, avx2[i]))
-			return 2;
-	return 1;
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (!strcasecmp(name, known[i]))
+			return true;
+	return false;
 }
 
-/* AVX512_BF16: cpuid leaf 7, sub-leaf 1, EAX bit 5. */
-static bool cpu_has_avx512_bf16(void)
-{
-	unsigned a, b, c, d;
-
-	return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
-}
-
-/* The best core this CPU (and its OS, which must save the AVX state) runs; NULL below
- * AVX2. */
+/* The best core this CPU (and its OS, which must save the vector state: libgcc checks
+ * XCR0) runs; NULL below AVX2. */
 static const char *cpu_best_core(void)
 {
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 	    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
 	    __builtin_cpu_supports("avx512cd"))
-		return cpu_has_avx512_bf16() ? "Cooperlake" : "SkylakeX";
+		return "SkylakeX";
 	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
 		return "Haswell";
 	return NULL;
@@ -69,15 +63,15 @@ const char *zinf_blas_core_suggested(void)
 {
 	const char *best;
 
-	if (getenv("OPENBLAS_CORETYPE"))
+	if (getenv("OPENBLAS_CORETYPE") || !strstr(openblas_get_config(), "DYNAMIC_ARCH"))
 		return NULL;
 	best = cpu_best_core();
-	if (!best || core_level(zinf_blas_core()) > 1)
+	if (!best || vector_core(zinf_blas_core()))
 		return NULL;
 	return best;
 }
 
-void blas_core_check(void)
+static void warn_once(void)
 {
 	const char *best = zinf_blas_core_suggested();
 
@@ -85,6 +79,13 @@ void blas_core_check(void)
 		zinf_logf(ZINF_LOG_WARN,
 			  "OpenBLAS did not recognise this CPU and runs its generic %s kernels; "
 			  "OPENBLAS_CORETYPE=%s in the environment makes the model's matrix "
-			  "products about 2x faster (the zinf CLI sets it itself)",
+			  "products about 2x faster",
 			  zinf_blas_core(), best);
+}
+
+void blas_core_check(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, warn_once);
 }

@@ -13,8 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Warn (once per call) when OpenBLAS runs generic kernels on a CPU it did not recognise,
- * naming the OPENBLAS_CORETYPE that would be faster (blas_core.c). */
+/* Warn (once per process) when OpenBLAS runs generic kernels on a CPU it did not
+ * recognise, naming the OPENBLAS_CORETYPE that would be faster (blas_core.c). */
 void blas_core_check(void);
 
 /* y (n, out) = x (n, in) w^T + b; w (out, in), b (out) or NULL. */

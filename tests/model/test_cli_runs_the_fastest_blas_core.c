@@ -4,16 +4,19 @@
  * use). A core the user chose in OPENBLAS_CORETYPE is kept, even a generic one. In this
  * process (which loaded OpenBLAS with the environment it had), a suggestion is made
  * exactly when the core in use is generic, the CPU does better, and the variable is
- * unset. argv[1]: the zinf CLI. */
+ * unset. Skipped with an OpenBLAS built for one core (no DYNAMIC_ARCH), which ignores
+ * OPENBLAS_CORETYPE. argv[1]: the zinf CLI. */
 #include <strings.h>
 
 #include "cli_util.h"
+
+char *openblas_get_config(void); /* OpenBLAS's own (cblas.h is not on this path) */
 #include "zinf/train.h"
 
 static bool generic(const char *core)
 {
-	static const char *const vector[] = {"Haswell", "Zen", "SkylakeX", "Cooperlake",
-					     "SapphireRapids"};
+	static const char *const vector[] = {"Haswell",	 "Zen",	       "Excavator",
+					     "SkylakeX", "Cooperlake", "SapphireRapids"};
 
 	for (size_t i = 0; i < sizeof(vector) / sizeof(vector[0]); i++)
 		if (!strcasecmp(core, vector[i]))
@@ -44,6 +47,9 @@ int main(int argc, char **argv)
 	char core[64];
 
 	T_CHECK(argc == 2, "usage: %s ZINF_CLI", argv[0]);
+	if (!strstr(openblas_get_config(), "DYNAMIC_ARCH"))
+		T_SKIP("OpenBLAS without DYNAMIC_ARCH (%s): one core, OPENBLAS_CORETYPE ignored",
+		       openblas_get_config());
 	printf("this process: core %s, suggested %s; cpu avx2+fma: %d\n", here,
 	       suggested ? suggested : "(none)", avx2);
 	if (getenv("OPENBLAS_CORETYPE"))
