@@ -253,9 +253,10 @@ int zinf_param_state_save(struct zinf_engine *e, uint32_t param, uint64_t first_
 	if (rc)
 		return rc;
 	p = &e->params[param];
-	if (!master || !exp_avg || !exp_avg_sq)
+	if (!master || !exp_avg != !exp_avg_sq)
 		return engine_fail(e, -EINVAL,
-				   "param %u: master %p, exp_avg %p, exp_avg_sq %p (all required)",
+				   "param %u: master %p, exp_avg %p, exp_avg_sq %p (the master "
+				   "required, both moments or neither)",
 				   param, (void *)master, (void *)exp_avg, (void *)exp_avg_sq);
 	if (!n_elems || first_elem > p->elems || n_elems > p->elems - first_elem)
 		return engine_fail(e, -EINVAL,
@@ -269,8 +270,10 @@ int zinf_param_state_save(struct zinf_engine *e, uint32_t param, uint64_t first_
 		return engine_nvme_save(e, &e->params[param], first_elem, n_elems, master, exp_avg,
 					exp_avg_sq);
 	memcpy(master, p->master + first_elem, n_elems * 4);
-	memcpy(exp_avg, p->exp_avg + first_elem, n_elems * 4);
-	memcpy(exp_avg_sq, p->exp_avg_sq + first_elem, n_elems * 4);
+	if (exp_avg) {
+		memcpy(exp_avg, p->exp_avg + first_elem, n_elems * 4);
+		memcpy(exp_avg_sq, p->exp_avg_sq + first_elem, n_elems * 4);
+	}
 	return 0;
 }
 

@@ -91,10 +91,11 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 
 /* Training state, for checkpoints that resume bit-identically: elements [first_elem,
  * first_elem + n_elems) of a parameter's fp32 master and Adam moments into three caller
- * buffers of n_elems floats (all three required), read from wherever they live (NVMe one
- * sub-group at a time, the last one kept for the next call), so that a caller can save a
- * parameter of any size in pieces of bounded memory. Waits for a step's updates. -EINVAL
- * for a range outside the parameter or n_elems 0. */
+ * buffers of n_elems floats (master required; exp_avg and exp_avg_sq both or neither:
+ * NULL reads the master alone), read from wherever they live (NVMe one sub-group at a
+ * time, the last one kept for the next call), so that a caller can save a parameter of
+ * any size in pieces of bounded memory. Waits for a step's updates. -EINVAL for a range
+ * outside the parameter or n_elems 0. */
 int zinf_param_state_save(struct zinf_engine *e, uint32_t param, uint64_t first_elem,
 			  uint64_t n_elems, float *master, float *exp_avg, float *exp_avg_sq);
 /* zinf_module_load with the state zinf_param_state_save gave: master[k], exp_avg[k] and

@@ -142,7 +142,8 @@ const char *train_state_part_name(int k);
 int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
 				uint64_t max_shard_bytes, struct train_file_sums *sums, char *err,
 				size_t errlen);
-/* Elements of a piece (4M; tests set it smaller to cut tensors into many pieces). */
+/* Elements of a piece of a tensor the saves (model and optimizer state) read and write
+ * at a time (4M; tests set it smaller to cut tensors into many pieces). */
 extern uint64_t train_state_piece_elems;
 /* Read dir/zinf_state.json and check every file it lists (size, CRC32C). */
 int train_state_read(const char *dir, struct train_state *st, char *err, size_t errlen);

@@ -2,7 +2,9 @@
  * zinf train --save: write the engine's parameters (from the fp32 master weights) as a
  * Hugging Face checkpoint: config.json + model.safetensors, or shards and
  * model.safetensors.index.json when larger than the shard size. Tensors are named, shaped
- * and ordered as Hugging Face's state dict (llama_names.h) and written one at a time.
+ * and ordered as Hugging Face's state dict (llama_names.h), written one at a time in
+ * pieces of train_state_piece_elems read from the masters (16 MiB of fp32 held, not the
+ * largest tensor: 4.2 GB for a 70B model's embedding).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -47,8 +49,8 @@ int train_model_tensor(const struct train_model *tm, int i, const char *dir,
 }
 
 static int write_tensors(struct train_model *tm, struct zinf_engine *e, struct zinf_st_writer *w,
-			 enum zinf_dtype dtype, void *buf, const char *dir, char *err,
-			 size_t errlen)
+			 enum zinf_dtype dtype, float *buf, uint64_t piece, const char *dir,
+			 char *err, size_t errlen)
 {
 	int n = zinf_llama_names_count(&tm->hf), rc;
 	enum zinf_st_dtype st = st_of_dtype(dtype);
@@ -69,16 +71,20 @@ static int write_tensors(struct train_model *tm, struct zinf_engine *e, struct z
 		rc = train_model_tensor(tm, i, dir, &tn, &p, err, errlen);
 		if (rc)
 			return rc;
-		rc = zinf_param_save(e, p, buf, dtype);
-		if (rc) {
-			snprintf(err, errlen, "%s: tensor %s: %s", dir, tn.name,
-				 zinf_last_error(e));
-			return rc;
-		}
-		rc = zinf_st_writer_write(w, i, 0, tn.n_elems, buf, st);
-		if (rc) {
-			snprintf(err, errlen, "%s", zinf_st_writer_last_error(w));
-			return rc;
+		/* the fp32 master in pieces, rounded to dtype by the writer */
+		for (uint64_t at = 0; at < tn.n_elems; at += piece) {
+			uint64_t k = tn.n_elems - at < piece ? tn.n_elems - at : piece;
+			rc = zinf_param_state_save(e, p, at, k, buf, NULL, NULL);
+			if (rc) {
+				snprintf(err, errlen, "%s: tensor %s: %s", dir, tn.name,
+					 zinf_last_error(e));
+				return rc;
+			}
+			rc = zinf_st_writer_write(w, i, at, k, buf, ZINF_ST_F32);
+			if (rc) {
+				snprintf(err, errlen, "%s", zinf_st_writer_last_error(w));
+				return rc;
+			}
 		}
 	}
 	return 0;
@@ -90,8 +96,11 @@ int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *
 {
 	struct zinf_st_writer_opts wo;
 	struct zinf_st_writer *w;
+	uint64_t piece = tm->largest_tensor_elems < train_state_piece_elems
+				 ? tm->largest_tensor_elems
+				 : train_state_piece_elems;
 	char path[4096];
-	void *buf;
+	float *buf;
 	int rc;
 
 	if (mkdir(dir, 0755) && errno != EEXIST) {
@@ -100,9 +109,9 @@ int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *
 			 strerror(errno));
 		return rc;
 	}
-	buf = malloc(tm->largest_tensor_elems * sizeof(float));
+	buf = malloc((piece ? piece : 1) * sizeof(float));
 	if (!buf) {
-		snprintf(err, errlen, "%s: out of memory for a tensor", dir);
+		snprintf(err, errlen, "%s: out of memory for a piece of a tensor", dir);
 		return -ENOMEM;
 	}
 	zinf_st_writer_opts_init(&wo);
@@ -113,7 +122,7 @@ int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *
 		snprintf(err, errlen, "%s: cannot start writing safetensors (%d)", dir, rc);
 		goto out_buf;
 	}
-	rc = write_tensors(tm, e, w, dtype, buf, dir, err, errlen);
+	rc = write_tensors(tm, e, w, dtype, buf, piece, dir, err, errlen);
 	if (rc)
 		goto out_writer;
 	rc = zinf_st_writer_finish(w);
