@@ -308,6 +308,7 @@ static int slots_init(struct zinf_io *io, struct io_lane *lane)
 int zinf_io_create(const struct zinf_io_opts *opts, struct zinf_io **out, char *err,
 		   uint64_t err_len)
 {
+	pthread_condattr_t cattr;
 	struct zinf_io *io;
 	char msg[512] = "";
 	int rc;
@@ -332,7 +333,11 @@ int zinf_io_create(const struct zinf_io_opts *opts, struct zinf_io **out, char *
 	pthread_mutex_init(&io->q_lock, NULL);
 	pthread_cond_init(&io->q_cond, NULL);
 	pthread_mutex_init(&io->done_lock, NULL);
-	pthread_cond_init(&io->done_cond, NULL);
+	/* zinf_io_wait's timeout runs on the monotonic clock, not the settable wall clock */
+	pthread_condattr_init(&cattr);
+	pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&io->done_cond, &cattr);
+	pthread_condattr_destroy(&cattr);
 	pthread_cond_init(&io->drain_cond, NULL);
 	io->stats.n_paths = io->n_paths + 1;
 	for (int i = 0; i < io->n_paths; i++) {

@@ -545,7 +545,7 @@ int zinf_io_wait(struct zinf_io *io, struct zinf_io_req **done, int min, int max
 		return -EINVAL;
 	}
 	if (timeout_ms >= 0) {
-		clock_gettime(CLOCK_REALTIME, &deadline);
+		clock_gettime(CLOCK_MONOTONIC, &deadline); /* done_cond's clock (io.c) */
 		deadline.tv_sec += timeout_ms / 1000;
 		deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
 		if (deadline.tv_nsec >= 1000000000L) {
