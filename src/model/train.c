@@ -424,11 +424,16 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	if (o->log_json_path) {
-		r->log = fopen(o->log_json_path, "w");
+		/* opened (so a path that cannot be written is refused now) but emptied only
+		 * when the run starts: a run refused later leaves an earlier log as it was */
+		int fd = open(o->log_json_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		r->log = fd >= 0 ? fdopen(fd, "w") : NULL;
 		if (!r->log) {
 			rc = -errno;
+			if (fd >= 0)
+				close(fd);
 			snprintf(err, errlen, "%s: --log-json: cannot create: %s", o->log_json_path,
-				 strerror(errno));
+				 strerror(-rc));
 			return rc;
 		}
 	}
@@ -726,6 +731,11 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	rc = setup(&r, err, errlen);
 	if (!rc)
 		rc = start(&r, err, errlen);
+	if (!rc && r.log && ftruncate(fileno(r.log), 0)) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: --log-json: cannot empty it: %s", opts->log_json_path,
+			 strerror(errno));
+	}
 	if (rc) {
 		/* Everything up to here is a check of the input, except running out of
 		 * memory or a failing device. */

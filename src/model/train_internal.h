@@ -145,7 +145,9 @@ int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, c
 /* Elements of a piece of a tensor the saves (model and optimizer state) read and write
  * at a time (4M; tests set it smaller to cut tensors into many pieces). */
 extern uint64_t train_state_piece_elems;
-/* Read dir/zinf_state.json and check every file it lists (size, CRC32C). */
+/* Read dir/zinf_state.json and check every file it lists (its size; its CRC32C too,
+ * except the optimizer state's shards: train_state_load checks theirs from what it
+ * reads, and st->deferred keeps what the manifest lists for them). */
 int train_state_read(const char *dir, struct train_state *st, char *err, size_t errlen);
 /* A resume's run (now) against the checkpoint's (ck): same data order, same numerics. */
 int train_state_check(const struct train_state *ck, const struct train_state *now, const char *dir,

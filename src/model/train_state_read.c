@@ -191,9 +191,9 @@ static bool plain_name(const char *name)
 	return true;
 }
 
-/* Entry i of files: a plain file name in dir whose size and CRC32C are the listed ones. */
-/* A file of the optimizer state's safetensors (not its index): optimizer.safetensors or
- * optimizer-0000K-of-0000N.safetensors. */
+/* A file of the optimizer state's safetensors, not its index: optimizer*.safetensors
+ * (optimizer.safetensors or optimizer-0000K-of-0000N.safetensors as zinf writes them; any
+ * other such name is refused anyway, the list having to be the files the resume reads). */
 static bool optimizer_shard(const char *name)
 {
 	size_t n = strlen(name), tail = strlen(".safetensors");
@@ -202,9 +202,9 @@ static bool optimizer_shard(const char *name)
 	       !strcmp(name + n - tail, ".safetensors");
 }
 
-/* A listed file's size against the manifest, and its CRC32C, except an optimizer state
- * shard's: that is taken from what the load reads (check_read_files), so a resume reads
- * the state once. */
+/* Entry i of files: a plain file name in dir whose size is the listed one, and its
+ * CRC32C, except an optimizer state shard's: that is taken from what the load reads
+ * (check_read_files), so a resume reads the state once. */
 static int check_file(struct reading *rd, const char *dir, const cJSON *f, int i)
 {
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
@@ -573,12 +573,14 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
 	struct zinf_st_reader *r = NULL;
 	const float *part[3][ZINF_LLAMA_MAX_PARAMS];
 	float *buf[3] = {NULL, NULL, NULL};
-	char name[256];
+	char name[256], why[1024];
+	bool opened = false, checked = false;
 	int rc, n_parts = 0;
 
 	rc = open_optimizer(dir, &r, err, errlen);
 	if (rc)
 		goto out;
+	opened = true;
 	for (int k = 0; k < 3; k++)
 		buf[k] = malloc(bytes ? bytes : 1);
 	if (!buf[0] || !buf[1] || !buf[2]) {
@@ -630,8 +632,10 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
 		if (rc)
 			snprintf(err, errlen, "%s: %s", dir, zinf_last_error(e));
 	}
-	if (!rc)
+	if (!rc) {
+		checked = true;
 		rc = check_read_files(r, st, dir, err, errlen);
+	}
 	if (!rc) {
 		rc = zinf_engine_progress_set(e, &st->progress);
 		if (rc)
@@ -639,6 +643,11 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
 				 zinf_last_error(e));
 	}
 out:
+	/* A damaged file can read as a malformed one (a flipped byte in a tensor's name:
+	 * "missing"): when its CRC32C says it is damaged, say that instead. */
+	if (rc == ZINF_EFORMAT && opened && !checked &&
+	    check_read_files(r, st, dir, why, sizeof(why)) == ZINF_EFORMAT)
+		snprintf(err, errlen, "%s", why);
 	zinf_st_reader_destroy(r);
 	for (int k = 0; k < 3; k++)
 		free(buf[k]);

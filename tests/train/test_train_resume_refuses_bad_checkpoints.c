@@ -124,17 +124,29 @@ static void dir_sum(const char *dir, uint64_t *sum)
 struct refusal {
 	struct tf_dir *d;
 	char save[256]; /* the --save directory each refused run names */
+	char log[256];	/* the --log-json file each refused run names: an earlier run's */
 };
 
-/* o is refused with code (0: any) and one line holding want1 and want2; no step ran and
- * no save directory appeared. */
+/* o is refused with code (0: any) and one line holding want1 and want2; no step ran, no
+ * save directory appeared, and an earlier run's --log-json file is as it was. */
 static void refused(struct refusal *rf, struct zinf_train_opts *o, struct tf_losses *l, int code,
 		    const char *want1, const char *want2)
 {
+	static const char earlier[] = "{\"step\": 1, \"an earlier run\": true}\n";
 	struct zinf_train_result res;
 	struct stat st;
-	char err[1024];
-	int rc = zinf_train_run(o, &res, err, sizeof(err));
+	char err[1024], *log;
+	size_t n;
+	int rc;
+
+	tf_write_all(rf->log, earlier, sizeof(earlier) - 1);
+	o->log_json_path = rf->log;
+	rc = zinf_train_run(o, &res, err, sizeof(err));
+	o->log_json_path = NULL;
+	tf_read_all(rf->log, &log, &n);
+	T_CHECK(n == sizeof(earlier) - 1 && !memcmp(log, earlier, n),
+		"%s: the earlier --log-json file was changed (%zu bytes)", want1, n);
+	free(log);
 
 	T_CHECK(rc != 0 && (code == 0 || rc == code), "%s: rc %d (want %d): %s", want1, rc, code,
 		err);
@@ -173,6 +185,7 @@ int main(void)
 	snprintf(plain, sizeof(plain), "%s/plain", d.root);
 	snprintf(bad, sizeof(bad), "%s/bad", d.root);
 	snprintf(rf.save, sizeof(rf.save), "%s/never", d.root);
+	snprintf(rf.log, sizeof(rf.log), "%s/earlier.jsonl", d.root);
 
 	/* the checkpoints: 2 steps with and without the state */
 	tf_opts(&d, &o, 2, &l);
@@ -199,6 +212,19 @@ int main(void)
 		free(x);
 	}
 	resume_opts(&rf, &o, &l, bad);
+	refused(&rf, &o, &l, ZINF_EFORMAT, "optimizer.safetensors", "CRC32C");
+	/* a byte of a tensor's name: the state then lacks a tensor, and the CRC says why */
+	copy_ck(good, bad);
+	{
+		char *x, *at;
+		size_t n;
+		tf_read_all(path, &x, &n);
+		at = memmem(x, n, ".exp_avg\"", 9);
+		T_CHECK(at, "%s: no exp_avg in the header", path);
+		at[7] = 'h';
+		tf_write_all(path, x, n);
+		free(x);
+	}
 	refused(&rf, &o, &l, ZINF_EFORMAT, "optimizer.safetensors", "CRC32C");
 	/* a byte of the header that no parse looks at: the CRC covers the header too */
 	copy_ck(good, bad);
