@@ -127,6 +127,25 @@ struct refusal {
 	char log[256];	/* the --log-json file each refused run names: an earlier run's */
 };
 
+/* Change one byte of the file at path: byte at of the first occurrence of near to to, or
+ * with near NULL, flip a bit of the middle byte (in the optimizer state: tensor data). */
+static void change_byte(const char *path, const char *near, size_t at, char to)
+{
+	char *x, *p;
+	size_t n;
+
+	tf_read_all(path, &x, &n);
+	if (near) {
+		p = memmem(x, n, near, strlen(near));
+		T_CHECK(p && at < strlen(near), "%s: no %s in it", path, near);
+		p[at] = to;
+	} else {
+		x[n / 2] ^= 0x10;
+	}
+	tf_write_all(path, x, n);
+	free(x);
+}
+
 /* o is refused with code (0: any) and one line holding want1 and want2; no step ran, no
  * save directory appeared, and an earlier run's --log-json file is as it was. */
 static void refused(struct refusal *rf, struct zinf_train_opts *o, struct tf_losses *l, int code,
@@ -203,41 +222,16 @@ int main(void)
 	/* damaged files */
 	copy_ck(good, bad);
 	snprintf(path, sizeof(path), "%s/optimizer.safetensors", bad);
-	{
-		char *x;
-		size_t n;
-		tf_read_all(path, &x, &n);
-		x[n / 2] ^= 0x10;
-		tf_write_all(path, x, n);
-		free(x);
-	}
+	change_byte(path, NULL, 0, 0);
 	resume_opts(&rf, &o, &l, bad);
 	refused(&rf, &o, &l, ZINF_EFORMAT, "optimizer.safetensors", "CRC32C");
 	/* a byte of a tensor's name: the state then lacks a tensor, and the CRC says why */
 	copy_ck(good, bad);
-	{
-		char *x, *at;
-		size_t n;
-		tf_read_all(path, &x, &n);
-		at = memmem(x, n, ".exp_avg\"", 9);
-		T_CHECK(at, "%s: no exp_avg in the header", path);
-		at[7] = 'h';
-		tf_write_all(path, x, n);
-		free(x);
-	}
+	change_byte(path, ".exp_avg\"", 7, 'h');
 	refused(&rf, &o, &l, ZINF_EFORMAT, "optimizer.safetensors", "CRC32C");
 	/* a byte of the header that no parse looks at: the CRC covers the header too */
 	copy_ck(good, bad);
-	{
-		char *x, *at;
-		size_t n;
-		tf_read_all(path, &x, &n);
-		at = memmem(x, n, "\"format\":\"pt\"", 13);
-		T_CHECK(at, "%s: no format in the header", path);
-		at[11] = 'T';
-		tf_write_all(path, x, n);
-		free(x);
-	}
+	change_byte(path, "\"format\":\"pt\"", 11, 'T');
 	refused(&rf, &o, &l, ZINF_EFORMAT, "optimizer.safetensors", "CRC32C");
 	copy_ck(good, bad);
 	snprintf(path, sizeof(path), "%s/model.safetensors", bad);
