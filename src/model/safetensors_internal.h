@@ -1,7 +1,7 @@
 /*
- * safetensors internals shared by the reader (safetensors_read.c), the writer
- * (safetensors_write.c) and the dtype conversions and file helpers
- * (safetensors_common.c). See safetensors.h and docs/formats.md.
+ * safetensors internals shared by the reader (safetensors_read.c opens a checkpoint,
+ * safetensors_read_data.c reads its tensors), the writer (safetensors_write.c) and the
+ * dtype conversions and file helpers (safetensors_common.c). See safetensors.h and docs/formats.md.
  */
 #ifndef ZINF_MODEL_SAFETENSORS_INTERNAL_H
 #define ZINF_MODEL_SAFETENSORS_INTERNAL_H
@@ -27,5 +27,34 @@ int st_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off);
 char *st_path_join(const char *dir, const char *name);
 char *st_path_dir(const char *path);
 int st_fsync_dir(const char *dir);
+
+/* ---- the reader's handle -------------------------------------------------------------- */
+
+struct st_file {
+	char *path;
+	int fd;
+	uint64_t size;	     /* bytes, at open */
+	uint64_t data_begin; /* 8 + header length */
+};
+
+struct zinf_st_reader {
+	char *path; /* the entry file: the single file or the index */
+	struct st_file *files;
+	int n_files;
+	struct zinf_st_tensor_info *tensors; /* storage order */
+	int n_tensors;
+	int *by_name; /* tensor indices sorted by name, for zinf_st_reader_find */
+	/* (n_tensors) CRC32C of each tensor's first crc_elems elements, as reads from its
+	 * start in order brought them: zinf_st_reader_file_crc then reads only the rest */
+	uint32_t *crc;
+	uint64_t *crc_elems;
+	bool opened;
+	void *stage; /* ST_STAGE_BYTES, allocated on the first converting read */
+	char last_error[ST_ERR_BYTES];
+};
+
+/* Record the reader's one-line last error (and log it at debug); returns code. */
+__attribute__((format(printf, 3, 4))) int st_rd_fail(struct zinf_st_reader *r, int code,
+						     const char *fmt, ...);
 
 #endif /* ZINF_MODEL_SAFETENSORS_INTERNAL_H */

@@ -1,12 +1,12 @@
 /*
- * Hugging Face safetensors reader (see safetensors.h and docs/formats.md). Every header
- * is validated before anything is read (dtype, shape, offsets inside the data buffer,
- * byte size = elements x dtype size, no two tensors overlapping, no duplicate names), so
- * a read never leaves the file. Data is read with pread, straight into the caller's
- * buffer when the dtypes match, else through a fixed staging buffer.
+ * Hugging Face safetensors reader, opening a checkpoint (see safetensors.h and
+ * docs/formats.md): a single file or an index and its shards. Every header is validated
+ * before anything is read (dtype, shape, offsets inside the data buffer, byte size =
+ * elements x dtype size, no two tensors overlapping, no duplicate names), so a read
+ * never leaves the file. Reading the tensors' data and checksumming the files is
+ * safetensors_read_data.c.
  */
 #include "safetensors_internal.h"
-#include "zinf/crc32c.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
 #include <cjson/cJSON.h>
@@ -21,31 +21,7 @@
 
 /* ---- reader ------------------------------------------------------------------------------ */
 
-struct st_file {
-	char *path;
-	int fd;
-	uint64_t size;	     /* bytes, at open */
-	uint64_t data_begin; /* 8 + header length */
-};
-
-struct zinf_st_reader {
-	char *path; /* the entry file: the single file or the index */
-	struct st_file *files;
-	int n_files;
-	struct zinf_st_tensor_info *tensors; /* storage order */
-	int n_tensors;
-	int *by_name; /* tensor indices sorted by name, for zinf_st_reader_find */
-	/* (n_tensors) CRC32C of each tensor's first crc_elems elements, as reads from its
-	 * start in order brought them: zinf_st_reader_file_crc then reads only the rest */
-	uint32_t *crc;
-	uint64_t *crc_elems;
-	bool opened;
-	void *stage; /* ST_STAGE_BYTES, allocated on the first converting read */
-	char last_error[ST_ERR_BYTES];
-};
-
-__attribute__((format(printf, 3, 4))) static int rd_fail(struct zinf_st_reader *r, int code,
-							 const char *fmt, ...)
+int st_rd_fail(struct zinf_st_reader *r, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -157,16 +133,16 @@ static int check_metadata(struct zinf_st_reader *r, const char *path, const cJSO
 	const cJSON *kv;
 
 	if (!cJSON_IsObject(meta))
-		return rd_fail(
+		return st_rd_fail(
 			r, ZINF_EFORMAT,
 			"%s: \"__metadata__\" is not an object (expected string keys and values)",
 			path);
 	cJSON_ArrayForEach(kv, meta)
 	{
 		if (!cJSON_IsString(kv))
-			return rd_fail(r, ZINF_EFORMAT,
-				       "%s: \"__metadata__\": value of \"%s\" is not a string",
-				       path, kv->string);
+			return st_rd_fail(r, ZINF_EFORMAT,
+					  "%s: \"__metadata__\": value of \"%s\" is not a string",
+					  path, kv->string);
 	}
 	return 0;
 }
@@ -181,7 +157,7 @@ static int parse_entry(struct zinf_st_reader *r, const char *path, const cJSON *
 	int n;
 
 	if (!cJSON_IsObject(obj))
-		return rd_fail(
+		return st_rd_fail(
 			r, ZINF_EFORMAT,
 			"%s: tensor %s: entry is not an object (expected dtype, shape, data_offsets)",
 			path, name);
@@ -194,31 +170,32 @@ static int parse_entry(struct zinf_st_reader *r, const char *path, const cJSON *
 		else if (strcmp(kv->string, "data_offsets") == 0 && !offs)
 			offs = kv;
 		else
-			return rd_fail(
+			return st_rd_fail(
 				r, ZINF_EFORMAT,
 				"%s: tensor %s: unexpected or repeated key \"%s\" (expected dtype, shape, data_offsets)",
 				path, name, kv->string);
 	}
 	if (!dtype || !shape || !offs)
-		return rd_fail(r, ZINF_EFORMAT, "%s: tensor %s: missing \"%s\"", path, name,
-			       !dtype	? "dtype"
-			       : !shape ? "shape"
-					: "data_offsets");
+		return st_rd_fail(r, ZINF_EFORMAT, "%s: tensor %s: missing \"%s\"", path, name,
+				  !dtype   ? "dtype"
+				  : !shape ? "shape"
+					   : "data_offsets");
 	if (!cJSON_IsString(dtype))
-		return rd_fail(r, ZINF_EFORMAT, "%s: tensor %s: dtype is not a string", path, name);
+		return st_rd_fail(r, ZINF_EFORMAT, "%s: tensor %s: dtype is not a string", path,
+				  name);
 	if (zinf_st_dtype_parse(dtype->valuestring, &e->dtype) < 0)
-		return rd_fail(
+		return st_rd_fail(
 			r, ZINF_EFORMAT,
 			"%s: tensor %s: dtype \"%.32s\" is not supported (expected BF16, F16 or F32)",
 			path, name, dtype->valuestring);
 	if (!cJSON_IsArray(shape))
-		return rd_fail(r, ZINF_EFORMAT, "%s: tensor %s: shape is not an array of integers",
-			       path, name);
+		return st_rd_fail(r, ZINF_EFORMAT,
+				  "%s: tensor %s: shape is not an array of integers", path, name);
 	n = cJSON_GetArraySize(shape);
 	if (n > ZINF_ST_MAX_DIMS)
-		return rd_fail(r, ZINF_EFORMAT,
-			       "%s: tensor %s: shape has %d dimensions (expected at most %d)", path,
-			       name, n, ZINF_ST_MAX_DIMS);
+		return st_rd_fail(r, ZINF_EFORMAT,
+				  "%s: tensor %s: shape has %d dimensions (expected at most %d)",
+				  path, name, n, ZINF_ST_MAX_DIMS);
 	e->ndim = 0;
 	e->n_elems = 1;
 	cJSON_ArrayForEach(dim, shape)
@@ -226,37 +203,37 @@ static int parse_entry(struct zinf_st_reader *r, const char *path, const cJSON *
 		uint64_t d;
 
 		if (!json_uint(dim, &d) || d > ST_MAX_DIM)
-			return rd_fail(
+			return st_rd_fail(
 				r, ZINF_EFORMAT,
 				"%s: tensor %s: shape[%d] is not a non-negative integer below 2^48",
 				path, name, e->ndim);
 		if (!st_mul_u64(e->n_elems, d, &e->n_elems))
-			return rd_fail(r, ZINF_EFORMAT,
-				       "%s: tensor %s: shape overflows 64 bits of elements", path,
-				       name);
+			return st_rd_fail(r, ZINF_EFORMAT,
+					  "%s: tensor %s: shape overflows 64 bits of elements",
+					  path, name);
 		e->shape[e->ndim++] = d;
 	}
 	if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
 	    !json_uint(cJSON_GetArrayItem(offs, 0), &e->begin) ||
 	    !json_uint(cJSON_GetArrayItem(offs, 1), &e->end))
-		return rd_fail(
+		return st_rd_fail(
 			r, ZINF_EFORMAT,
 			"%s: tensor %s: data_offsets is not [begin, end] of non-negative integers",
 			path, name);
 	if (e->begin > e->end)
-		return rd_fail(
+		return st_rd_fail(
 			r, ZINF_EFORMAT,
 			"%s: tensor %s: data_offsets [%llu, %llu] are reversed (expected begin <= end)",
 			path, name, (unsigned long long)e->begin, (unsigned long long)e->end);
 	if (e->end > data_bytes)
-		return rd_fail(
+		return st_rd_fail(
 			r, ZINF_EFORMAT,
 			"%s: tensor %s: data_offsets [%llu, %llu] end past the data buffer of %llu bytes",
 			path, name, (unsigned long long)e->begin, (unsigned long long)e->end,
 			(unsigned long long)data_bytes);
 	esz = zinf_st_dtype_size(e->dtype);
 	if (!st_mul_u64(e->n_elems, esz, &nbytes) || nbytes != e->end - e->begin)
-		return rd_fail(
+		return st_rd_fail(
 			r, ZINF_EFORMAT,
 			"%s: tensor %s: data_offsets [%llu, %llu] hold %llu bytes but shape x %s needs %llu x %llu",
 			path, name, (unsigned long long)e->begin, (unsigned long long)e->end,
@@ -272,30 +249,32 @@ static int read_header_len(struct zinf_st_reader *r, struct st_file *f, uint64_t
 	int rc;
 
 	if (f->size < 8)
-		return rd_fail(
+		return st_rd_fail(
 			r, ZINF_EFORMAT,
 			"%s: file is %llu bytes (expected at least the 8-byte header length)",
 			f->path, (unsigned long long)f->size);
 	rc = st_pread_full(f->fd, b, 8, 0);
 	if (rc < 0)
-		return rd_fail(r, rc, "%s: reading the header length: %s", f->path,
-			       zinf_strerror(rc));
+		return st_rd_fail(r, rc, "%s: reading the header length: %s", f->path,
+				  zinf_strerror(rc));
 	*hlen = 0;
 	for (int i = 7; i >= 0; i--)
 		*hlen = (*hlen << 8) | b[i];
 	if (*hlen > ZINF_ST_MAX_HEADER_BYTES)
-		return rd_fail(r, ZINF_EFORMAT,
-			       "%s: header length %llu exceeds the %llu-byte limit (corrupt file?)",
-			       f->path, (unsigned long long)*hlen,
-			       (unsigned long long)ZINF_ST_MAX_HEADER_BYTES);
+		return st_rd_fail(
+			r, ZINF_EFORMAT,
+			"%s: header length %llu exceeds the %llu-byte limit (corrupt file?)",
+			f->path, (unsigned long long)*hlen,
+			(unsigned long long)ZINF_ST_MAX_HEADER_BYTES);
 	if (*hlen > f->size - 8)
-		return rd_fail(r, ZINF_EFORMAT,
-			       "%s: header length %llu runs past the end of the file (%llu bytes)",
-			       f->path, (unsigned long long)*hlen, (unsigned long long)f->size);
+		return st_rd_fail(
+			r, ZINF_EFORMAT,
+			"%s: header length %llu runs past the end of the file (%llu bytes)",
+			f->path, (unsigned long long)*hlen, (unsigned long long)f->size);
 	if (*hlen < 2)
-		return rd_fail(r, ZINF_EFORMAT,
-			       "%s: header length %llu is too short for a JSON object", f->path,
-			       (unsigned long long)*hlen);
+		return st_rd_fail(r, ZINF_EFORMAT,
+				  "%s: header length %llu is too short for a JSON object", f->path,
+				  (unsigned long long)*hlen);
 	return 0;
 }
 
@@ -320,18 +299,18 @@ static int parse_header(struct zinf_st_reader *r, struct st_file *f, struct st_e
 	data_bytes = f->size - f->data_begin;
 	text = malloc(hlen + 1);
 	if (!text)
-		return rd_fail(r, -ENOMEM, "%s: no memory for a %llu-byte header", f->path,
-			       (unsigned long long)hlen);
+		return st_rd_fail(r, -ENOMEM, "%s: no memory for a %llu-byte header", f->path,
+				  (unsigned long long)hlen);
 	rc = st_pread_full(f->fd, text, hlen, 8);
 	if (rc < 0) {
-		rc = rd_fail(r, rc, "%s: reading the header: %s", f->path, zinf_strerror(rc));
+		rc = st_rd_fail(r, rc, "%s: reading the header: %s", f->path, zinf_strerror(rc));
 		goto out_text;
 	}
 	text[hlen] = '\0';
 	if (text[0] != '{') {
-		rc = rd_fail(r, ZINF_EFORMAT,
-			     "%s: header does not start with '{' (expected a JSON object)",
-			     f->path);
+		rc = st_rd_fail(r, ZINF_EFORMAT,
+				"%s: header does not start with '{' (expected a JSON object)",
+				f->path);
 		goto out_text;
 	}
 	root = cJSON_ParseWithLengthOpts(text, hlen, &end, 0);
@@ -339,13 +318,14 @@ static int parse_header(struct zinf_st_reader *r, struct st_file *f, struct st_e
 		const char *at = cJSON_GetErrorPtr();
 		uint64_t pos = at && at >= text && at <= text + hlen ? (uint64_t)(at - text) : 0;
 
-		rc = rd_fail(r, ZINF_EFORMAT, "%s: header is not valid JSON (error near byte %llu)",
-			     f->path, (unsigned long long)(8 + pos));
+		rc = st_rd_fail(r, ZINF_EFORMAT,
+				"%s: header is not valid JSON (error near byte %llu)", f->path,
+				(unsigned long long)(8 + pos));
 		goto out_text;
 	}
 	for (const char *p = end; p && p < text + hlen; p++) {
 		if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-			rc = rd_fail(
+			rc = st_rd_fail(
 				r, ZINF_EFORMAT,
 				"%s: header has bytes after its JSON object at byte %llu (expected space padding)",
 				f->path, (unsigned long long)(8 + (uint64_t)(p - text)));
@@ -353,13 +333,13 @@ static int parse_header(struct zinf_st_reader *r, struct st_file *f, struct st_e
 		}
 	}
 	if (!cJSON_IsObject(root)) {
-		rc = rd_fail(r, ZINF_EFORMAT, "%s: header is not a JSON object", f->path);
+		rc = st_rd_fail(r, ZINF_EFORMAT, "%s: header is not a JSON object", f->path);
 		goto out_root;
 	}
 	cap = cJSON_GetArraySize(root);
 	e = calloc((size_t)cap + 1, sizeof(*e));
 	if (!e) {
-		rc = rd_fail(r, -ENOMEM, "%s: no memory for %d header entries", f->path, cap);
+		rc = st_rd_fail(r, -ENOMEM, "%s: no memory for %d header entries", f->path, cap);
 		goto out_root;
 	}
 	cJSON_ArrayForEach(kv, root)
@@ -371,12 +351,12 @@ static int parse_header(struct zinf_st_reader *r, struct st_file *f, struct st_e
 			continue;
 		}
 		if (kv->string[0] == '\0') {
-			rc = rd_fail(r, ZINF_EFORMAT, "%s: a tensor has an empty name", f->path);
+			rc = st_rd_fail(r, ZINF_EFORMAT, "%s: a tensor has an empty name", f->path);
 			goto out_entries;
 		}
 		e[n].name = strdup(kv->string);
 		if (!e[n].name) {
-			rc = rd_fail(r, -ENOMEM, "%s: no memory", f->path);
+			rc = st_rd_fail(r, -ENOMEM, "%s: no memory", f->path);
 			goto out_entries;
 		}
 		n++;
@@ -387,15 +367,16 @@ static int parse_header(struct zinf_st_reader *r, struct st_file *f, struct st_e
 	qsort(e, (size_t)n, sizeof(*e), entry_cmp_name);
 	for (int i = 1; i < n; i++) {
 		if (strcmp(e[i - 1].name, e[i].name) == 0) {
-			rc = rd_fail(r, ZINF_EFORMAT, "%s: tensor %s appears twice in the header",
-				     f->path, e[i].name);
+			rc = st_rd_fail(r, ZINF_EFORMAT,
+					"%s: tensor %s appears twice in the header", f->path,
+					e[i].name);
 			goto out_entries;
 		}
 	}
 	qsort(e, (size_t)n, sizeof(*e), entry_cmp_begin);
 	for (int i = 1; i < n; i++) {
 		if (e[i].begin < e[i - 1].end) {
-			rc = rd_fail(
+			rc = st_rd_fail(
 				r, ZINF_EFORMAT,
 				"%s: tensor %s: data_offsets [%llu, %llu] overlap tensor %s [%llu, %llu]",
 				f->path, e[i].name, (unsigned long long)e[i].begin,
@@ -425,14 +406,14 @@ static int file_open(struct zinf_st_reader *r, struct st_file *f, const char *pa
 	f->fd = -1;
 	f->path = strdup(path);
 	if (!f->path)
-		return rd_fail(r, -ENOMEM, "%s: no memory", path);
+		return st_rd_fail(r, -ENOMEM, "%s: no memory", path);
 	f->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (f->fd < 0)
-		return rd_fail(r, -errno, "%s: cannot open: %s", path, strerror(errno));
+		return st_rd_fail(r, -errno, "%s: cannot open: %s", path, strerror(errno));
 	if (fstat(f->fd, &st) < 0)
-		return rd_fail(r, -errno, "%s: cannot stat: %s", path, strerror(errno));
+		return st_rd_fail(r, -errno, "%s: cannot stat: %s", path, strerror(errno));
 	if (!S_ISREG(st.st_mode))
-		return rd_fail(r, -EINVAL, "%s: not a regular file", path);
+		return st_rd_fail(r, -EINVAL, "%s: not a regular file", path);
 	f->size = (uint64_t)st.st_size;
 	return 0;
 }
@@ -442,7 +423,7 @@ static int add_file(struct zinf_st_reader *r, const char *path)
 	struct st_file *files = realloc(r->files, (size_t)(r->n_files + 1) * sizeof(*files));
 
 	if (!files)
-		return rd_fail(r, -ENOMEM, "%s: no memory", path);
+		return st_rd_fail(r, -ENOMEM, "%s: no memory", path);
 	r->files = files;
 	memset(&files[r->n_files], 0, sizeof(files[0]));
 	files[r->n_files].fd = -1;
@@ -470,7 +451,7 @@ static int reader_push(struct zinf_st_reader *r, struct st_entry *e, int file)
 		realloc(r->tensors, (size_t)(r->n_tensors + 1) * sizeof(*t));
 
 	if (!t)
-		return rd_fail(r, -ENOMEM, "%s: no memory", r->files[file].path);
+		return st_rd_fail(r, -ENOMEM, "%s: no memory", r->files[file].path);
 	r->tensors = t;
 	tensor_from_entry(&t[r->n_tensors++], e, &r->files[file], file);
 	return 0;
@@ -487,7 +468,7 @@ static int build_name_index(struct zinf_st_reader *r)
 {
 	r->by_name = malloc((size_t)(r->n_tensors ? r->n_tensors : 1) * sizeof(int));
 	if (!r->by_name)
-		return rd_fail(r, -ENOMEM, "no memory for the tensor index");
+		return st_rd_fail(r, -ENOMEM, "no memory for the tensor index");
 	for (int i = 0; i < r->n_tensors; i++)
 		r->by_name[i] = i;
 	qsort_r(r->by_name, (size_t)r->n_tensors, sizeof(int), by_name_cmp, r);
@@ -528,18 +509,19 @@ static int read_small_file(struct zinf_st_reader *r, const char *path, uint64_t 
 	if (rc < 0)
 		goto out;
 	if (f.size > limit) {
-		rc = rd_fail(r, ZINF_EFORMAT, "%s: %llu bytes is larger than the %llu-byte limit",
-			     path, (unsigned long long)f.size, (unsigned long long)limit);
+		rc = st_rd_fail(r, ZINF_EFORMAT,
+				"%s: %llu bytes is larger than the %llu-byte limit", path,
+				(unsigned long long)f.size, (unsigned long long)limit);
 		goto out;
 	}
 	*text = malloc(f.size + 1);
 	if (!*text) {
-		rc = rd_fail(r, -ENOMEM, "%s: no memory", path);
+		rc = st_rd_fail(r, -ENOMEM, "%s: no memory", path);
 		goto out;
 	}
 	rc = st_pread_full(f.fd, *text, f.size, 0);
 	if (rc < 0) {
-		rc = rd_fail(r, rc, "%s: read failed: %s", path, zinf_strerror(rc));
+		rc = st_rd_fail(r, rc, "%s: read failed: %s", path, zinf_strerror(rc));
 		free(*text);
 		*text = NULL;
 		goto out;
@@ -572,12 +554,12 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 	root = cJSON_Parse(text);
 	free(text);
 	if (!root || !cJSON_IsObject(root)) {
-		rc = rd_fail(r, ZINF_EJSON, "%s: not a JSON object", index_path);
+		rc = st_rd_fail(r, ZINF_EJSON, "%s: not a JSON object", index_path);
 		goto out;
 	}
 	map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
 	if (!cJSON_IsObject(map) || !map->child) {
-		rc = rd_fail(
+		rc = st_rd_fail(
 			r, ZINF_EFORMAT,
 			"%s: weight_map: missing or empty (expected an object mapping tensor names to shard files)",
 			index_path);
@@ -585,7 +567,7 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 	}
 	dir = st_path_dir(index_path);
 	if (!dir) {
-		rc = rd_fail(r, -ENOMEM, "%s: no memory", index_path);
+		rc = st_rd_fail(r, -ENOMEM, "%s: no memory", index_path);
 		goto out;
 	}
 	/* Open the shards in the order their names sort, each once. */
@@ -595,7 +577,7 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 		char *path;
 
 		if (!cJSON_IsString(kv) || !shard_name_ok(kv->valuestring)) {
-			rc = rd_fail(
+			rc = st_rd_fail(
 				r, ZINF_EFORMAT,
 				"%s: weight_map: tensor %s: value is not a shard file name in the same directory",
 				index_path, kv->string);
@@ -610,7 +592,7 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 			continue;
 		path = st_path_join(dir, kv->valuestring);
 		if (!path) {
-			rc = rd_fail(r, -ENOMEM, "%s: no memory", index_path);
+			rc = st_rd_fail(r, -ENOMEM, "%s: no memory", index_path);
 			goto out;
 		}
 		rc = add_file(r, path);
@@ -619,14 +601,14 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 			char inner[ST_ERR_BYTES / 2];
 
 			snprintf(inner, sizeof(inner), "%.500s", r->last_error);
-			rc = rd_fail(r, rc, "%s: weight_map: tensor %s: shard %s", index_path,
-				     kv->string, inner);
+			rc = st_rd_fail(r, rc, "%s: weight_map: tensor %s: shard %s", index_path,
+					kv->string, inner);
 			goto out;
 		}
 	}
 	shards = calloc((size_t)r->n_files, sizeof(*shards));
 	if (!shards) {
-		rc = rd_fail(r, -ENOMEM, "%s: no memory", index_path);
+		rc = st_rd_fail(r, -ENOMEM, "%s: no memory", index_path);
 		goto out;
 	}
 	for (int i = 0; i < r->n_files; i++) {
@@ -652,13 +634,13 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 		if (!hit) {
 			for (int i = 0; i < r->n_tensors && !hit; i++)
 				if (strcmp(r->tensors[i].name, key.name) == 0)
-					rc = rd_fail(r, ZINF_EFORMAT,
-						     "%s: weight_map: tensor %s is listed twice",
-						     index_path, key.name);
+					rc = st_rd_fail(r, ZINF_EFORMAT,
+							"%s: weight_map: tensor %s is listed twice",
+							index_path, key.name);
 			if (rc == 0)
-				rc = rd_fail(r, ZINF_EFORMAT,
-					     "%s: weight_map: tensor %s: not found in shard %s",
-					     index_path, key.name, r->files[file].path);
+				rc = st_rd_fail(r, ZINF_EFORMAT,
+						"%s: weight_map: tensor %s: not found in shard %s",
+						index_path, key.name, r->files[file].path);
 			goto out;
 		}
 		rc = reader_push(r, hit, file);
@@ -700,9 +682,10 @@ int zinf_st_reader_open(struct zinf_st_reader *r, const char *path)
 		return -EINVAL;
 	r->last_error[0] = '\0';
 	if (r->opened)
-		return rd_fail(r, ZINF_ESTATE, "%s: this reader already holds a checkpoint", path);
+		return st_rd_fail(r, ZINF_ESTATE, "%s: this reader already holds a checkpoint",
+				  path);
 	if (stat(path, &st) < 0)
-		return rd_fail(r, -errno, "%s: %s", path, strerror(errno));
+		return st_rd_fail(r, -errno, "%s: %s", path, strerror(errno));
 	if (S_ISDIR(st.st_mode)) {
 		entry = st_path_join(path, "model.safetensors.index.json");
 		if (entry && access(entry, F_OK) != 0) {
@@ -710,20 +693,20 @@ int zinf_st_reader_open(struct zinf_st_reader *r, const char *path)
 			entry = st_path_join(path, "model.safetensors");
 			if (entry && access(entry, F_OK) != 0) {
 				free(entry);
-				return rd_fail(
+				return st_rd_fail(
 					r, -ENOENT,
 					"%s: no model.safetensors.index.json or model.safetensors in this directory",
 					path);
 			}
 		}
 		if (!entry)
-			return rd_fail(r, -ENOMEM, "%s: no memory", path);
+			return st_rd_fail(r, -ENOMEM, "%s: no memory", path);
 		path = entry;
 	}
 	r->opened = true;
 	r->path = strdup(path);
 	if (!r->path)
-		rc = rd_fail(r, -ENOMEM, "%s: no memory", path);
+		rc = st_rd_fail(r, -ENOMEM, "%s: no memory", path);
 	else if (ends_with(path, ".json"))
 		rc = open_index(r, path);
 	else
@@ -736,7 +719,7 @@ int zinf_st_reader_open(struct zinf_st_reader *r, const char *path)
 		r->crc = calloc((size_t)r->n_tensors + 1, sizeof(*r->crc));
 		r->crc_elems = calloc((size_t)r->n_tensors + 1, sizeof(*r->crc_elems));
 		if (!r->crc || !r->crc_elems)
-			rc = rd_fail(r, -ENOMEM, "no memory for the tensors' checksums");
+			rc = st_rd_fail(r, -ENOMEM, "no memory for the tensors' checksums");
 	}
 	if (rc < 0) {
 		reader_clear(r);
@@ -790,138 +773,4 @@ int zinf_st_reader_file_count(const struct zinf_st_reader *r)
 const char *zinf_st_reader_file_path(const struct zinf_st_reader *r, int file)
 {
 	return file >= 0 && file < r->n_files ? r->files[file].path : NULL;
-}
-
-int zinf_st_reader_read_elems(struct zinf_st_reader *r, const struct zinf_st_tensor_info *t,
-			      uint64_t elem_begin, uint64_t n_elems, void *dst,
-			      enum zinf_st_dtype dst_dtype)
-{
-	uint64_t esz, dsz, off, chunk_elems;
-	const struct st_file *f;
-	char *out = dst;
-	ptrdiff_t ti;
-	bool track;
-	int rc;
-
-	if (!r || !t || t < r->tensors || t >= r->tensors + r->n_tensors)
-		return r ? rd_fail(r, -EINVAL, "read: tensor is not from this reader") : -EINVAL;
-	if (!st_dtype_valid(dst_dtype))
-		return rd_fail(r, -EINVAL,
-			       "tensor %s: destination dtype %d is not BF16, F16 or F32", t->name,
-			       (int)dst_dtype);
-	if (elem_begin > t->n_elems || n_elems > t->n_elems - elem_begin)
-		return rd_fail(r, -EINVAL,
-			       "tensor %s: elements [%llu, +%llu) are outside its %llu elements",
-			       t->name, (unsigned long long)elem_begin, (unsigned long long)n_elems,
-			       (unsigned long long)t->n_elems);
-	if (n_elems && !dst)
-		return rd_fail(r, -EINVAL, "tensor %s: destination is NULL", t->name);
-	if (t->dtype != dst_dtype && !r->stage) {
-		r->stage = malloc(ST_STAGE_BYTES); /* once per reader, on the first conversion */
-		if (!r->stage)
-			return rd_fail(r, -ENOMEM, "tensor %s: no memory for conversion", t->name);
-	}
-	f = &r->files[t->file];
-	esz = zinf_st_dtype_size(t->dtype);
-	dsz = zinf_st_dtype_size(dst_dtype);
-	off = t->file_offset + elem_begin * esz;
-	ti = t - r->tensors;
-	track = elem_begin == r->crc_elems[ti]; /* carries on the tensor's checksum */
-	chunk_elems = t->dtype == dst_dtype ? n_elems : ST_STAGE_BYTES / esz;
-	while (n_elems > 0) {
-		uint64_t k = n_elems < chunk_elems ? n_elems : chunk_elems;
-		void *buf = t->dtype == dst_dtype ? (void *)out : r->stage;
-
-		rc = st_pread_full(f->fd, buf, k * esz, off);
-		if (rc == ZINF_EFORMAT)
-			return rd_fail(
-				r, rc,
-				"%s: tensor %s: short read at offset %llu (file shrank since it was opened?)",
-				f->path, t->name, (unsigned long long)off);
-		if (rc < 0)
-			return rd_fail(r, rc, "%s: tensor %s: read at offset %llu: %s", f->path,
-				       t->name, (unsigned long long)off, zinf_strerror(rc));
-		if (track) {
-			r->crc[ti] = zinf_crc32c(r->crc[ti], buf, k * esz);
-			r->crc_elems[ti] += k;
-		}
-		if (buf != out)
-			zinf_st_convert(out, dst_dtype, buf, t->dtype, k);
-		out += k * dsz;
-		off += k * esz;
-		n_elems -= k;
-	}
-	return 0;
-}
-
-int zinf_st_reader_read(struct zinf_st_reader *r, const struct zinf_st_tensor_info *t, void *dst,
-			enum zinf_st_dtype dst_dtype)
-{
-	if (!t)
-		return r ? rd_fail(r, -EINVAL, "read: tensor is NULL") : -EINVAL;
-	return zinf_st_reader_read_elems(r, t, 0, t->n_elems, dst, dst_dtype);
-}
-
-/* Carry *crc over bytes [from, to) of f, read now in staging-sized pieces. */
-static int crc_range(struct zinf_st_reader *r, const struct st_file *f, uint64_t from, uint64_t to,
-		     uint32_t *crc)
-{
-	int rc;
-
-	if (from < to && !r->stage) {
-		r->stage = malloc(ST_STAGE_BYTES);
-		if (!r->stage)
-			return rd_fail(r, -ENOMEM, "%s: no memory to checksum it", f->path);
-	}
-	while (from < to) {
-		uint64_t k = to - from < ST_STAGE_BYTES ? to - from : ST_STAGE_BYTES;
-		rc = st_pread_full(f->fd, r->stage, k, from);
-		if (rc == ZINF_EFORMAT)
-			return rd_fail(r, rc,
-				       "%s: short read at offset %llu (file shrank since it "
-				       "was opened?)",
-				       f->path, (unsigned long long)from);
-		if (rc < 0)
-			return rd_fail(r, rc, "%s: read at offset %llu: %s", f->path,
-				       (unsigned long long)from, zinf_strerror(rc));
-		*crc = zinf_crc32c(*crc, r->stage, k);
-		from += k;
-	}
-	return 0;
-}
-
-int zinf_st_reader_file_crc(struct zinf_st_reader *r, int file, uint64_t *size, uint32_t *crc)
-{
-	const struct st_file *f;
-	uint64_t at = 0;
-	uint32_t c = 0;
-	int rc = 0;
-
-	if (!r || !r->opened || file < 0 || file >= r->n_files)
-		return r ? rd_fail(r, -EINVAL, "checksum: no file %d", file) : -EINVAL;
-	f = &r->files[file];
-	/* storage order: the file's tensors by offset; the header and any gaps between */
-	for (int i = 0; i < r->n_tensors && !rc; i++) {
-		const struct zinf_st_tensor_info *t = &r->tensors[i];
-		if (t->file != file)
-			continue;
-		if (t->file_offset < at)
-			return rd_fail(r, ZINF_EFORMAT, "%s: tensor %s overlaps the one before it",
-				       f->path, t->name);
-		rc = crc_range(r, f, at, t->file_offset, &c);
-		if (rc)
-			break;
-		if (r->crc_elems[i] == t->n_elems)
-			c = zinf_crc32c_combine(c, r->crc[i], t->nbytes);
-		else
-			rc = crc_range(r, f, t->file_offset, t->file_offset + t->nbytes, &c);
-		at = t->file_offset + t->nbytes;
-	}
-	if (!rc)
-		rc = crc_range(r, f, at, f->size, &c);
-	if (rc)
-		return rc;
-	*size = f->size;
-	*crc = c;
-	return 0;
 }

@@ -33,11 +33,10 @@ static inline int t_rm_entry(const char *path, const struct stat *st, int flag, 
 	return remove(path);
 }
 
-/* Bring up the tiers; io and pinned only when home is nvme or pinned_bytes > 0; the
- * store's mover sleeps mover_idle_ns when idle (0: its default). */
-static inline void t_tiers_up_idle(struct t_tiers *t, enum zinf_tier home, uint64_t device_bytes,
-				   uint64_t pinned_bytes, uint64_t chunk_size,
-				   uint64_t mover_idle_ns)
+/* Bring up the tiers; io and pinned only when home is nvme or pinned_bytes > 0. The
+ * store's mover idles a minute: a kick the store misses hangs the test for that long. */
+static inline void t_tiers_up(struct t_tiers *t, enum zinf_tier home, uint64_t device_bytes,
+			      uint64_t pinned_bytes, uint64_t chunk_size)
 {
 	struct zinf_device_opts dopts;
 	struct zinf_store_opts sopts;
@@ -75,15 +74,8 @@ static inline void t_tiers_up_idle(struct t_tiers *t, enum zinf_tier home, uint6
 	sopts.io = t->io;
 	sopts.param_home = home;
 	sopts.chunk_size = chunk_size;
-	sopts.mover_idle_ns = mover_idle_ns;
+	sopts.mover_idle_ns = 60ull * 1000000000ull;
 	T_CHECK(zinf_store_create(&sopts, &t->store, err, sizeof(err)) == 0, "store: %s", err);
-}
-
-/* The mover idles a minute: a kick the store misses hangs the test for that long. */
-static inline void t_tiers_up(struct t_tiers *t, enum zinf_tier home, uint64_t device_bytes,
-			      uint64_t pinned_bytes, uint64_t chunk_size)
-{
-	t_tiers_up_idle(t, home, device_bytes, pinned_bytes, chunk_size, 60ull * 1000000000ull);
 }
 
 static inline void t_tiers_down(struct t_tiers *t)

@@ -43,7 +43,7 @@ int main(void)
 
 	T_CHECK(src_a && src_b, "out of memory");
 	zinf_log_set_level(ZINF_LOG_ERROR);
-	t_tiers_up_idle(&t, ZINF_TIER_NVME, BYTES, BYTES, BYTES, 60ull * 1000000000ull);
+	t_tiers_up(&t, ZINF_TIER_NVME, BYTES, BYTES, BYTES); /* the mover idles 60 s */
 	T_CHECK_RC(zinf_store_module_add(t.store, "a", &ma));
 	T_CHECK_RC(zinf_store_param_add(t.store, ma, "pa", ZINF_DTYPE_BF16, 2, shape, &pa));
 	T_CHECK_RC(zinf_store_module_add(t.store, "b", &mb));
