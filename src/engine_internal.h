@@ -28,7 +28,6 @@ struct epiece {
 	uint64_t sub_off;   /* first element inside the sub-group */
 	uint64_t param_off; /* first element inside the parameter */
 	uint64_t elems;
-	uint64_t stamp;	 /* serial of the assembly buffer this piece was last loaded into */
 	uint64_t gstamp; /* serial of the gradient accumulator it was last added to */
 	uint32_t param;	 /* the parameter it belongs to */
 };
@@ -36,9 +35,9 @@ struct epiece {
 /* A sub-group being assembled from loads (engine_nvme.c): written as soon as every
  * element has been loaded, else at the next flush. */
 struct esub {
-	uint64_t serial;       /* new per buffer: stamps the pieces loaded into it */
-	uint64_t loaded_elems; /* distinct elements loaded (each piece counted once) */
-	uint64_t bytes;	       /* of this allocation */
+	uint64_t *loaded;      /* (sub-group elems) bits: the elements loaded into it */
+	uint64_t loaded_elems; /* distinct elements loaded: the bits set */
+	uint64_t bytes;	       /* of this allocation and the bits */
 	bool moments;	       /* master is followed by exp_avg and exp_avg_sq (a resume) */
 	/* (sub-group elems) fp32: loaded values, zeros elsewhere; with moments, then the
 	 * loaded exp_avg and exp_avg_sq, each as long */
@@ -223,7 +222,6 @@ struct zinf_engine {
 	 * reload's merge), now and at most: bounded by the sub-groups partly loaded, never a
 	 * whole group (tests read the peak). */
 	uint64_t load_bytes, load_peak_bytes;
-	uint64_t load_serial; /* last struct esub serial handed out */
 	/* offload_gradients nvme (engine_grad.c): accumulators on NVMe per sub-group */
 	bool grads_nvme;
 	bool grad_setup;      /* engine_grad_setup ran (lock made) */
@@ -316,11 +314,11 @@ void engine_convert(void *dst, enum zinf_dtype dt, const void *src, enum zinf_dt
 
 /* engine_nvme.c: set up groups and handles at finalize; load, save, flush, step. */
 int engine_nvme_finalize(struct zinf_engine *e);
-/* Load src (p's elements in src_dtype) as p's fp32 master, with moments m and v (fp32,
- * p's elements; NULL both: zeros), sub-group by sub-group: a sub-group is written to
- * NVMe once all of it has been loaded. */
-int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const void *src,
-		     enum zinf_dtype src_dtype, const float *m, const float *v);
+/* Load src (n elements in src_dtype) as elements [first, first + n) of p's fp32 master,
+ * with moments m and v (fp32, n elements; NULL both: zeros), sub-group by sub-group: a
+ * sub-group is written to NVMe once every element of it has been loaded. */
+int engine_nvme_load(struct zinf_engine *e, struct eparam *p, uint64_t first, uint64_t n,
+		     const void *src, enum zinf_dtype src_dtype, const float *m, const float *v);
 /* Elements [first, first + n) of p's fp32 master, and with m and v not NULL its moments,
  * into caller buffers of n elements (master may be NULL too), reading one sub-group at a
  * time. */

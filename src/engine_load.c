@@ -58,38 +58,55 @@ static bool valid_dtype(enum zinf_dtype t)
 	return t == ZINF_DTYPE_F32 || t == ZINF_DTYPE_BF16 || t == ZINF_DTYPE_F16;
 }
 
-/* Set p's optimizer state from src: fp32 master, and moments m and v (NULL: zeros). */
-static int load_state(struct zinf_engine *e, struct eparam *p, const void *src,
-		      enum zinf_dtype src_dtype, const float *m, const float *v)
+/* Set elements [first, first + n) of p's optimizer state from src (n elements): fp32
+ * master, and moments m and v (NULL: zeros). */
+static int load_state(struct zinf_engine *e, struct eparam *p, uint64_t first, uint64_t n,
+		      const void *src, enum zinf_dtype src_dtype, const float *m, const float *v)
 {
 	if (e->nvme_state)
-		return engine_nvme_load(e, p, src, src_dtype, m, v);
-	engine_convert(p->master, ZINF_DTYPE_F32, src, src_dtype, p->elems);
+		return engine_nvme_load(e, p, first, n, src, src_dtype, m, v);
+	engine_convert(p->master + first, ZINF_DTYPE_F32, src, src_dtype, n);
 	if (m) {
-		memcpy(p->exp_avg, m, p->elems * 4);
-		memcpy(p->exp_avg_sq, v, p->elems * 4);
+		memcpy(p->exp_avg + first, m, n * 4);
+		memcpy(p->exp_avg_sq + first, v, n * 4);
 	} else {
-		memset(p->exp_avg, 0, p->elems * 4);
-		memset(p->exp_avg_sq, 0, p->elems * 4);
+		memset(p->exp_avg + first, 0, n * 4);
+		memset(p->exp_avg_sq + first, 0, n * 4);
 	}
 	return 0;
 }
 
-/* The slower path: each parameter's chunks are read, changed and written back in the
- * store, where zinf_module_load writes a module's chunks once. */
-int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
-		    enum zinf_dtype src_dtype)
+/* Elements [first, first + n) of a parameter inside it and not empty. */
+static int check_range(struct zinf_engine *e, uint32_t param, uint64_t first, uint64_t n)
 {
-	struct eparam *p;
-	int rc = check_param(e, param);
+	uint64_t elems = e->params[param].elems;
 
-	if (rc)
-		return rc;
-	p = &e->params[param];
-	if (!valid_dtype(src_dtype))
+	if (!n || first > elems || n > elems - first)
 		return engine_fail(e, -EINVAL,
-				   "param %u: source dtype %d (expected f32, bf16 or f16)", param,
-				   (int)src_dtype);
+				   "param %u: elements [%" PRIu64 ", %" PRIu64 " + %" PRIu64
+				   ") are not inside its %" PRIu64,
+				   param, first, first, n, elems);
+	return 0;
+}
+
+/* The slower path: each parameter's chunks are read, changed and written back in the
+ * store (those a range covers whole are only written), where zinf_module_load writes a
+ * module's chunks once. */
+static int param_load(struct zinf_engine *e, uint32_t param, uint64_t first, uint64_t n,
+		      const void *src, enum zinf_dtype src_dtype, const float *m, const float *v)
+{
+	struct eparam *p = &e->params[param];
+	uint64_t esize = engine_dtype_bytes(p->dtype);
+	int rc;
+
+	if (!src || !valid_dtype(src_dtype))
+		return engine_fail(e, -EINVAL,
+				   "param %u: source %p, dtype %d (expected f32, bf16 or f16)",
+				   param, src, (int)src_dtype);
+	if (!m != !v)
+		return engine_fail(e, -EINVAL,
+				   "param %u: exp_avg %p, exp_avg_sq %p (both moments or neither)",
+				   param, (const void *)m, (const void *)v);
 	rc = engine_check_not_held(e, "param load", p->module, 1, false, -EBUSY);
 	if (rc)
 		return rc;
@@ -100,11 +117,35 @@ int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 		zinf_prefetch_drop(e->prefetch);
 	/* The parameter's own copy first: a module in use is refused before any state
 	 * changes. Its value is the fp32 master's, rounded. */
-	engine_convert(e->staging, p->dtype, src, src_dtype, p->elems);
-	rc = zinf_store_param_write(e->store, p->store_id, e->staging);
+	engine_convert(e->staging, p->dtype, src, src_dtype, n);
+	rc = zinf_store_param_write_range(e->store, p->store_id, first * esize, n * esize,
+					  e->staging);
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
-	return load_state(e, p, src, src_dtype, NULL, NULL);
+	return load_state(e, p, first, n, src, src_dtype, m, v);
+}
+
+int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
+		    enum zinf_dtype src_dtype)
+{
+	int rc = check_param(e, param);
+
+	if (rc)
+		return rc;
+	return param_load(e, param, 0, e->params[param].elems, src, src_dtype, NULL, NULL);
+}
+
+int zinf_param_load_range(struct zinf_engine *e, uint32_t param, uint64_t first_elem,
+			  uint64_t n_elems, const void *src, enum zinf_dtype src_dtype,
+			  const float *exp_avg, const float *exp_avg_sq)
+{
+	int rc = check_param(e, param);
+
+	if (!rc)
+		rc = check_range(e, param, first_elem, n_elems);
+	if (rc)
+		return rc;
+	return param_load(e, param, first_elem, n_elems, src, src_dtype, exp_avg, exp_avg_sq);
 }
 
 static int check_module_sources(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
@@ -193,7 +234,8 @@ static int module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	for (uint32_t k = 0; k < m->n_params; k++) {
-		rc = load_state(e, &e->params[m->first_param + k], srcs[k], src_dtypes[k],
+		struct eparam *p = &e->params[m->first_param + k];
+		rc = load_state(e, p, 0, p->elems, srcs[k], src_dtypes[k],
 				exp_avg ? exp_avg[k] : NULL, exp_avg_sq ? exp_avg_sq[k] : NULL);
 		if (rc)
 			return rc;
@@ -258,12 +300,9 @@ int zinf_param_state_save(struct zinf_engine *e, uint32_t param, uint64_t first_
 				   "param %u: master %p, exp_avg %p, exp_avg_sq %p (the master "
 				   "required, both moments or neither)",
 				   param, (void *)master, (void *)exp_avg, (void *)exp_avg_sq);
-	if (!n_elems || first_elem > p->elems || n_elems > p->elems - first_elem)
-		return engine_fail(e, -EINVAL,
-				   "param %u: elements [%" PRIu64 ", %" PRIu64 " + %" PRIu64
-				   ") are not inside its %" PRIu64,
-				   param, first_elem, first_elem, n_elems, p->elems);
-	rc = engine_opt_drain(e);
+	rc = check_range(e, param, first_elem, n_elems);
+	if (!rc)
+		rc = engine_opt_drain(e);
 	if (rc)
 		return rc;
 	if (e->nvme_state)
@@ -301,6 +340,18 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 	engine_convert(dst, dst_dtype, e->params[param].master, ZINF_DTYPE_F32,
 		       e->params[param].elems);
 	return 0;
+}
+
+uint64_t zinf_param_chunk_elems(const struct zinf_engine *e, uint32_t param, uint64_t first_elem)
+{
+	uint64_t esize;
+
+	if (!e->finalized || param >= e->n_params || first_elem >= e->params[param].elems)
+		return 0;
+	esize = engine_dtype_bytes(e->params[param].dtype);
+	return zinf_store_param_chunk_left(e->store, e->params[param].store_id,
+					   first_elem * esize) /
+	       esize;
 }
 
 uint64_t zinf_param_elems(const struct zinf_engine *e, uint32_t param)

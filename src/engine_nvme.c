@@ -9,14 +9,16 @@
  * sub-groups are updated), so host memory holds the copies of a few modules, not of the
  * group.
  *
- * Loading streams: a parameter is cut into pieces, one per sub-group it spans; a loaded
- * piece goes into its sub-group's assembly buffer, which is written to NVMe (master and
- * zero moments) as soon as every element of the sub-group has been loaded. Loading in
- * registration order thus holds one sub-group per group; any order holds only the
- * sub-groups partly loaded. The flush before a step (or a save) writes what is left:
- * partly loaded sub-groups, merged with their state on NVMe when they have one (a reload
- * keeps the other parameters' values and moments), and zeros for sub-groups never
- * loaded. Saving reads one sub-group at a time.
+ * Loading streams: a parameter is cut into pieces, one per sub-group it spans; what is
+ * loaded of a piece (all of it, or any range of its elements) goes into its sub-group's
+ * assembly buffer, whose bitmap counts the distinct elements loaded, and the buffer is
+ * written to NVMe (master and zero moments) as soon as every element of the sub-group
+ * has been loaded. Loading in registration order thus holds one sub-group per group
+ * (plus a bit per element of it); any order holds only the sub-groups partly loaded. The
+ * flush before a step (or a save) writes what is left: partly loaded sub-groups, merged
+ * with their state on NVMe when they have one (a reload keeps the other elements' values
+ * and moments), and zeros for sub-groups never loaded. Saving reads one sub-group at a
+ * time.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -205,6 +207,7 @@ static void pending_free(struct zinf_engine *e, struct egroup *g, uint64_t s)
 	if (!b)
 		return;
 	e->load_bytes -= b->bytes;
+	free(b->loaded);
 	free(b);
 	g->pending[s] = NULL;
 }
@@ -217,32 +220,66 @@ static int assemble_fail(struct zinf_engine *e, uint64_t s, uint64_t bytes)
 			   s, bytes);
 }
 
+/* Mark elements [lo, hi) loaded; returns how many were not yet. */
+static uint64_t loaded_mark(uint64_t *bits, uint64_t lo, uint64_t hi)
+{
+	uint64_t added = 0;
+
+	while (lo < hi) {
+		unsigned shift = lo % 64;
+		uint64_t k = hi - lo < 64 - shift ? hi - lo : 64 - shift;
+		uint64_t mask = (k == 64 ? ~0ull : (1ull << k) - 1) << shift;
+		added += (uint64_t)__builtin_popcountll(mask & ~bits[lo / 64]);
+		bits[lo / 64] |= mask;
+		lo += k;
+	}
+	return added;
+}
+
+/* The first element at or after i whose bit is `set`; n when there is none. */
+static uint64_t loaded_find(const uint64_t *bits, uint64_t n, uint64_t i, bool set)
+{
+	while (i < n) {
+		uint64_t w = (set ? bits[i / 64] : ~bits[i / 64]) >> (i % 64);
+		if (w) {
+			i += (uint64_t)__builtin_ctzll(w);
+			return i < n ? i : n;
+		}
+		i = (i / 64 + 1) * 64;
+	}
+	return n;
+}
+
 /* Sub-group s's assembly buffer, made (zeros: the value of elements never loaded) when
  * it has none; with moments it holds the moments too (grown when it did not). */
 static int pending_get(struct zinf_engine *e, struct egroup *g, uint64_t s, bool moments,
 		       struct esub **out)
 {
 	struct esub *b = g->pending[s];
-	uint64_t n = engine_sub_len(g, s);
+	uint64_t n = engine_sub_len(g, s), words = (n + 63) / 64;
 	uint64_t bytes = sizeof(*b) + (moments ? 3 : 1) * n * sizeof(float);
 
 	if (!b) {
 		b = calloc(1, bytes);
-		if (!b)
-			return assemble_fail(e, s, bytes);
-		b->serial = ++e->load_serial;
-		b->bytes = bytes;
+		if (b)
+			b->loaded = calloc(words, sizeof(uint64_t));
+		if (!b || !b->loaded) {
+			free(b);
+			return assemble_fail(e, s, bytes + words * sizeof(uint64_t));
+		}
+		b->bytes = bytes + words * sizeof(uint64_t);
 		b->moments = moments;
 		g->pending[s] = b;
-		load_bytes_add(e, bytes);
+		load_bytes_add(e, b->bytes);
 	} else if (moments && !b->moments) {
+		uint64_t was = sizeof(*b) + n * sizeof(float);
 		struct esub *nb = realloc(b, bytes);
 		if (!nb)
 			return assemble_fail(e, s, bytes);
 		b = nb;
 		memset(b->master + n, 0, 2 * n * sizeof(float));
-		load_bytes_add(e, bytes - b->bytes);
-		b->bytes = bytes;
+		load_bytes_add(e, bytes - was);
+		b->bytes += bytes - was;
 		b->moments = true;
 		g->pending[s] = b;
 	}
@@ -251,8 +288,8 @@ static int pending_get(struct zinf_engine *e, struct egroup *g, uint64_t s, bool
 }
 
 /* Sub-group s partly loaded over a state already on NVMe: read that state, put in the
- * loaded pieces' values with their loaded moments (zeros unless a resume brought them: a
- * reload resets them, as a load does), keep every other element's value and moments,
+ * loaded elements' values with their loaded moments (zeros unless a resume brought them:
+ * a reload resets them, as a load does), keep every other element's value and moments,
  * and write it back. */
 static int merge_write(struct zinf_engine *e, struct egroup *g, uint64_t s, const struct esub *b)
 {
@@ -269,20 +306,17 @@ static int merge_write(struct zinf_engine *e, struct egroup *g, uint64_t s, cons
 	m = master + n;
 	v = master + 2 * n;
 	rc = zinf_adam_nvme_read_sub_group(g->nvme, s, master, m, v);
-	for (uint64_t j = g->sub_piece[s]; !rc && j < g->sub_piece[s + 1]; j++) {
-		const struct epiece *pc = &g->pieces[j];
-		if (pc->stamp != b->serial)
-			continue;
-		memcpy(master + pc->sub_off, b->master + pc->sub_off, pc->elems * sizeof(float));
+	for (uint64_t lo = loaded_find(b->loaded, n, 0, true); !rc && lo < n;) {
+		uint64_t hi = loaded_find(b->loaded, n, lo, false), len = (hi - lo) * sizeof(float);
+		memcpy(master + lo, b->master + lo, len);
 		if (b->moments) {
-			memcpy(m + pc->sub_off, b->master + n + pc->sub_off,
-			       pc->elems * sizeof(float));
-			memcpy(v + pc->sub_off, b->master + 2 * n + pc->sub_off,
-			       pc->elems * sizeof(float));
+			memcpy(m + lo, b->master + n + lo, len);
+			memcpy(v + lo, b->master + 2 * n + lo, len);
 		} else {
-			memset(m + pc->sub_off, 0, pc->elems * sizeof(float));
-			memset(v + pc->sub_off, 0, pc->elems * sizeof(float));
+			memset(m + lo, 0, len);
+			memset(v + lo, 0, len);
 		}
+		lo = loaded_find(b->loaded, n, hi, true);
 	}
 	if (!rc)
 		rc = zinf_adam_nvme_write_sub_group(g->nvme, s, master, m, v);
@@ -357,8 +391,8 @@ static int flush(struct zinf_engine *e, struct egroup *g)
 	return rc;
 }
 
-int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const void *src,
-		     enum zinf_dtype src_dtype, const float *m, const float *v)
+int engine_nvme_load(struct zinf_engine *e, struct eparam *p, uint64_t first, uint64_t n,
+		     const void *src, enum zinf_dtype src_dtype, const float *m, const float *v)
 {
 	struct egroup *g = &e->groups[p->group];
 	uint64_t esize = src_dtype == ZINF_DTYPE_F32 ? 4 : 2;
@@ -367,29 +401,36 @@ int engine_nvme_load(struct zinf_engine *e, struct eparam *p, const void *src,
 	save_drop(g);
 	g->flushed = false;
 	for (uint64_t k = 0; k < p->n_pieces; k++) {
-		struct epiece *pc = &g->pieces[p->first_piece + k];
+		const struct epiece *pc = &g->pieces[p->first_piece + k];
+		/* the part of the piece inside [first, first + n), and where it is in the
+		 * sub-group and in the sources */
+		uint64_t lo = pc->param_off > first ? pc->param_off : first;
+		uint64_t hi = pc->param_off + pc->elems < first + n ? pc->param_off + pc->elems
+								    : first + n;
+		uint64_t at, from, len, sub_n = engine_sub_len(g, pc->sub);
 		struct esub *b = NULL;
-		uint64_t n = engine_sub_len(g, pc->sub);
+		if (lo >= hi)
+			continue;
+		at = pc->sub_off + (lo - pc->param_off);
+		from = lo - first;
+		len = hi - lo;
 		rc = pending_get(e, g, pc->sub, m != NULL, &b);
 		if (rc)
 			return rc;
-		engine_convert(b->master + pc->sub_off, ZINF_DTYPE_F32,
-			       (const char *)src + pc->param_off * esize, src_dtype, pc->elems);
+		engine_convert(b->master + at, ZINF_DTYPE_F32, (const char *)src + from * esize,
+			       src_dtype, len);
 		if (b->moments) { /* a plain load over a resume's buffer resets its moments */
-			float *bm = b->master + n + pc->sub_off, *bv = bm + n;
+			float *bm = b->master + sub_n + at, *bv = bm + sub_n;
 			if (m) {
-				memcpy(bm, m + pc->param_off, pc->elems * sizeof(float));
-				memcpy(bv, v + pc->param_off, pc->elems * sizeof(float));
+				memcpy(bm, m + from, len * sizeof(float));
+				memcpy(bv, v + from, len * sizeof(float));
 			} else {
-				memset(bm, 0, pc->elems * sizeof(float));
-				memset(bv, 0, pc->elems * sizeof(float));
+				memset(bm, 0, len * sizeof(float));
+				memset(bv, 0, len * sizeof(float));
 			}
 		}
-		if (pc->stamp != b->serial) { /* a piece loaded twice counts once */
-			pc->stamp = b->serial;
-			b->loaded_elems += pc->elems;
-		}
-		if (b->loaded_elems == engine_sub_len(g, pc->sub)) {
+		b->loaded_elems += loaded_mark(b->loaded, at, at + len);
+		if (b->loaded_elems == sub_n) {
 			rc = pending_write(e, g, pc->sub);
 			if (rc)
 				return rc;

@@ -533,7 +533,9 @@ static int chunk_rw(struct zinf_store *s, struct chunk *ch, uint64_t off, void *
 	if (rc)
 		return store_fail(s, rc, "module %s: pinned staging of %" PRIu64 " bytes: %s",
 				  mod->name, ch->io_len, zinf_pinned_last_error(s->o.pinned));
-	if (ch->written) {
+	if (write && off == 0 && len == ch->len) { /* all of it replaced: nothing to read */
+		memset((char *)stage + len, 0, ch->io_len - len);
+	} else if (ch->written) {
 		t0 = store_now_ns();
 		rc = zinf_io_rw(s->o.io, ZINF_IO_READ, ch->extent, 0, stage, ch->io_len);
 		if (rc) {
@@ -563,45 +565,61 @@ out:
 	return rc;
 }
 
-/* Copy one parameter between buf and its home, chunk by chunk (the module is held). */
-static int param_chunks_rw(struct zinf_store *s, const struct param *p, void *buf, bool write)
+/* Copy bytes [first, first + len) of one parameter between buf and its home, chunk by
+ * chunk (the module is held). */
+static int param_chunks_rw(struct zinf_store *s, const struct param *p, uint64_t first,
+			   uint64_t len, void *buf, bool write)
 {
 	const struct module *mod = &s->modules[p->module];
 	uint64_t done = 0;
 	int rc = 0;
 
-	while (done < p->bytes && !rc) {
-		uint64_t moff = p->off + done;
+	while (done < len && !rc) {
+		uint64_t moff = p->off + first + done;
 		struct chunk *ch = &s->chunks[mod->first_chunk + moff / s->o.chunk_size];
 		uint64_t in_chunk = moff - ch->off;
-		uint64_t n =
-			ch->len - in_chunk < p->bytes - done ? ch->len - in_chunk : p->bytes - done;
+		uint64_t n = ch->len - in_chunk < len - done ? ch->len - in_chunk : len - done;
 		rc = chunk_rw(s, ch, in_chunk, (char *)buf + done, n, write);
 		done += n;
 	}
 	return rc;
 }
 
-static int param_rw(struct zinf_store *s, uint32_t param, void *buf, bool write)
+static int param_rw(struct zinf_store *s, uint32_t param, uint64_t first, uint64_t len, void *buf,
+		    bool write)
 {
 	struct param *p = NULL;
 	int rc = sync_begin(s, param, &p);
 
 	if (rc)
 		return rc;
-	rc = param_chunks_rw(s, p, buf, write);
+	if (len == UINT64_MAX)
+		len = p->bytes;
+	if (first > p->bytes || len > p->bytes - first)
+		rc = store_fail(s, -EINVAL,
+				"param %u: bytes [%" PRIu64 ", %" PRIu64 " + %" PRIu64
+				") are not inside its %" PRIu64,
+				param, first, first, len, p->bytes);
+	else
+		rc = param_chunks_rw(s, p, first, len, buf, write);
 	sync_end(s, p, write && !rc);
 	return rc;
 }
 
 int zinf_store_param_write(struct zinf_store *s, uint32_t param, const void *src)
 {
-	return param_rw(s, param, (void *)src, true);
+	return param_rw(s, param, 0, UINT64_MAX, (void *)src, true);
+}
+
+int zinf_store_param_write_range(struct zinf_store *s, uint32_t param, uint64_t first, uint64_t len,
+				 const void *src)
+{
+	return param_rw(s, param, first, len, (void *)src, true);
 }
 
 int zinf_store_param_read(struct zinf_store *s, uint32_t param, void *dst)
 {
-	return param_rw(s, param, dst, false);
+	return param_rw(s, param, 0, UINT64_MAX, dst, false);
 }
 
 /* ---- introspection ------------------------------------------------------------------ */
@@ -614,6 +632,18 @@ uint64_t zinf_store_param_bytes(struct zinf_store *s, uint32_t param)
 uint32_t zinf_store_param_module(struct zinf_store *s, uint32_t param)
 {
 	return param < s->n_params ? s->params[param].module : UINT32_MAX;
+}
+
+uint64_t zinf_store_param_chunk_left(struct zinf_store *s, uint32_t param, uint64_t first)
+{
+	const struct param *p;
+	uint64_t to_chunk_end;
+
+	if (param >= s->n_params || first >= s->params[param].bytes)
+		return 0;
+	p = &s->params[param];
+	to_chunk_end = s->o.chunk_size - (p->off + first) % s->o.chunk_size;
+	return to_chunk_end < p->bytes - first ? to_chunk_end : p->bytes - first;
 }
 
 void zinf_store_get_stats(struct zinf_store *s, struct zinf_store_stats *out)
@@ -772,9 +802,10 @@ int zinf_store_module_write(struct zinf_store *s, uint32_t module, const void *c
 	if (s->o.param_home == ZINF_TIER_NVME) {
 		rc = module_write_nvme(s, mod, src);
 	} else {
-		for (uint32_t i = 0; i < mod->n_params && !rc; i++)
-			rc = param_chunks_rw(s, &s->params[mod->first_param + i], (void *)src[i],
-					     true);
+		for (uint32_t i = 0; i < mod->n_params && !rc; i++) {
+			const struct param *p = &s->params[mod->first_param + i];
+			rc = param_chunks_rw(s, p, 0, p->bytes, (void *)src[i], true);
+		}
 	}
 	if (!rc && s->o.param_home != ZINF_TIER_DEVICE)
 		fresh = refresh_copy(s, mod, src);

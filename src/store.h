@@ -125,6 +125,10 @@ int zinf_store_finalize(struct zinf_store *store);
 /* Copy a parameter's bytes from src into its home tier (a cached device copy of its
  * module is dropped first). Synchronous. */
 int zinf_store_param_write(struct zinf_store *store, uint32_t param, const void *src);
+/* Bytes [first, first + len) of a parameter from src, the rest kept: chunks it covers
+ * whole are written without being read. -EINVAL for a range outside the parameter. */
+int zinf_store_param_write_range(struct zinf_store *store, uint32_t param, uint64_t first,
+				 uint64_t len, const void *src);
 /* Write every parameter of a module at once (src[i]: the module's i-th parameter, in
  * registration order). On NVMe each chunk is written whole, once, without reading it
  * first: the way to store an optimizer step's new parameters. A device copy still
@@ -173,6 +177,10 @@ void zinf_store_get_stats(struct zinf_store *store, struct zinf_store_stats *out
 int zinf_store_stats_json(const struct zinf_store_stats *st, FILE *f);
 uint64_t zinf_store_param_bytes(struct zinf_store *store, uint32_t param);
 uint32_t zinf_store_param_module(struct zinf_store *store, uint32_t param);
+/* Bytes from byte `first` of a parameter to the end of the chunk that holds it, or to
+ * the parameter's end when that comes first (0 when first is not inside it): writes cut
+ * there cover the chunks between whole. */
+uint64_t zinf_store_param_chunk_left(struct zinf_store *store, uint32_t param, uint64_t first);
 const char *zinf_tier_name(enum zinf_tier tier); /* "device", "host", "nvme" */
 const char *zinf_link_name(enum zinf_link link); /* "nvme_to_pinned", ... */
 

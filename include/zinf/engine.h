@@ -86,6 +86,23 @@ int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
  * module must not be in use (-EBUSY, nothing changed). */
 int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 		    enum zinf_dtype src_dtype);
+/* Set elements [first_elem, first_elem + n_elems) of one parameter, as zinf_param_load
+ * does for all of them: src holds n_elems values in src_dtype (f32, bf16 or f16); with
+ * exp_avg and exp_avg_sq (fp32, n_elems each; both or neither) their Adam moments are
+ * set too, else reset to zero. Every other element keeps its value and moments. So a
+ * caller can load, or resume, a parameter of any size in pieces of bounded memory (the
+ * counterpart of zinf_param_state_save); optimizer state on NVMe is assembled a
+ * sub-group at a time and written once all of the sub-group is loaded, pieces in any
+ * order. The module must not be in use (-EBUSY, nothing changed); -EINVAL for a range
+ * outside the parameter, n_elems 0 or a missing buffer. */
+int zinf_param_load_range(struct zinf_engine *e, uint32_t param, uint64_t first_elem,
+			  uint64_t n_elems, const void *src, enum zinf_dtype src_dtype,
+			  const float *exp_avg, const float *exp_avg_sq);
+/* Elements from first_elem to the end of the parameter store's chunk (zinf.chunk_size)
+ * that holds it, or to the parameter's end when that comes first; 0 for an element
+ * outside the parameter or before finalize. Ranged loads cut there write each chunk
+ * between once, without reading it back: at most a chunk's elements at a time. */
+uint64_t zinf_param_chunk_elems(const struct zinf_engine *e, uint32_t param, uint64_t first_elem);
 /* Write a parameter's value (from the fp32 master) to dst as dst_dtype. */
 int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_dtype dst_dtype);
 

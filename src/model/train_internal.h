@@ -145,6 +145,10 @@ int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, c
 /* Elements of a piece of a tensor the saves (model and optimizer state) read and write
  * at a time (4M; tests set it smaller to cut tensors into many pieces). */
 extern uint64_t train_state_piece_elems;
+/* At most this many elements of a tensor per piece of a resume (UINT64_MAX: the store's
+ * chunks alone cut them); a module with more loads parameter by parameter. Tests set it
+ * small to resume in many pieces. */
+extern uint64_t train_state_load_piece_elems;
 /* Read dir/zinf_state.json and check every file it lists (its size; its CRC32C too,
  * except the optimizer state's shards: train_state_load checks theirs from what it
  * reads, and st->deferred keeps what the manifest lists for them). */
@@ -160,9 +164,12 @@ int train_state_check_device(const struct train_state *ck, struct zinf_engine *e
  * length apart without reading all of it. */
 int train_state_data_crc(const char *path, uint32_t *out, char *err, size_t errlen);
 /* Load every module's master and moments from dir's optimizer state and set the
- * engine's progress to st's. */
-int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *dir,
-		     const struct train_state *st, char *err, size_t errlen);
+ * engine's progress to st's: a module no larger than one parameter-store chunk
+ * (chunk_bytes, zinf.chunk_size) whole, each chunk written once; a larger one parameter
+ * by parameter in pieces ending on chunks. Either way it holds the fp32 state of at
+ * most one chunk's elements. */
+int train_state_load(struct train_model *tm, struct zinf_engine *e, uint64_t chunk_bytes,
+		     const char *dir, const struct train_state *st, char *err, size_t errlen);
 
 /* ---- --save-total-limit (train_rotate.c) ------------------------------------------------- */
 

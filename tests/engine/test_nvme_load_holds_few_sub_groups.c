@@ -18,7 +18,7 @@
 #include "load_fixture.h"
 
 #define SUB 300ull
-#define ONE_SUB (sizeof(struct esub) + SUB * 4)
+#define ONE_SUB (sizeof(struct esub) + SUB * 4 + (SUB + 63) / 64 * 8) /* values, bits */
 
 static void *src[2][LF_N_MOD][2]; /* [variant][module][param] */
 

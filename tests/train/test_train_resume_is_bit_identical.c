@@ -9,7 +9,9 @@
  *   - fp16 parameters with dynamic loss scaling whose scale doubles every 2 steps (the
  *     scaler's state is part of the checkpoint: a reset scale shows in zinf_state.json),
  *     saved in shards of 100 kB (the optimizer state's index and shards compared too),
- *     its state written in pieces of 1000 elements (across sub-groups and tensors' ends).
+ *     its state written in pieces of 1000 elements (across sub-groups and tensors' ends)
+ *     and resumed parameter by parameter in pieces of 777 (the bf16 runs resume module
+ *     by module).
  * With --device=cuda first the runs use the cuda device backend and model runtime
  * (test_gpu_resume_is_bit_identical; skips with 77 without a GPU), and a checkpoint saved
  * there is refused on the host backend (the runtimes compute different bits).
@@ -224,7 +226,8 @@ int main(int argc, char **argv)
 	tf_setup(&d, NULL);
 	check_precision(&d, "bf16");
 	shard_bytes = 100000; /* model and optimizer state in shards, with their indexes */
-	train_state_piece_elems = 1000; /* the state saved in many pieces of odd size */
+	train_state_piece_elems = 1000;	    /* the state saved in many pieces of odd size */
+	train_state_load_piece_elems = 777; /* and resumed in pieces, parameter by parameter */
 	check_precision(&d, "fp16");
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
