@@ -33,6 +33,7 @@ struct train_model {
 	uint32_t (*param)[ZINF_LLAMA_MAX_PARAMS];
 	uint64_t param_elems;
 	uint64_t largest_tensor_elems;
+	uint64_t chunk_bytes; /* zinf.chunk_size: loads cut larger modules into pieces */
 };
 
 /* Whether module mod's parameter slot s holds an engine parameter, and its name, shape
@@ -46,6 +47,16 @@ enum zinf_llama_module_kind train_module_kind(const struct train_model *tm, int 
  * negative code with one line in err. */
 int train_model_config(struct train_model *tm, const struct zinf_train_opts *o, char *err,
 		       size_t errlen);
+/* Loading (--model, --init, --resume) holds at most one parameter-store chunk's
+ * elements: a module no larger than tm->chunk_bytes (in the parameters' dtype) loads
+ * whole, each chunk written once; a larger one parameter by parameter, in pieces of
+ * train_load_piece() elements that end on chunks (zinf_param_chunk_elems), so each
+ * chunk is written once but for those two parameters share. */
+bool train_module_loads_whole(const struct train_model *tm, int mod);
+uint64_t train_load_piece(const struct zinf_engine *e, uint32_t param, uint64_t first_elem);
+/* At most this many elements a piece (UINT64_MAX: the chunks alone cut them); a module
+ * with more loads parameter by parameter. Tests set it small to load in many pieces. */
+extern uint64_t train_load_piece_elems;
 /* Register modules and parameters (dtype tm->param_dtype) with e and finalize. */
 int train_model_register(struct train_model *tm, struct zinf_engine *e, char *err, size_t errlen);
 /* Load the parameters: from the checkpoint in o->model_dir, module by module (zinf_module_load), or a seeded
@@ -98,8 +109,6 @@ struct zinf_llama_tensor_name;
 int train_model_tensor(const struct train_model *tm, int i, const char *dir,
 		       struct zinf_llama_tensor_name *tn, uint32_t *param, char *err,
 		       size_t errlen);
-/* Bytes of the largest module's parameters in fp32, each padded to 64 bytes. */
-uint64_t train_model_largest_module_f32_bytes(const struct train_model *tm);
 
 /* ---- the training state: --save-state and --resume (train_state.c) ------------------------ */
 
@@ -145,10 +154,7 @@ int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, c
 /* Elements of a piece of a tensor the saves (model and optimizer state) read and write
  * at a time (4M; tests set it smaller to cut tensors into many pieces). */
 extern uint64_t train_state_piece_elems;
-/* At most this many elements of a tensor per piece of a resume (UINT64_MAX: the store's
- * chunks alone cut them); a module with more loads parameter by parameter. Tests set it
- * small to resume in many pieces. */
-extern uint64_t train_state_load_piece_elems;
+
 /* Read dir/zinf_state.json and check every file it lists (its size; its CRC32C too,
  * except the optimizer state's shards: train_state_load checks theirs from what it
  * reads, and st->deferred keeps what the manifest lists for them). */
@@ -163,13 +169,10 @@ int train_state_check_device(const struct train_state *ck, struct zinf_engine *e
 /* CRC32C of a data file's size, first MiB and last MiB: tells other data of the same
  * length apart without reading all of it. */
 int train_state_data_crc(const char *path, uint32_t *out, char *err, size_t errlen);
-/* Load every module's master and moments from dir's optimizer state and set the
- * engine's progress to st's: a module no larger than one parameter-store chunk
- * (chunk_bytes, zinf.chunk_size) whole, each chunk written once; a larger one parameter
- * by parameter in pieces ending on chunks. Either way it holds the fp32 state of at
- * most one chunk's elements. */
-int train_state_load(struct train_model *tm, struct zinf_engine *e, uint64_t chunk_bytes,
-		     const char *dir, const struct train_state *st, char *err, size_t errlen);
+/* Load every module's master and moments from dir's optimizer state (whole or in
+ * pieces: train_module_loads_whole) and set the engine's progress to st's. */
+int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *dir,
+		     const struct train_state *st, char *err, size_t errlen);
 
 /* ---- --save-total-limit (train_rotate.c) ------------------------------------------------- */
 

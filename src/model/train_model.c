@@ -243,6 +243,45 @@ static int module_srcs_load(struct module_srcs *ms, struct zinf_engine *e, uint3
 	return rc;
 }
 
+uint64_t train_load_piece_elems = UINT64_MAX;
+
+bool train_module_loads_whole(const struct train_model *tm, int mod)
+{
+	uint64_t elems = 0, esize = tm->param_dtype == ZINF_DTYPE_F32 ? 4 : 2;
+
+	for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
+		struct zinf_llama_param_info info;
+		if (train_model_slot(tm, mod, s, &info))
+			elems += info.elems;
+	}
+	return elems * esize <= tm->chunk_bytes && elems <= train_load_piece_elems;
+}
+
+uint64_t train_load_piece(const struct zinf_engine *e, uint32_t param, uint64_t first_elem)
+{
+	uint64_t n = zinf_param_chunk_elems(e, param, first_elem);
+
+	return n < train_load_piece_elems ? n : train_load_piece_elems;
+}
+
+/* Grow *buf to hold bytes. */
+static int load_room(char **buf, uint64_t *have, uint64_t bytes, char *err, size_t errlen)
+{
+	char *nb;
+
+	if (bytes <= *have)
+		return 0;
+	nb = realloc(*buf, bytes);
+	if (!nb) {
+		snprintf(err, errlen, "model: out of memory for %llu bytes of weights to load",
+			 (unsigned long long)bytes);
+		return -ENOMEM;
+	}
+	*buf = nb;
+	*have = bytes;
+	return 0;
+}
+
 /* The checkpoint's tensor for module mod's parameter slot s, checked against the config. */
 static int find_tensor(struct train_model *tm, struct zinf_st_reader *r, const char *dir, int mod,
 		       int s, const struct zinf_st_tensor_info **out, char *err, size_t errlen)
@@ -260,80 +299,95 @@ static int find_tensor(struct train_model *tm, struct zinf_st_reader *r, const c
 	return 0;
 }
 
-/* Bytes of the largest module's tensors as stored (each padded to 64 bytes). */
-static int largest_module_bytes(struct train_model *tm, struct zinf_st_reader *r, const char *dir,
-				uint64_t *out, char *err, size_t errlen)
+/* Tensor t (engine parameter pid) in pieces of train_load_piece() elements, each read in
+ * its stored dtype and handed to the engine (zinf_param_load_range, zero moments). */
+static int load_tensor_pieces(struct zinf_st_reader *r, struct zinf_engine *e, uint32_t pid,
+			      const struct zinf_st_tensor_info *t, char **buf, uint64_t *have,
+			      char *err, size_t errlen)
 {
-	*out = 0;
-	for (int mod = 0; mod < tm->L + 2; mod++) {
-		uint64_t bytes = 0;
-		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
-			const struct zinf_st_tensor_info *t;
-			int rc;
-			if (tm->param[mod][s] == TRAIN_NO_PARAM)
-				continue;
-			rc = find_tensor(tm, r, dir, mod, s, &t, err, errlen);
-			if (rc)
-				return rc;
-			bytes += (t->nbytes + 63) / 64 * 64;
+	uint64_t esize = t->nbytes / t->n_elems;
+
+	for (uint64_t first = 0; first < t->n_elems;) {
+		uint64_t n = train_load_piece(e, pid, first);
+		int rc = load_room(buf, have, n * esize, err, errlen);
+		if (!rc && !n) {
+			snprintf(err, errlen, "model: parameter %u has no element %llu", pid,
+				 (unsigned long long)first);
+			rc = ZINF_ESTATE;
 		}
-		if (bytes > *out)
-			*out = bytes;
+		if (!rc) {
+			rc = zinf_st_reader_read_elems(r, t, first, n, *buf, t->dtype);
+			if (rc)
+				snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
+		}
+		if (!rc) {
+			rc = zinf_param_load_range(e, pid, first, n, *buf, dtype_of_st(t->dtype),
+						   NULL, NULL);
+			if (rc)
+				snprintf(err, errlen, "%s", zinf_last_error(e));
+		}
+		if (rc)
+			return rc;
+		first += n;
 	}
 	return 0;
 }
 
-/* Module by module: read its tensors in their stored dtype, then hand them to the engine
- * at once, which converts them once into the fp32 master and the parameters' dtype. */
+/* Module by module: a module that loads whole has its tensors read in their stored dtype
+ * and handed to the engine at once, which converts them once into the fp32 master and
+ * the parameters' dtype; a larger one goes tensor by tensor, in pieces. */
 static int load_checkpoint(struct train_model *tm, struct zinf_engine *e, const char *dir,
 			   char *err, size_t errlen)
 {
 	struct module_srcs ms = {0};
 	struct zinf_st_reader *r;
-	uint64_t bytes;
+	uint64_t have = 0;
 	int rc;
 
 	rc = open_checkpoint(tm, dir, &r, err, errlen);
 	if (rc)
 		return rc;
-	rc = largest_module_bytes(tm, r, dir, &bytes, err, errlen);
-	if (rc)
-		goto out_reader;
-	ms.buf = malloc(bytes ? bytes : 1);
-	if (!ms.buf) {
-		snprintf(err, errlen, "model: out of memory for a module of %llu bytes",
-			 (unsigned long long)bytes);
-		rc = -ENOMEM;
-		goto out_reader;
-	}
 	for (int mod = 0; mod < tm->L + 2 && !rc; mod++) {
-		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
-			const struct zinf_st_tensor_info *t;
+		const struct zinf_st_tensor_info *t[ZINF_LLAMA_MAX_PARAMS] = {NULL};
+		bool whole = train_module_loads_whole(tm, mod);
+		uint64_t bytes = 0;
+		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS && !rc; s++) {
 			if (tm->param[mod][s] == TRAIN_NO_PARAM)
 				continue;
-			rc = find_tensor(tm, r, dir, mod, s, &t, err, errlen);
-			if (rc)
-				goto out_buf;
-			rc = zinf_st_reader_read(
-				r, t, module_srcs_add(&ms, t->nbytes, dtype_of_st(t->dtype)),
-				t->dtype);
-			if (rc) {
-				snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
-				goto out_buf;
-			}
+			rc = find_tensor(tm, r, dir, mod, s, &t[s], err, errlen);
+			if (!rc)
+				bytes += (t[s]->nbytes + 63) / 64 * 64;
 		}
-		rc = module_srcs_load(&ms, e, tm->module[mod], err, errlen);
+		if (!rc && whole)
+			rc = load_room(&ms.buf, &have, bytes, err, errlen);
+		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS && !rc; s++) {
+			if (!t[s])
+				continue;
+			if (!whole) {
+				rc = load_tensor_pieces(r, e, tm->param[mod][s], t[s], &ms.buf,
+							&have, err, errlen);
+				continue;
+			}
+			rc = zinf_st_reader_read(
+				r, t[s],
+				module_srcs_add(&ms, t[s]->nbytes, dtype_of_st(t[s]->dtype)),
+				t[s]->dtype);
+			if (rc)
+				snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
+		}
+		if (!rc && whole)
+			rc = module_srcs_load(&ms, e, tm->module[mod], err, errlen);
 	}
-out_buf:
 	free(ms.buf);
-out_reader:
 	zinf_st_reader_destroy(r);
 	return rc;
 }
 
+#define SPLITMIX64_STEP 0x9e3779b97f4a7c15ull
+
 static uint64_t splitmix64(uint64_t *s)
 {
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	uint64_t z = (*s += SPLITMIX64_STEP);
 
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -346,69 +400,92 @@ static double uniform_open(uint64_t *s)
 	return ((double)(splitmix64(s) >> 11) + 0.5) / 9007199254740992.0;
 }
 
-/* Tensor k's values from (seed, k) alone, so the init does not depend on the order of
- * loading: normal(0, 0.02) (Box-Muller) for matrices and embeddings, 1 for norm weights, 0
- * for biases. */
+/* Elements [first, first + n) of tensor k's values, from (seed, k) alone, so the init
+ * depends neither on the order of loading nor on the pieces: normal(0, 0.02)
+ * (Box-Muller: elements 2j and 2j + 1 from draws 2j and 2j + 1, and splitmix64's state
+ * before draw d is the start plus d steps) for matrices and embeddings, 1 for norm
+ * weights, 0 for biases. */
 static void init_tensor(const struct zinf_llama_param_info *info, uint64_t seed, uint64_t k,
-			float *out)
+			uint64_t first, uint64_t n, float *out)
 {
-	uint64_t s = seed ^ (0x5851f42d4c957f2dull * (k + 1));
+	uint64_t s0 = seed ^ (0x5851f42d4c957f2dull * (k + 1));
 
 	if (!info->cols) {
 		float v = strstr(info->name, "norm") ? 1.0f : 0.0f;
 
-		for (uint64_t i = 0; i < info->elems; i++)
+		for (uint64_t i = 0; i < n; i++)
 			out[i] = v;
 		return;
 	}
-	for (uint64_t i = 0; i < info->elems; i += 2) {
+	for (uint64_t i = first & ~1ull; i < first + n; i += 2) {
+		uint64_t s = s0 + i * SPLITMIX64_STEP;
 		double r = sqrt(-2.0 * log(uniform_open(&s))), a = 2.0 * M_PI * uniform_open(&s);
 
-		out[i] = (float)(0.02 * r * cos(a));
-		if (i + 1 < info->elems)
-			out[i + 1] = (float)(0.02 * r * sin(a));
+		if (i >= first)
+			out[i - first] = (float)(0.02 * r * cos(a));
+		if (i + 1 < first + n)
+			out[i + 1 - first] = (float)(0.02 * r * sin(a));
 	}
 }
 
-uint64_t train_model_largest_module_f32_bytes(const struct train_model *tm)
+/* Parameter pid (tensor k) initialised in pieces of train_load_piece() elements. */
+static int random_pieces(struct zinf_engine *e, uint32_t pid,
+			 const struct zinf_llama_param_info *info, uint64_t seed, uint64_t k,
+			 char **buf, uint64_t *have, char *err, size_t errlen)
 {
-	uint64_t largest = 0;
+	for (uint64_t first = 0; first < info->elems;) {
+		uint64_t n = train_load_piece(e, pid, first);
+		int rc = load_room(buf, have, n * sizeof(float), err, errlen);
+		if (!rc && !n) {
+			snprintf(err, errlen, "model: parameter %u has no element %llu", pid,
+				 (unsigned long long)first);
+			rc = ZINF_ESTATE;
+		}
+		if (rc)
+			return rc;
+		init_tensor(info, seed, k, first, n, (float *)*buf);
+		rc = zinf_param_load_range(e, pid, first, n, *buf, ZINF_DTYPE_F32, NULL, NULL);
+		if (rc) {
+			snprintf(err, errlen, "%s", zinf_last_error(e));
+			return rc;
+		}
+		first += n;
+	}
+	return 0;
+}
 
-	for (int mod = 0; mod < tm->L + 2; mod++) {
+static int load_random(struct train_model *tm, struct zinf_engine *e, uint64_t seed, char *err,
+		       size_t errlen)
+{
+	struct module_srcs ms = {0};
+	uint64_t have = 0, k = 0;
+	int rc = 0;
+
+	for (int mod = 0; mod < tm->L + 2 && !rc; mod++) {
+		bool whole = train_module_loads_whole(tm, mod);
 		uint64_t bytes = 0;
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
 			struct zinf_llama_param_info info;
 			if (train_model_slot(tm, mod, s, &info))
 				bytes += (info.elems * sizeof(float) + 63) / 64 * 64;
 		}
-		if (bytes > largest)
-			largest = bytes;
-	}
-	return largest;
-}
-
-static int load_random(struct train_model *tm, struct zinf_engine *e, uint64_t seed, char *err,
-		       size_t errlen)
-{
-	uint64_t bytes = train_model_largest_module_f32_bytes(tm), k = 0;
-	struct module_srcs ms = {.buf = malloc(bytes ? bytes : 1)};
-	int rc = 0;
-
-	if (!ms.buf) {
-		snprintf(err, errlen, "model: out of memory for a module of %llu bytes",
-			 (unsigned long long)bytes);
-		return -ENOMEM;
-	}
-	for (int mod = 0; mod < tm->L + 2 && !rc; mod++) {
-		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++, k++) {
+		if (whole)
+			rc = load_room(&ms.buf, &have, bytes, err, errlen);
+		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS && !rc; s++, k++) {
 			struct zinf_llama_param_info info;
 			if (!train_model_slot(tm, mod, s, &info))
 				continue;
+			if (!whole) {
+				rc = random_pieces(e, tm->param[mod][s], &info, seed, k, &ms.buf,
+						   &have, err, errlen);
+				continue;
+			}
 			init_tensor(
-				&info, seed, k,
+				&info, seed, k, 0, info.elems,
 				module_srcs_add(&ms, info.elems * sizeof(float), ZINF_DTYPE_F32));
 		}
-		rc = module_srcs_load(&ms, e, tm->module[mod], err, errlen);
+		if (!rc && whole)
+			rc = module_srcs_load(&ms, e, tm->module[mod], err, errlen);
 	}
 	free(ms.buf);
 	return rc;

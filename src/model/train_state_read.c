@@ -587,8 +587,6 @@ static int piece_room(float *buf[3], uint64_t *have, uint64_t n, const char *dir
 	return 0;
 }
 
-uint64_t train_state_load_piece_elems = UINT64_MAX;
-
 /* Parameter pid's master and moments from the reader, one store chunk's elements at a
  * time (zinf_param_chunk_elems: each chunk written once), into the engine. */
 static int load_param_state(struct zinf_st_reader *r, struct zinf_engine *e, uint32_t pid,
@@ -596,11 +594,8 @@ static int load_param_state(struct zinf_st_reader *r, struct zinf_engine *e, uin
 			    const char *dir, char *err, size_t errlen)
 {
 	for (uint64_t first = 0; first < t[0]->n_elems;) {
-		uint64_t n = zinf_param_chunk_elems(e, pid, first);
-		int rc;
-		if (n > train_state_load_piece_elems)
-			n = train_state_load_piece_elems;
-		rc = piece_room(buf, have, n, dir, err, errlen);
+		uint64_t n = train_load_piece(e, pid, first);
+		int rc = piece_room(buf, have, n, dir, err, errlen);
 		if (!n) { /* the tensor was checked to have the parameter's size */
 			snprintf(err, errlen, "%s: parameter %u has no element %llu", dir, pid,
 				 (unsigned long long)first);
@@ -661,12 +656,12 @@ static int load_module_state(struct zinf_st_reader *r, struct zinf_engine *e,
 	return rc;
 }
 
-int train_state_load(struct train_model *tm, struct zinf_engine *e, uint64_t chunk_bytes,
-		     const char *dir, const struct train_state *st, char *err, size_t errlen)
+int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *dir,
+		     const struct train_state *st, char *err, size_t errlen)
 {
 	struct zinf_st_reader *r = NULL;
 	float *buf[3] = {NULL, NULL, NULL};
-	uint64_t have = 0, esize = tm->param_dtype == ZINF_DTYPE_F32 ? 4 : 2;
+	uint64_t have = 0;
 	char name[256], why[1024];
 	bool opened = false, checked = false;
 	int rc, n_parts = 0;
@@ -686,7 +681,6 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, uint64_t chu
 	}
 	for (int mod = 0; mod < tm->L + 2 && !rc; mod++) {
 		const struct zinf_st_tensor_info *t[ZINF_LLAMA_MAX_PARAMS][3] = {{NULL}};
-		uint64_t bytes = 0;
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
 			struct zinf_llama_param_info info;
 			if (!train_model_slot(tm, mod, s, &info))
@@ -706,9 +700,8 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, uint64_t chu
 					goto out;
 				}
 			}
-			bytes += info.elems * esize;
 		}
-		if (bytes <= chunk_bytes && bytes / esize <= train_state_load_piece_elems) {
+		if (train_module_loads_whole(tm, mod)) {
 			rc = load_module_state(r, e, tm, mod, t, buf, &have, dir, err, errlen);
 			continue;
 		}

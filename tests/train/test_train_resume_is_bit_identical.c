@@ -226,8 +226,8 @@ int main(int argc, char **argv)
 	tf_setup(&d, NULL);
 	check_precision(&d, "bf16");
 	shard_bytes = 100000; /* model and optimizer state in shards, with their indexes */
-	train_state_piece_elems = 1000;	    /* the state saved in many pieces of odd size */
-	train_state_load_piece_elems = 777; /* and resumed in pieces, parameter by parameter */
+	train_state_piece_elems = 1000; /* the state saved in many pieces of odd size */
+	train_load_piece_elems = 777;	/* and resumed in pieces, parameter by parameter */
 	check_precision(&d, "fp16");
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
