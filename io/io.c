@@ -116,6 +116,7 @@ static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	enum io_fault_kind kind;
 	int count, err;
+	int pass; /* matching pieces let through before the count starts */
 	uint64_t short_bytes;
 	unsigned op_mask;
 } fault;
@@ -130,7 +131,15 @@ void zinf_io_fault_set(enum io_fault_kind kind, int count, int err, uint64_t sho
 	fault.err = err;
 	fault.short_bytes = short_bytes;
 	fault.op_mask = op_mask;
+	fault.pass = 0;
 	__atomic_store_n(&fault_armed, count > 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&fault_lock);
+}
+
+void zinf_io_fault_pass(int n)
+{
+	pthread_mutex_lock(&fault_lock);
+	fault.pass = n;
 	pthread_mutex_unlock(&fault_lock);
 }
 
@@ -149,6 +158,11 @@ bool io_fault_take(enum io_fault_kind kind, int op, int *err, uint64_t *short_by
 	if (fault.kind == kind && fault.count > 0 &&
 	    (kind == IO_FAULT_NO_DIRECT || kind == IO_FAULT_ENGINE ||
 	     (fault.op_mask & (1u << op)))) {
+		if (fault.pass > 0) {
+			fault.pass--;
+			pthread_mutex_unlock(&fault_lock);
+			return false;
+		}
 		fault.count--;
 		if (err)
 			*err = fault.err;

@@ -191,6 +191,8 @@ enum io_fault_kind {
 void zinf_io_fault_set(enum io_fault_kind kind, int count, int err, uint64_t short_bytes,
 		       unsigned op_mask);
 void zinf_io_fault_clear(void);
+/* After zinf_io_fault_set: let the next n matching pieces through first. */
+void zinf_io_fault_pass(int n);
 /* Used by the layer: consume one armed fault of kind for op; returns true if it fires
  * and fills err / short_bytes. */
 bool io_fault_take(enum io_fault_kind kind, int op, int *err, uint64_t *short_bytes);

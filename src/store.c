@@ -602,7 +602,9 @@ static int param_rw(struct zinf_store *s, uint32_t param, uint64_t first, uint64
 				param, first, first, len, p->bytes);
 	else
 		rc = param_chunks_rw(s, p, first, len, buf, write);
-	sync_end(s, p, write && !rc);
+	/* A write that failed part-way may have changed some chunks at home already: the
+	 * cached copy is dropped either way. */
+	sync_end(s, p, write);
 	return rc;
 }
 
@@ -639,7 +641,7 @@ uint64_t zinf_store_param_chunk_left(struct zinf_store *s, uint32_t param, uint6
 	const struct param *p;
 	uint64_t to_chunk_end;
 
-	if (param >= s->n_params || first >= s->params[param].bytes)
+	if (!s->finalized || param >= s->n_params || first >= s->params[param].bytes)
 		return 0;
 	p = &s->params[param];
 	to_chunk_end = s->o.chunk_size - (p->off + first) % s->o.chunk_size;
@@ -809,6 +811,6 @@ int zinf_store_module_write(struct zinf_store *s, uint32_t module, const void *c
 	}
 	if (!rc && s->o.param_home != ZINF_TIER_DEVICE)
 		fresh = refresh_copy(s, mod, src);
-	sync_end_module(s, mod, !rc && !fresh);
+	sync_end_module(s, mod, !fresh); /* (a failed write may have changed some chunks) */
 	return rc;
 }

@@ -12,7 +12,7 @@
  *     the new values with zero moments there, and every other element keeps its value
  *     and moments (on NVMe: merged element by element into the sub-groups it shares);
  *   - a range that covers a chunk of the parameter store on NVMe whole writes it without
- *     reading it first;
+ *     reading it first; a write home that fails part-way leaves no stale cached copy;
  *   - bad input (a range outside the parameter, no elements, no source, one moment, a
  *     held module) is refused with one line and changes nothing.
  * White-box: reads the parameter store's NVMe counters (engine_internal.h). */
@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "engine_internal.h"
+#include "io_internal.h" /* zinf_io_fault_set */
 #include "load_fixture.h"
 #include "store.h"
 
@@ -233,6 +234,65 @@ static void each_sub_group_written_once(struct lf_engine *le, bool store_on_nvme
 		(unsigned long long)le->e->load_bytes);
 }
 
+/* Module 1's weight as the model reads it (a fetch) is what its home holds. */
+static void copy_is_home(struct lf_engine *le, const char *what)
+{
+	uint64_t bytes = lf_elems(1, 0) * lf_dtype_bytes(le->dtype);
+	char *seen = malloc(bytes), *home = malloc(bytes);
+
+	T_CHECK(seen && home, "out of memory");
+	T_CHECK(zinf_module_fetch(le->e, le->mod[1]) == 0 &&
+			zinf_module_wait(le->e, le->mod[1]) == 0,
+		"%s: fetch: %s", what, zinf_last_error(le->e));
+	memcpy(seen, zinf_param_data(le->e, le->par[1][0]), bytes);
+	T_CHECK_RC(zinf_module_release(le->e, le->mod[1]));
+	T_CHECK(zinf_store_param_read(le->e->store, le->e->params[le->par[1][0]].store_id, home) ==
+			0,
+		"%s: read home", what);
+	T_CHECK(memcmp(seen, home, bytes) == 0,
+		"%s: the module fetched after a failed write is not what its home holds", what);
+	free(seen);
+	free(home);
+}
+
+/* A write home that fails part-way (a range's whole first chunk written, the read of its
+ * partly covered second chunk failing; a module load whose second chunk write fails)
+ * leaves no stale cached copy: the next fetch reads what the home holds. */
+static void failed_write_drops_the_cached_copy(struct lf_engine *le, const struct state *s,
+					       const char *what)
+{
+	struct range whole = {1, 0, 0, lf_elems(1, 0)};
+	uint64_t off = param_off(1, 0);
+	const float *part[3][2];
+	float *neg;
+
+	copy_is_home(le, "before"); /* (fetched: cached now) */
+	zinf_io_fault_set(IO_FAULT_ERRNO, 1, EIO, 0, 1u << ZINF_IO_READ);
+	T_CHECK(zinf_param_load_range(le->e, le->par[1][0], 0, whole.n, s->part[0] + off,
+				      ZINF_DTYPE_F32, NULL, NULL) == -EIO,
+		"%s: a range load with a failing read: %s", what, zinf_last_error(le->e));
+	zinf_io_fault_clear();
+	copy_is_home(le, what);
+
+	/* other values than the range load's, whose first chunk is home already */
+	neg = malloc(lf_total() * 4);
+	T_CHECK(neg, "out of memory");
+	for (uint64_t i = 0; i < lf_total(); i++)
+		neg[i] = -s->part[0][i];
+	for (int k = 0; k < 2; k++) {
+		part[0][k] = neg + param_off(1, k);
+		for (int p = 1; p < 3; p++)
+			part[p][k] = s->part[p] + param_off(1, k);
+	}
+	zinf_io_fault_set(IO_FAULT_ERRNO, 1, EIO, 0, 1u << ZINF_IO_WRITE);
+	zinf_io_fault_pass(1); /* the first chunk is written */
+	T_CHECK(zinf_module_load_state(le->e, le->mod[1], 2, part[0], part[1], part[2]) != 0,
+		"%s: a module load with a failing write succeeded", what);
+	zinf_io_fault_clear();
+	copy_is_home(le, what);
+	free(neg);
+}
+
 /* Refused with one line, nothing changed. */
 static void refuses(struct lf_engine *le, const struct state *s, const char *what)
 {
@@ -355,6 +415,8 @@ static void check(const char *param_home, const char *opt_home, enum zinf_dtype 
 			what, (unsigned long long)read, (unsigned long long)tail);
 	}
 
+	if (!strcmp(param_home, "nvme") && !strcmp(opt_home, "cpu"))
+		failed_write_drops_the_cached_copy(&b, &src, what);
 	refuses(&b, &other, what);
 	state_free(&src);
 	state_free(&sa);
