@@ -396,7 +396,7 @@ uint64_t engine_dtype_bytes(enum zinf_dtype t)
 
 int zinf_engine_finalize(struct zinf_engine *e)
 {
-	uint64_t total = 0, off = 0, largest = 0;
+	uint64_t total = 0, off = 0;
 	uint32_t max_params = 0;
 	int rc;
 
@@ -405,14 +405,12 @@ int zinf_engine_finalize(struct zinf_engine *e)
 	rc = zinf_store_finalize(e->store);
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
-	for (uint32_t i = 0; i < e->n_params; i++) {
+	for (uint32_t i = 0; i < e->n_params; i++)
 		total += e->params[i].elems;
-		if (e->params[i].elems > largest)
-			largest = e->params[i].elems;
-	}
-	/* staging holds one parameter in fp32 (save), or a module's copies in their dtypes
-	 * (the step's 16-bit ones, zinf_module_load's) */
-	e->staging_bytes = largest * 4;
+	/* staging holds a module's copies in their dtypes (the step's 16-bit ones,
+	 * zinf_module_load's conversions); zinf_param_save passes a parameter through it in
+	 * pieces */
+	e->staging_bytes = 0;
 	for (uint32_t m = 0; m < e->n_modules; m++) {
 		uint64_t b = 0;
 		for (uint32_t k = 0; k < e->modules[m].n_params; k++)
@@ -423,7 +421,10 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		if (e->modules[m].n_params > max_params)
 			max_params = e->modules[m].n_params;
 	}
-	e->staging = malloc(e->staging_bytes ? e->staging_bytes : 1);
+	e->staging_bytes = (e->staging_bytes + 3) / 4 * 4; /* whole floats, at least one */
+	if (!e->staging_bytes)
+		e->staging_bytes = 4;
+	e->staging = malloc(e->staging_bytes);
 	e->srcs = calloc(max_params ? max_params : 1, sizeof(*e->srcs));
 	if (!e->staging || !e->srcs)
 		return engine_fail(e, -ENOMEM,

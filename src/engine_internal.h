@@ -238,7 +238,7 @@ struct zinf_engine {
 
 	float *state; /* one host allocation carved into every eparam's buffers */
 	uint64_t state_bytes;
-	void *staging;	   /* (staging_bytes) largest param in fp32, or a module's own */
+	void *staging;	   /* (staging_bytes) the largest module's copies in their dtypes */
 			   /* copies (fp32 or 16-bit), host */
 	const void **srcs; /* (most params in a module) sources for zinf_store_module_write */
 	uint64_t staging_bytes;

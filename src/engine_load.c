@@ -329,12 +329,17 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 	rc = engine_opt_drain(e);
 	if (rc)
 		return rc;
-	if (e->nvme_state) {
-		rc = engine_nvme_save(e, &e->params[param], 0, e->params[param].elems, e->staging,
-				      NULL, NULL);
-		if (rc)
-			return rc;
-		engine_convert(dst, dst_dtype, e->staging, ZINF_DTYPE_F32, e->params[param].elems);
+	if (e->nvme_state) { /* through staging in pieces (it holds at least half of p) */
+		struct eparam *p = &e->params[param];
+		uint64_t piece = e->staging_bytes / sizeof(float);
+		for (uint64_t first = 0; first < p->elems; first += piece) {
+			uint64_t n = p->elems - first < piece ? p->elems - first : piece;
+			rc = engine_nvme_save(e, p, first, n, e->staging, NULL, NULL);
+			if (rc)
+				return rc;
+			engine_convert((char *)dst + first * engine_dtype_bytes(dst_dtype),
+				       dst_dtype, e->staging, ZINF_DTYPE_F32, n);
+		}
 		return 0;
 	}
 	engine_convert(dst, dst_dtype, e->params[param].master, ZINF_DTYPE_F32,
