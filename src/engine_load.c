@@ -89,63 +89,163 @@ static int check_range(struct zinf_engine *e, uint32_t param, uint64_t first, ui
 	return 0;
 }
 
-/* The slower path: each parameter's chunks are read, changed and written back in the
- * store (those a range covers whole are only written), where zinf_module_load writes a
- * module's chunks once. */
-static int param_load(struct zinf_engine *e, uint32_t param, uint64_t first, uint64_t n,
-		      const void *src, enum zinf_dtype src_dtype, const float *m, const float *v)
+/* Range i of r checked: a parameter, elements inside it, a source in a known dtype, both
+ * moments or neither, and the module of range 0. */
+static int check_one_range(struct zinf_engine *e, const struct zinf_param_range *r, uint32_t i)
 {
-	struct eparam *p = &e->params[param];
-	uint64_t esize = engine_dtype_bytes(p->dtype);
-	int rc;
+	uint32_t param = r[i].param;
+	int rc = check_param(e, param);
 
-	if (!src || !valid_dtype(src_dtype))
-		return engine_fail(e, -EINVAL,
-				   "param %u: source %p, dtype %d (expected f32, bf16 or f16)",
-				   param, src, (int)src_dtype);
-	if (!m != !v)
-		return engine_fail(e, -EINVAL,
-				   "param %u: exp_avg %p, exp_avg_sq %p (both moments or neither)",
-				   param, (const void *)m, (const void *)v);
-	rc = engine_check_not_held(e, "param load", p->module, 1, false, -EBUSY);
+	if (!rc)
+		rc = check_range(e, param, r[i].first_elem, r[i].n_elems);
 	if (rc)
 		return rc;
-	rc = engine_opt_drain(e);
+	if (!r[i].src || !valid_dtype(r[i].src_dtype))
+		return engine_fail(e, -EINVAL,
+				   "param %u: source %p, dtype %d (expected f32, bf16 or f16)",
+				   param, r[i].src, (int)r[i].src_dtype);
+	if (!r[i].exp_avg != !r[i].exp_avg_sq)
+		return engine_fail(
+			e, -EINVAL, "param %u: exp_avg %p, exp_avg_sq %p (both moments or neither)",
+			param, (const void *)r[i].exp_avg, (const void *)r[i].exp_avg_sq);
+	if (e->params[param].module != e->params[r[0].param].module)
+		return engine_fail(e, -EINVAL,
+				   "range %u: param %u is in module %u, range 0's param %u in "
+				   "module %u (one module a call)",
+				   i, param, e->params[param].module, r[0].param,
+				   e->params[r[0].param].module);
+	return 0;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct zinf_param_range *x = a, *y = b;
+
+	if (x->param != y->param)
+		return x->param < y->param ? -1 : 1;
+	return x->first_elem < y->first_elem ? -1 : x->first_elem > y->first_elem;
+}
+
+/* No two ranges of r[0..n) share an element. */
+static int check_no_overlap(struct zinf_engine *e, uint32_t n, const struct zinf_param_range *r)
+{
+	struct zinf_param_range *s;
+	int rc = 0;
+
+	if (n < 2)
+		return 0;
+	s = malloc((size_t)n * sizeof(*s));
+	if (!s)
+		return engine_fail(e, -ENOMEM, "cannot sort %u ranges", n);
+	memcpy(s, r, (size_t)n * sizeof(*s));
+	qsort(s, n, sizeof(*s), range_cmp);
+	for (uint32_t i = 1; i < n && !rc; i++)
+		if (s[i].param == s[i - 1].param &&
+		    s[i - 1].first_elem + s[i - 1].n_elems > s[i].first_elem)
+			rc = engine_fail(e, -EINVAL,
+					 "param %u: ranges [%" PRIu64 " + %" PRIu64
+					 ") and [%" PRIu64 " + %" PRIu64 ") overlap",
+					 s[i].param, s[i - 1].first_elem, s[i - 1].n_elems,
+					 s[i].first_elem, s[i].n_elems);
+	free(s);
+	return rc;
+}
+
+/* The copies of ranges r[0..n) in their parameters' dtypes, in staging (each at a 4-byte
+ * boundary), written home in one store call: each chunk once. Returns 1 when they do not
+ * fit staging together (a module mixing dtypes), for the caller to go one by one. */
+static int write_copies(struct zinf_engine *e, uint32_t n, const struct zinf_param_range *r)
+{
+	struct zinf_store_range *sr;
+	uint64_t need = 0, at = 0;
+	int rc;
+
+	for (uint32_t i = 0; i < n; i++)
+		need += (r[i].n_elems * engine_dtype_bytes(e->params[r[i].param].dtype) + 3) / 4 *
+			4;
+	if (need > e->staging_bytes)
+		return 1;
+	sr = malloc((size_t)n * sizeof(*sr));
+	if (!sr)
+		return engine_fail(e, -ENOMEM, "cannot allocate %u store ranges", n);
+	for (uint32_t i = 0; i < n; i++) {
+		const struct eparam *p = &e->params[r[i].param];
+		uint64_t esize = engine_dtype_bytes(p->dtype);
+		char *copy = (char *)e->staging + at;
+		engine_convert(copy, p->dtype, r[i].src, r[i].src_dtype, r[i].n_elems);
+		sr[i] = (struct zinf_store_range){.param = p->store_id,
+						  .first = r[i].first_elem * esize,
+						  .len = r[i].n_elems * esize,
+						  .src = copy};
+		at += (r[i].n_elems * esize + 3) / 4 * 4;
+	}
+	rc = zinf_store_write_ranges(e->store, e->modules[e->params[r[0].param].module].store_id, n,
+				     sr);
+	free(sr);
+	return rc ? engine_fail(e, rc, "%s", zinf_store_last_error(e->store)) : 0;
+}
+
+int zinf_param_load_ranges(struct zinf_engine *e, uint32_t n, const struct zinf_param_range *r)
+{
+	int rc = 0;
+
+	if (!n || !r)
+		return engine_fail(e, -EINVAL, "param load: %u ranges at %p (one or more)", n,
+				   (const void *)r);
+	for (uint32_t i = 0; i < n && !rc; i++)
+		rc = check_one_range(e, r, i);
+	if (!rc)
+		rc = check_no_overlap(e, n, r);
+	if (!rc)
+		rc = engine_check_not_held(e, "param load", e->params[r[0].param].module, 1, false,
+					   -EBUSY);
+	if (!rc)
+		rc = engine_opt_drain(e);
 	if (rc)
 		return rc;
 	if (e->prefetch)
 		zinf_prefetch_drop(e->prefetch);
-	/* The parameter's own copy first: a module in use is refused before any state
-	 * changes. Its value is the fp32 master's, rounded. */
-	engine_convert(e->staging, p->dtype, src, src_dtype, n);
-	rc = zinf_store_param_write_range(e->store, p->store_id, first * esize, n * esize,
-					  e->staging);
-	if (rc)
-		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
-	return load_state(e, p, first, n, src, src_dtype, m, v);
+	/* The parameters' own copies first: a module in use is refused before any state
+	 * changes. Their values are the fp32 masters', rounded. */
+	rc = write_copies(e, n, r);
+	if (rc == 1) { /* a module mixing dtypes: one range at a time */
+		rc = 0;
+		for (uint32_t i = 0; i < n && !rc; i++)
+			rc = write_copies(e, 1, &r[i]);
+		if (rc == 1) /* (staging holds any one parameter's copy) */
+			rc = engine_fail(e, ZINF_ESTATE, "param load: staging too small");
+	}
+	for (uint32_t i = 0; i < n && !rc; i++)
+		rc = load_state(e, &e->params[r[i].param], r[i].first_elem, r[i].n_elems, r[i].src,
+				r[i].src_dtype, r[i].exp_avg, r[i].exp_avg_sq);
+	return rc;
 }
 
 int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 		    enum zinf_dtype src_dtype)
 {
+	struct zinf_param_range r = {.param = param, .src = src, .src_dtype = src_dtype};
 	int rc = check_param(e, param);
 
 	if (rc)
 		return rc;
-	return param_load(e, param, 0, e->params[param].elems, src, src_dtype, NULL, NULL);
+	r.n_elems = e->params[param].elems;
+	return zinf_param_load_ranges(e, 1, &r);
 }
 
 int zinf_param_load_range(struct zinf_engine *e, uint32_t param, uint64_t first_elem,
 			  uint64_t n_elems, const void *src, enum zinf_dtype src_dtype,
 			  const float *exp_avg, const float *exp_avg_sq)
 {
-	int rc = check_param(e, param);
+	struct zinf_param_range r = {.param = param,
+				     .first_elem = first_elem,
+				     .n_elems = n_elems,
+				     .src = src,
+				     .src_dtype = src_dtype,
+				     .exp_avg = exp_avg,
+				     .exp_avg_sq = exp_avg_sq};
 
-	if (!rc)
-		rc = check_range(e, param, first_elem, n_elems);
-	if (rc)
-		return rc;
-	return param_load(e, param, first_elem, n_elems, src, src_dtype, exp_avg, exp_avg_sq);
+	return zinf_param_load_ranges(e, 1, &r);
 }
 
 static int check_module_sources(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
@@ -347,15 +447,16 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 	return 0;
 }
 
-uint64_t zinf_param_chunk_elems(const struct zinf_engine *e, uint32_t param, uint64_t first_elem)
+uint64_t zinf_param_chunk_elems(const struct zinf_engine *e, uint32_t param, uint64_t first_elem,
+				uint64_t *chunk)
 {
 	uint64_t esize;
 
 	if (!e->finalized || param >= e->n_params || first_elem >= e->params[param].elems)
 		return 0;
 	esize = engine_dtype_bytes(e->params[param].dtype);
-	return zinf_store_param_chunk_left(e->store, e->params[param].store_id,
-					   first_elem * esize) /
+	return zinf_store_param_chunk_left(e->store, e->params[param].store_id, first_elem * esize,
+					   chunk) /
 	       esize;
 }
 

@@ -456,7 +456,8 @@ static int sync_begin_module(struct zinf_store *s, struct module *mod, const cha
 	return rc;
 }
 
-static int sync_begin(struct zinf_store *s, uint32_t param, struct param **out)
+/* Parameter `param`, finalized. */
+static int param_of(struct zinf_store *s, uint32_t param, struct param **out)
 {
 	if (!s->finalized)
 		return store_fail(s, ZINF_ESTATE, "param %u: read or written before finalize",
@@ -465,7 +466,14 @@ static int sync_begin(struct zinf_store *s, uint32_t param, struct param **out)
 		return store_fail(s, -EINVAL, "param %u: no such parameter (%u registered)", param,
 				  s->n_params);
 	*out = &s->params[param];
-	return sync_begin_module(s, &s->modules[(*out)->module], (*out)->name);
+	return 0;
+}
+
+static int sync_begin(struct zinf_store *s, uint32_t param, struct param **out)
+{
+	int rc = param_of(s, param, out);
+
+	return rc ? rc : sync_begin_module(s, &s->modules[(*out)->module], (*out)->name);
 }
 
 static void sync_end_module(struct zinf_store *s, struct module *mod, bool wrote)
@@ -495,7 +503,27 @@ static void count_link(struct zinf_store *s, enum zinf_link link, uint64_t bytes
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Copy between dst/src and the home of one chunk's byte range [off, off + len). */
+/* A chunk homed on NVMe into stage (io_len bytes): read, or zeros if never written. */
+static int stage_read(struct zinf_store *s, struct chunk *ch, void *stage)
+{
+	uint64_t t0;
+	int rc;
+
+	if (!ch->written) {
+		memset(stage, 0, ch->io_len);
+		return 0;
+	}
+	t0 = store_now_ns();
+	rc = zinf_io_rw(s->o.io, ZINF_IO_READ, ch->extent, 0, stage, ch->io_len);
+	if (rc)
+		return store_fail(s, rc, "module %s: %s", ch->mod->name,
+				  zinf_io_last_error(s->o.io));
+	count_link(s, ZINF_LINK_NVME_TO_PINNED, ch->io_len, t0);
+	return 0;
+}
+
+/* Copy between dst/src and the home of one chunk's byte range [off, off + len); on NVMe
+ * reads only (writes: chunk_write_parts). */
 static int chunk_rw(struct zinf_store *s, struct chunk *ch, uint64_t off, void *buf, uint64_t len,
 		    bool write)
 {
@@ -529,38 +557,105 @@ static int chunk_rw(struct zinf_store *s, struct chunk *ch, uint64_t off, void *
 	case ZINF_TIER_NVME:
 		break;
 	}
+	if (write) /* NVMe writes go through chunk_write_parts */
+		return store_fail(s, ZINF_ESTATE, "module %s: internal: chunk_rw write on NVMe",
+				  mod->name);
 	rc = zinf_pinned_alloc(s->o.pinned, ch->io_len, UINT64_MAX, &stage);
 	if (rc)
 		return store_fail(s, rc, "module %s: pinned staging of %" PRIu64 " bytes: %s",
 				  mod->name, ch->io_len, zinf_pinned_last_error(s->o.pinned));
-	if (write && off == 0 && len == ch->len) { /* all of it replaced: nothing to read */
-		memset((char *)stage + len, 0, ch->io_len - len);
-	} else if (ch->written) {
-		t0 = store_now_ns();
-		rc = zinf_io_rw(s->o.io, ZINF_IO_READ, ch->extent, 0, stage, ch->io_len);
-		if (rc) {
-			store_fail(s, rc, "module %s: %s", mod->name, zinf_io_last_error(s->o.io));
-			goto out;
-		}
-		count_link(s, ZINF_LINK_NVME_TO_PINNED, ch->io_len, t0);
-	} else {
-		memset(stage, 0, ch->io_len);
-	}
-	if (!write) {
+	rc = stage_read(s, ch, stage);
+	if (!rc)
 		memcpy(buf, (char *)stage + off, len);
-		goto out;
+	zinf_pinned_free(s->o.pinned, stage);
+	return rc;
+}
+
+/* The bytes of chunk ch that belong to parameters (the rest are alignment gaps, zeros). */
+static uint64_t chunk_param_bytes(const struct zinf_store *s, const struct chunk *ch)
+{
+	const struct module *mod = ch->mod;
+	uint64_t bytes = 0;
+
+	for (uint32_t i = 0; i < mod->n_params; i++) {
+		const struct param *p = &s->params[mod->first_param + i];
+		uint64_t lo = p->off > ch->off ? p->off : ch->off;
+		uint64_t hi = p->off + p->bytes < ch->off + ch->len ? p->off + p->bytes
+								    : ch->off + ch->len;
+		bytes += hi > lo ? hi - lo : 0;
 	}
-	memcpy((char *)stage + off, buf, len);
-	t0 = store_now_ns();
-	rc = zinf_io_rw(s->o.io, ZINF_IO_WRITE, ch->extent, 0, stage, ch->io_len);
-	if (rc) {
-		store_fail(s, rc, "module %s: %s", mod->name, zinf_io_last_error(s->o.io));
-		goto out;
+	return bytes;
+}
+
+/* Where range r of a parameter of ch's module meets chunk ch: [*lo, *hi) in the module's
+ * bytes (empty when *lo >= *hi). */
+static void range_in_chunk(const struct zinf_store *s, const struct chunk *ch,
+			   const struct zinf_store_range *r, uint64_t *lo, uint64_t *hi)
+{
+	uint64_t a = s->params[r->param].off + r->first, b = a + r->len;
+
+	*lo = a > ch->off ? a : ch->off;
+	*hi = b < ch->off + ch->len ? b : ch->off + ch->len;
+}
+
+/* Range r's source bytes from module byte lo on. */
+static const char *range_src(const struct zinf_store *s, const struct zinf_store_range *r,
+			     uint64_t lo)
+{
+	return (const char *)r->src + (lo - s->params[r->param].off - r->first);
+}
+
+/* Write the parts of ranges r[0..n) (not overlapping) inside chunk ch to its home. On
+ * NVMe the chunk is staged once: read first unless the parts cover every parameter byte
+ * of it (or it was never written), and written whole. */
+static int chunk_write_parts(struct zinf_store *s, struct chunk *ch, uint32_t n,
+			     const struct zinf_store_range *r)
+{
+	uint64_t covered = 0, lo, hi, t0;
+	void *stage = NULL;
+	int rc = 0;
+
+	if (s->o.param_home != ZINF_TIER_NVME) {
+		for (uint32_t i = 0; i < n && !rc; i++) {
+			range_in_chunk(s, ch, &r[i], &lo, &hi);
+			if (lo < hi)
+				rc = chunk_rw(s, ch, lo - ch->off, (void *)range_src(s, &r[i], lo),
+					      hi - lo, true);
+		}
+		return rc;
 	}
-	count_link(s, ZINF_LINK_PINNED_TO_NVME, ch->io_len, t0);
-	zinf_timeline_add(s->o.timeline, ZINF_TRACK_NVME_WRITE, mod->name, t0, store_now_ns());
-	ch->written = true;
-out:
+	for (uint32_t i = 0; i < n; i++) {
+		range_in_chunk(s, ch, &r[i], &lo, &hi);
+		covered += hi > lo ? hi - lo : 0;
+	}
+	if (!covered)
+		return 0;
+	rc = zinf_pinned_alloc(s->o.pinned, ch->io_len, UINT64_MAX, &stage);
+	if (rc)
+		return store_fail(s, rc, "module %s: pinned staging of %" PRIu64 " bytes: %s",
+				  ch->mod->name, ch->io_len, zinf_pinned_last_error(s->o.pinned));
+	if (covered == chunk_param_bytes(s, ch)) /* all of it replaced: nothing to read */
+		memset(stage, 0, ch->io_len);
+	else
+		rc = stage_read(s, ch, stage);
+	for (uint32_t i = 0; i < n && !rc; i++) {
+		range_in_chunk(s, ch, &r[i], &lo, &hi);
+		if (lo < hi)
+			memcpy((char *)stage + (lo - ch->off), range_src(s, &r[i], lo), hi - lo);
+	}
+	if (!rc) {
+		t0 = store_now_ns();
+		rc = zinf_io_rw(s->o.io, ZINF_IO_WRITE, ch->extent, 0, stage, ch->io_len);
+		if (rc) {
+			store_fail(s, rc, "module %s: %s", ch->mod->name,
+				   zinf_io_last_error(s->o.io));
+		} else {
+			count_link(s, ZINF_LINK_PINNED_TO_NVME, ch->io_len, t0);
+			zinf_timeline_add(s->o.timeline, ZINF_TRACK_NVME_WRITE, ch->mod->name, t0,
+					  store_now_ns());
+			ch->written = true;
+		}
+	}
 	zinf_pinned_free(s->o.pinned, stage);
 	return rc;
 }
@@ -585,43 +680,78 @@ static int param_chunks_rw(struct zinf_store *s, const struct param *p, uint64_t
 	return rc;
 }
 
-static int param_rw(struct zinf_store *s, uint32_t param, uint64_t first, uint64_t len, void *buf,
-		    bool write)
+/* Module `module`, finalized, for a synchronous write. */
+static int module_for_write(struct zinf_store *s, uint32_t module, struct module **out)
+{
+	if (!s->finalized)
+		return store_fail(s, ZINF_ESTATE, "module %u: written before finalize", module);
+	if (module >= s->n_modules)
+		return store_fail(s, -EINVAL, "module %u: no such module (%u registered)", module,
+				  s->n_modules);
+	*out = &s->modules[module];
+	return 0;
+}
+
+int zinf_store_write_ranges(struct zinf_store *s, uint32_t module, uint32_t n,
+			    const struct zinf_store_range *r)
+{
+	struct module *mod;
+	int rc = 0;
+
+	rc = module_for_write(s, module, &mod);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct param *p;
+		if (r[i].param >= s->n_params || s->params[r[i].param].module != module)
+			return store_fail(s, -EINVAL, "range %u: param %u is not in module %s", i,
+					  r[i].param, mod->name);
+		p = &s->params[r[i].param];
+		if (!r[i].src || r[i].first > p->bytes || r[i].len > p->bytes - r[i].first)
+			return store_fail(s, -EINVAL,
+					  "param %u: bytes [%" PRIu64 ", %" PRIu64 " + %" PRIu64
+					  ") of %p are not inside its %" PRIu64,
+					  r[i].param, r[i].first, r[i].first, r[i].len, r[i].src,
+					  p->bytes);
+	}
+	rc = sync_begin_module(s, mod, n ? s->params[r[0].param].name : mod->name);
+	if (rc)
+		return rc;
+	for (uint32_t c = 0; c < mod->n_chunks && !rc; c++)
+		rc = chunk_write_parts(s, &s->chunks[mod->first_chunk + c], n, r);
+	/* A write that failed part-way may have changed some chunks at home already: the
+	 * cached copy is dropped either way. */
+	sync_end_module(s, mod, true);
+	return rc;
+}
+
+int zinf_store_param_write_range(struct zinf_store *s, uint32_t param, uint64_t first, uint64_t len,
+				 const void *src)
+{
+	struct zinf_store_range r = {.param = param, .first = first, .len = len, .src = src};
+	struct param *p = NULL;
+	int rc = param_of(s, param, &p);
+
+	return rc ? rc : zinf_store_write_ranges(s, p->module, 1, &r);
+}
+
+int zinf_store_param_write(struct zinf_store *s, uint32_t param, const void *src)
+{
+	uint64_t bytes = param < s->n_params ? s->params[param].bytes : 0;
+
+	return zinf_store_param_write_range(s, param, 0, bytes, src);
+}
+
+int zinf_store_param_read(struct zinf_store *s, uint32_t param, void *dst)
 {
 	struct param *p = NULL;
 	int rc = sync_begin(s, param, &p);
 
 	if (rc)
 		return rc;
-	if (len == UINT64_MAX)
-		len = p->bytes;
-	if (first > p->bytes || len > p->bytes - first)
-		rc = store_fail(s, -EINVAL,
-				"param %u: bytes [%" PRIu64 ", %" PRIu64 " + %" PRIu64
-				") are not inside its %" PRIu64,
-				param, first, first, len, p->bytes);
-	else
-		rc = param_chunks_rw(s, p, first, len, buf, write);
-	/* A write that failed part-way may have changed some chunks at home already: the
-	 * cached copy is dropped either way. */
-	sync_end(s, p, write);
+	rc = param_chunks_rw(s, p, 0, p->bytes, dst, false);
+	sync_end(s, p, false);
 	return rc;
-}
-
-int zinf_store_param_write(struct zinf_store *s, uint32_t param, const void *src)
-{
-	return param_rw(s, param, 0, UINT64_MAX, (void *)src, true);
-}
-
-int zinf_store_param_write_range(struct zinf_store *s, uint32_t param, uint64_t first, uint64_t len,
-				 const void *src)
-{
-	return param_rw(s, param, first, len, (void *)src, true);
-}
-
-int zinf_store_param_read(struct zinf_store *s, uint32_t param, void *dst)
-{
-	return param_rw(s, param, 0, UINT64_MAX, dst, false);
 }
 
 /* ---- introspection ------------------------------------------------------------------ */
@@ -636,7 +766,8 @@ uint32_t zinf_store_param_module(struct zinf_store *s, uint32_t param)
 	return param < s->n_params ? s->params[param].module : UINT32_MAX;
 }
 
-uint64_t zinf_store_param_chunk_left(struct zinf_store *s, uint32_t param, uint64_t first)
+uint64_t zinf_store_param_chunk_left(struct zinf_store *s, uint32_t param, uint64_t first,
+				     uint64_t *chunk)
 {
 	const struct param *p;
 	uint64_t to_chunk_end;
@@ -644,6 +775,8 @@ uint64_t zinf_store_param_chunk_left(struct zinf_store *s, uint32_t param, uint6
 	if (!s->finalized || param >= s->n_params || first >= s->params[param].bytes)
 		return 0;
 	p = &s->params[param];
+	if (chunk)
+		*chunk = (p->off + first) / s->o.chunk_size;
 	to_chunk_end = s->o.chunk_size - (p->off + first) % s->o.chunk_size;
 	return to_chunk_end < p->bytes - first ? to_chunk_end : p->bytes - first;
 }
@@ -792,12 +925,9 @@ int zinf_store_module_write(struct zinf_store *s, uint32_t module, const void *c
 	bool fresh = false;
 	int rc;
 
-	if (!s->finalized)
-		return store_fail(s, ZINF_ESTATE, "module %u: written before finalize", module);
-	if (module >= s->n_modules)
-		return store_fail(s, -EINVAL, "module %u: no such module (%u registered)", module,
-				  s->n_modules);
-	mod = &s->modules[module];
+	rc = module_for_write(s, module, &mod);
+	if (rc)
+		return rc;
 	rc = sync_begin_module(s, mod, mod->name);
 	if (rc)
 		return rc;

@@ -125,10 +125,24 @@ int zinf_store_finalize(struct zinf_store *store);
 /* Copy a parameter's bytes from src into its home tier (a cached device copy of its
  * module is dropped first). Synchronous. */
 int zinf_store_param_write(struct zinf_store *store, uint32_t param, const void *src);
-/* Bytes [first, first + len) of a parameter from src, the rest kept: chunks it covers
- * whole are written without being read. -EINVAL for a range outside the parameter. */
+/* Bytes [first, first + len) of a parameter from src, the rest kept: a chunk is read
+ * first only if the range covers part of its parameters' bytes. -EINVAL for a range
+ * outside the parameter. */
 int zinf_store_param_write_range(struct zinf_store *store, uint32_t param, uint64_t first,
 				 uint64_t len, const void *src);
+/* A byte range of one parameter, and its new bytes. */
+struct zinf_store_range {
+	uint32_t param;
+	uint64_t first, len;
+	const void *src;
+};
+/* Several ranges of the parameters of one module at once (they must not overlap), the
+ * rest kept: each chunk they touch is written once, and read first only if they cover
+ * part of its parameters' bytes; so ranges cut at chunk ends across parameters
+ * (zinf_store_param_chunk_left) write every chunk without reading it. A cached device
+ * copy is dropped. -EINVAL for a range outside its parameter or of another module. */
+int zinf_store_write_ranges(struct zinf_store *store, uint32_t module, uint32_t n,
+			    const struct zinf_store_range *r);
 /* Write every parameter of a module at once (src[i]: the module's i-th parameter, in
  * registration order). On NVMe each chunk is written whole, once, without reading it
  * first: the way to store an optimizer step's new parameters. A device copy still
@@ -178,9 +192,11 @@ int zinf_store_stats_json(const struct zinf_store_stats *st, FILE *f);
 uint64_t zinf_store_param_bytes(struct zinf_store *store, uint32_t param);
 uint32_t zinf_store_param_module(struct zinf_store *store, uint32_t param);
 /* Bytes from byte `first` of a parameter to the end of the chunk that holds it, or to
- * the parameter's end when that comes first (0 when first is not inside it): writes cut
- * there cover the chunks between whole. */
-uint64_t zinf_store_param_chunk_left(struct zinf_store *store, uint32_t param, uint64_t first);
+ * the parameter's end when that comes first (0 when first is not inside it, or before
+ * finalize): writes cut there cover the chunks between whole. With chunk not NULL, the
+ * index of that chunk in the parameter's module. */
+uint64_t zinf_store_param_chunk_left(struct zinf_store *store, uint32_t param, uint64_t first,
+				     uint64_t *chunk);
 const char *zinf_tier_name(enum zinf_tier tier); /* "device", "host", "nvme" */
 const char *zinf_link_name(enum zinf_link link); /* "nvme_to_pinned", ... */
 

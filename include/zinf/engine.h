@@ -98,12 +98,33 @@ int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 int zinf_param_load_range(struct zinf_engine *e, uint32_t param, uint64_t first_elem,
 			  uint64_t n_elems, const void *src, enum zinf_dtype src_dtype,
 			  const float *exp_avg, const float *exp_avg_sq);
+/* One range of zinf_param_load_ranges: zinf_param_load_range's arguments. */
+struct zinf_param_range {
+	uint32_t param;
+	uint64_t first_elem, n_elems;
+	const void *src; /* n_elems values in src_dtype */
+	enum zinf_dtype src_dtype;
+	const float *exp_avg, *exp_avg_sq; /* fp32, n_elems each; both or neither (zeros) */
+};
+/* zinf_param_load_range for n ranges of the parameters of one module at once (they must
+ * not overlap): the parameter store writes each chunk they touch once, and reads it first
+ * only if they cover part of its parameters' bytes. Ranges cut where
+ * zinf_param_chunk_elems says, gathered across parameters up to a chunk's end, thus
+ * write every chunk of a module once without reading any, holding one chunk's elements
+ * (zinf_module_load writes them once too, but needs the whole module). Every range is
+ * checked before anything changes: -EINVAL naming the range for one outside its
+ * parameter, of another module, overlapping another, or missing a buffer. */
+int zinf_param_load_ranges(struct zinf_engine *e, uint32_t n, const struct zinf_param_range *r);
 /* Elements from first_elem to the end of the parameter store's chunk (zinf.chunk_size)
  * that holds it, or to the parameter's end when that comes first; 0 for an element
- * outside the parameter or before finalize. Ranged loads cut there write each chunk
- * between once, without reading it back: at most a chunk's elements at a time. */
-uint64_t zinf_param_chunk_elems(const struct zinf_engine *e, uint32_t param, uint64_t first_elem);
-/* Write a parameter's value (from the fp32 master) to dst as dst_dtype. */
+ * outside the parameter or before finalize. With chunk not NULL, also the index of that
+ * chunk in the parameter's module. Ranges cut there and gathered per chunk across a
+ * module's parameters (zinf_param_load_ranges) write each chunk once, without reading
+ * it back, holding at most a chunk's elements at a time. */
+uint64_t zinf_param_chunk_elems(
+	const struct zinf_engine *e, uint32_t param, uint64_t first_elem,
+	uint64_t
+		*chunk); /* Write a parameter's value (from the fp32 master) to dst as dst_dtype. */
 int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_dtype dst_dtype);
 
 /* Training state, for checkpoints that resume bit-identically: elements [first_elem,

@@ -452,8 +452,6 @@ static int start(struct train_run *r, char *err, size_t errlen)
 		rc = train_model_register(&r->tm, r->e, err, errlen);
 	if (!rc && r->o->resume_dir)
 		rc = train_state_check_device(&r->ck, r->e, r->o->resume_dir, err, errlen);
-	if (!rc && zinf_config_get_u64(r->cfg, "zinf.chunk_size", &r->tm.chunk_bytes))
-		r->tm.chunk_bytes = 0; /* (resolved configs have one) every module in pieces */
 	if (!rc && r->o->resume_dir)
 		rc = train_state_load(&r->tm, r->e, r->o->resume_dir, &r->ck, err, errlen);
 	else if (!rc)

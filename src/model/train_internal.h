@@ -33,7 +33,6 @@ struct train_model {
 	uint32_t (*param)[ZINF_LLAMA_MAX_PARAMS];
 	uint64_t param_elems;
 	uint64_t largest_tensor_elems;
-	uint64_t chunk_bytes; /* zinf.chunk_size: loads cut larger modules into pieces */
 };
 
 /* Whether module mod's parameter slot s holds an engine parameter, and its name, shape
@@ -47,16 +46,37 @@ enum zinf_llama_module_kind train_module_kind(const struct train_model *tm, int 
  * negative code with one line in err. */
 int train_model_config(struct train_model *tm, const struct zinf_train_opts *o, char *err,
 		       size_t errlen);
-/* Loading (--model, --init, --resume) holds at most one parameter-store chunk's
- * elements: a module no larger than tm->chunk_bytes (in the parameters' dtype) loads
- * whole, each chunk written once; a larger one parameter by parameter, in pieces of
- * train_load_piece() elements that end on chunks (zinf_param_chunk_elems), so each
- * chunk is written once but for those two parameters share. */
-bool train_module_loads_whole(const struct train_model *tm, int mod);
-uint64_t train_load_piece(const struct zinf_engine *e, uint32_t param, uint64_t first_elem);
-/* At most this many elements a piece (UINT64_MAX: the chunks alone cut them); a module
- * with more loads parameter by parameter. Tests set it small to load in many pieces. */
+/* ---- loading a chunk at a time (train_load.c) ------------------------------------------- */
+
+/* Piece [first, first + n) of module slot s's tensor into src (in the slot's source
+ * dtype), and with moments into m and v (fp32). Returns 0 or a negative code with one
+ * line in err. */
+typedef int (*train_fill_fn)(void *user, int s, uint64_t first, uint64_t n, void *src, float *m,
+			     float *v, char *err, size_t errlen);
+/* The pieces of one store chunk on their way to the engine; reused across modules. */
+struct train_load_batch {
+	struct zinf_param_range *r;
+	uint64_t *off; /* (2 per range) its source's and moments' places in buf and mom */
+	uint32_t n, cap;
+	bool moments;
+	char *buf;
+	uint64_t used, have;
+	float *mom; /* exp_avg then exp_avg_sq of each range */
+	uint64_t mom_used, mom_have;
+};
+/* Module mod's parameters into the engine, in pieces that end on the parameter store's
+ * chunks, the pieces of one chunk together (zinf_param_load_ranges): each chunk written
+ * once, at most one chunk's elements held. src_dtype[s]: slot s's source dtype; with
+ * moments the fill gives them too (a resume), else they are zero. */
+int train_load_module(struct train_model *tm, struct zinf_engine *e, int mod,
+		      const enum zinf_dtype *src_dtype, bool moments, train_fill_fn fill,
+		      void *user, struct train_load_batch *b, char *err, size_t errlen);
+void train_load_batch_free(struct train_load_batch *b);
+/* At most this many elements a piece (UINT64_MAX: the chunks alone cut them). Tests set
+ * it small to load in many pieces. */
 extern uint64_t train_load_piece_elems;
+/* Ranges handed to the engine so far (tests count them). */
+extern uint64_t train_load_ranges;
 /* Register modules and parameters (dtype tm->param_dtype) with e and finalize. */
 int train_model_register(struct train_model *tm, struct zinf_engine *e, char *err, size_t errlen);
 /* Load the parameters: from the checkpoint in o->model_dir, module by module (zinf_module_load), or a seeded
@@ -169,8 +189,8 @@ int train_state_check_device(const struct train_state *ck, struct zinf_engine *e
 /* CRC32C of a data file's size, first MiB and last MiB: tells other data of the same
  * length apart without reading all of it. */
 int train_state_data_crc(const char *path, uint32_t *out, char *err, size_t errlen);
-/* Load every module's master and moments from dir's optimizer state (whole or in
- * pieces: train_module_loads_whole) and set the engine's progress to st's. */
+/* Load every module's master and moments from dir's optimizer state, a store chunk at
+ * a time (train_load_module), and set the engine's progress to st's. */
 int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *dir,
 		     const struct train_state *st, char *err, size_t errlen);
 

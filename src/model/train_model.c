@@ -211,77 +211,6 @@ int train_model_check_checkpoint(struct train_model *tm, const char *dir, char *
 
 /* ---- loading ------------------------------------------------------------------------------ */
 
-/* One module's tensors, gathered for zinf_module_load: the sources in registration
- * order, carved out of one buffer sized for the largest module. */
-struct module_srcs {
-	char *buf;
-	uint64_t used;
-	uint32_t n;
-	const void *src[ZINF_LLAMA_MAX_PARAMS];
-	enum zinf_dtype dtype[ZINF_LLAMA_MAX_PARAMS];
-};
-
-static void *module_srcs_add(struct module_srcs *ms, uint64_t bytes, enum zinf_dtype dtype)
-{
-	void *p = ms->buf + ms->used;
-
-	ms->src[ms->n] = p;
-	ms->dtype[ms->n++] = dtype;
-	ms->used += (bytes + 63) / 64 * 64;
-	return p;
-}
-
-static int module_srcs_load(struct module_srcs *ms, struct zinf_engine *e, uint32_t module,
-			    char *err, size_t errlen)
-{
-	int rc = zinf_module_load(e, module, ms->n, ms->src, ms->dtype);
-
-	if (rc)
-		snprintf(err, errlen, "%s", zinf_last_error(e));
-	ms->n = 0;
-	ms->used = 0;
-	return rc;
-}
-
-uint64_t train_load_piece_elems = UINT64_MAX;
-
-bool train_module_loads_whole(const struct train_model *tm, int mod)
-{
-	uint64_t elems = 0, esize = tm->param_dtype == ZINF_DTYPE_F32 ? 4 : 2;
-
-	for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
-		struct zinf_llama_param_info info;
-		if (train_model_slot(tm, mod, s, &info))
-			elems += info.elems;
-	}
-	return elems * esize <= tm->chunk_bytes && elems <= train_load_piece_elems;
-}
-
-uint64_t train_load_piece(const struct zinf_engine *e, uint32_t param, uint64_t first_elem)
-{
-	uint64_t n = zinf_param_chunk_elems(e, param, first_elem);
-
-	return n < train_load_piece_elems ? n : train_load_piece_elems;
-}
-
-/* Grow *buf to hold bytes. */
-static int load_room(char **buf, uint64_t *have, uint64_t bytes, char *err, size_t errlen)
-{
-	char *nb;
-
-	if (bytes <= *have)
-		return 0;
-	nb = realloc(*buf, bytes);
-	if (!nb) {
-		snprintf(err, errlen, "model: out of memory for %llu bytes of weights to load",
-			 (unsigned long long)bytes);
-		return -ENOMEM;
-	}
-	*buf = nb;
-	*have = bytes;
-	return 0;
-}
-
 /* The checkpoint's tensor for module mod's parameter slot s, checked against the config. */
 static int find_tensor(struct train_model *tm, struct zinf_st_reader *r, const char *dir, int mod,
 		       int s, const struct zinf_st_tensor_info **out, char *err, size_t errlen)
@@ -299,87 +228,54 @@ static int find_tensor(struct train_model *tm, struct zinf_st_reader *r, const c
 	return 0;
 }
 
-/* Tensor t (engine parameter pid) in pieces of train_load_piece() elements, each read in
- * its stored dtype and handed to the engine (zinf_param_load_range, zero moments). */
-static int load_tensor_pieces(struct zinf_st_reader *r, struct zinf_engine *e, uint32_t pid,
-			      const struct zinf_st_tensor_info *t, char **buf, uint64_t *have,
-			      char *err, size_t errlen)
-{
-	uint64_t esize = t->nbytes / t->n_elems;
+/* A module's tensors in the checkpoint, for fill_from_checkpoint. */
+struct checkpoint_fill {
+	struct zinf_st_reader *r;
+	const struct zinf_st_tensor_info *t[ZINF_LLAMA_MAX_PARAMS];
+};
 
-	for (uint64_t first = 0; first < t->n_elems;) {
-		uint64_t n = train_load_piece(e, pid, first);
-		int rc = load_room(buf, have, n * esize, err, errlen);
-		if (!rc && !n) {
-			snprintf(err, errlen, "model: parameter %u has no element %llu", pid,
-				 (unsigned long long)first);
-			rc = ZINF_ESTATE;
-		}
-		if (!rc) {
-			rc = zinf_st_reader_read_elems(r, t, first, n, *buf, t->dtype);
-			if (rc)
-				snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
-		}
-		if (!rc) {
-			rc = zinf_param_load_range(e, pid, first, n, *buf, dtype_of_st(t->dtype),
-						   NULL, NULL);
-			if (rc)
-				snprintf(err, errlen, "%s", zinf_last_error(e));
-		}
-		if (rc)
-			return rc;
-		first += n;
-	}
-	return 0;
+static int fill_from_checkpoint(void *user, int s, uint64_t first, uint64_t n, void *src, float *m,
+				float *v, char *err, size_t errlen)
+{
+	struct checkpoint_fill *f = user;
+	int rc = zinf_st_reader_read_elems(f->r, f->t[s], first, n, src, f->t[s]->dtype);
+
+	(void)m;
+	(void)v;
+	if (rc)
+		snprintf(err, errlen, "%s", zinf_st_reader_last_error(f->r));
+	return rc;
 }
 
-/* Module by module: a module that loads whole has its tensors read in their stored dtype
- * and handed to the engine at once, which converts them once into the fp32 master and
- * the parameters' dtype; a larger one goes tensor by tensor, in pieces. */
+/* Module by module, a store chunk at a time (train_load_module): each tensor read in its
+ * stored dtype, which the engine converts once into the fp32 master and the parameters'
+ * dtype. */
 static int load_checkpoint(struct train_model *tm, struct zinf_engine *e, const char *dir,
 			   char *err, size_t errlen)
 {
-	struct module_srcs ms = {0};
-	struct zinf_st_reader *r;
-	uint64_t have = 0;
+	struct train_load_batch b = {0};
+	struct checkpoint_fill f = {0};
 	int rc;
 
-	rc = open_checkpoint(tm, dir, &r, err, errlen);
+	rc = open_checkpoint(tm, dir, &f.r, err, errlen);
 	if (rc)
 		return rc;
 	for (int mod = 0; mod < tm->L + 2 && !rc; mod++) {
-		const struct zinf_st_tensor_info *t[ZINF_LLAMA_MAX_PARAMS] = {NULL};
-		bool whole = train_module_loads_whole(tm, mod);
-		uint64_t bytes = 0;
+		enum zinf_dtype dt[ZINF_LLAMA_MAX_PARAMS] = {ZINF_DTYPE_F32};
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS && !rc; s++) {
+			f.t[s] = NULL;
 			if (tm->param[mod][s] == TRAIN_NO_PARAM)
 				continue;
-			rc = find_tensor(tm, r, dir, mod, s, &t[s], err, errlen);
+			rc = find_tensor(tm, f.r, dir, mod, s, &f.t[s], err, errlen);
 			if (!rc)
-				bytes += (t[s]->nbytes + 63) / 64 * 64;
+				dt[s] = dtype_of_st(f.t[s]->dtype);
 		}
-		if (!rc && whole)
-			rc = load_room(&ms.buf, &have, bytes, err, errlen);
-		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS && !rc; s++) {
-			if (!t[s])
-				continue;
-			if (!whole) {
-				rc = load_tensor_pieces(r, e, tm->param[mod][s], t[s], &ms.buf,
-							&have, err, errlen);
-				continue;
-			}
-			rc = zinf_st_reader_read(
-				r, t[s],
-				module_srcs_add(&ms, t[s]->nbytes, dtype_of_st(t[s]->dtype)),
-				t[s]->dtype);
-			if (rc)
-				snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
-		}
-		if (!rc && whole)
-			rc = module_srcs_load(&ms, e, tm->module[mod], err, errlen);
+		if (!rc)
+			rc = train_load_module(tm, e, mod, dt, false, fill_from_checkpoint, &f, &b,
+					       err, errlen);
 	}
-	free(ms.buf);
-	zinf_st_reader_destroy(r);
+	train_load_batch_free(&b);
+	zinf_st_reader_destroy(f.r);
 	return rc;
 }
 
@@ -428,66 +324,46 @@ static void init_tensor(const struct zinf_llama_param_info *info, uint64_t seed,
 	}
 }
 
-/* Parameter pid (tensor k) initialised in pieces of train_load_piece() elements. */
-static int random_pieces(struct zinf_engine *e, uint32_t pid,
-			 const struct zinf_llama_param_info *info, uint64_t seed, uint64_t k,
-			 char **buf, uint64_t *have, char *err, size_t errlen)
+/* The seeded init of one module, for fill_random. */
+struct random_fill {
+	struct train_model *tm;
+	int mod;
+	uint64_t seed;
+};
+
+static int fill_random(void *user, int s, uint64_t first, uint64_t n, void *src, float *m, float *v,
+		       char *err, size_t errlen)
 {
-	for (uint64_t first = 0; first < info->elems;) {
-		uint64_t n = train_load_piece(e, pid, first);
-		int rc = load_room(buf, have, n * sizeof(float), err, errlen);
-		if (!rc && !n) {
-			snprintf(err, errlen, "model: parameter %u has no element %llu", pid,
-				 (unsigned long long)first);
-			rc = ZINF_ESTATE;
-		}
-		if (rc)
-			return rc;
-		init_tensor(info, seed, k, first, n, (float *)*buf);
-		rc = zinf_param_load_range(e, pid, first, n, *buf, ZINF_DTYPE_F32, NULL, NULL);
-		if (rc) {
-			snprintf(err, errlen, "%s", zinf_last_error(e));
-			return rc;
-		}
-		first += n;
+	struct random_fill *f = user;
+	struct zinf_llama_param_info info;
+
+	(void)m;
+	(void)v;
+	if (!train_model_slot(f->tm, f->mod, s, &info)) {
+		snprintf(err, errlen, "model: module %d has no parameter in slot %d", f->mod, s);
+		return ZINF_ESTATE;
 	}
+	/* tensor k counts every slot of the modules before (present or not) */
+	init_tensor(&info, f->seed, (uint64_t)f->mod * ZINF_LLAMA_MAX_PARAMS + (uint64_t)s, first,
+		    n, src);
 	return 0;
 }
 
 static int load_random(struct train_model *tm, struct zinf_engine *e, uint64_t seed, char *err,
 		       size_t errlen)
 {
-	struct module_srcs ms = {0};
-	uint64_t have = 0, k = 0;
+	struct train_load_batch b = {0};
+	struct random_fill f = {.tm = tm, .seed = seed};
+	enum zinf_dtype dt[ZINF_LLAMA_MAX_PARAMS];
 	int rc = 0;
 
+	for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++)
+		dt[s] = ZINF_DTYPE_F32;
 	for (int mod = 0; mod < tm->L + 2 && !rc; mod++) {
-		bool whole = train_module_loads_whole(tm, mod);
-		uint64_t bytes = 0;
-		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
-			struct zinf_llama_param_info info;
-			if (train_model_slot(tm, mod, s, &info))
-				bytes += (info.elems * sizeof(float) + 63) / 64 * 64;
-		}
-		if (whole)
-			rc = load_room(&ms.buf, &have, bytes, err, errlen);
-		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS && !rc; s++, k++) {
-			struct zinf_llama_param_info info;
-			if (!train_model_slot(tm, mod, s, &info))
-				continue;
-			if (!whole) {
-				rc = random_pieces(e, tm->param[mod][s], &info, seed, k, &ms.buf,
-						   &have, err, errlen);
-				continue;
-			}
-			init_tensor(
-				&info, seed, k, 0, info.elems,
-				module_srcs_add(&ms, info.elems * sizeof(float), ZINF_DTYPE_F32));
-		}
-		if (!rc && whole)
-			rc = module_srcs_load(&ms, e, tm->module[mod], err, errlen);
+		f.mod = mod;
+		rc = train_load_module(tm, e, mod, dt, false, fill_random, &f, &b, err, errlen);
 	}
-	free(ms.buf);
+	train_load_batch_free(&b);
 	return rc;
 }
 

@@ -566,102 +566,35 @@ static int check_read_files(struct zinf_st_reader *r, const struct train_state *
 	return 0;
 }
 
-/* Grow the three piece buffers to n floats each. */
-static int piece_room(float *buf[3], uint64_t *have, uint64_t n, const char *dir, char *err,
-		      size_t errlen)
-{
-	if (n <= *have)
-		return 0;
-	for (int k = 0; k < 3; k++) {
-		float *nb = realloc(buf[k], n * sizeof(float));
-		if (!nb) {
-			snprintf(
-				err, errlen,
-				"%s: out of memory for a piece of %llu elements of optimizer state",
-				dir, (unsigned long long)n);
-			return -ENOMEM;
-		}
-		buf[k] = nb;
-	}
-	*have = n;
-	return 0;
-}
+/* A module's master, exp_avg and exp_avg_sq tensors in the optimizer state, for
+ * fill_state. */
+struct state_fill {
+	struct zinf_st_reader *r;
+	const struct zinf_st_tensor_info *t[ZINF_LLAMA_MAX_PARAMS][3];
+};
 
-/* Parameter pid's master and moments from the reader, one store chunk's elements at a
- * time (zinf_param_chunk_elems: each chunk written once), into the engine. */
-static int load_param_state(struct zinf_st_reader *r, struct zinf_engine *e, uint32_t pid,
-			    const struct zinf_st_tensor_info **t, float *buf[3], uint64_t *have,
-			    const char *dir, char *err, size_t errlen)
+static int fill_state(void *user, int s, uint64_t first, uint64_t n, void *src, float *m, float *v,
+		      char *err, size_t errlen)
 {
-	for (uint64_t first = 0; first < t[0]->n_elems;) {
-		uint64_t n = train_load_piece(e, pid, first);
-		int rc = piece_room(buf, have, n, dir, err, errlen);
-		if (!n) { /* the tensor was checked to have the parameter's size */
-			snprintf(err, errlen, "%s: parameter %u has no element %llu", dir, pid,
-				 (unsigned long long)first);
-			return ZINF_ESTATE;
-		}
-		for (int k = 0; k < 3 && !rc; k++) {
-			rc = zinf_st_reader_read_elems(r, t[k], first, n, buf[k], ZINF_ST_F32);
-			if (rc)
-				snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
-		}
-		if (!rc) {
-			rc = zinf_param_load_range(e, pid, first, n, buf[0], ZINF_DTYPE_F32, buf[1],
-						   buf[2]);
-			if (rc)
-				snprintf(err, errlen, "%s: %s", dir, zinf_last_error(e));
-		}
+	struct state_fill *f = user;
+	void *dst[3] = {src, m, v};
+	int rc = 0;
+
+	for (int k = 0; k < 3 && !rc; k++) {
+		rc = zinf_st_reader_read_elems(f->r, f->t[s][k], first, n, dst[k], ZINF_ST_F32);
 		if (rc)
-			return rc;
-		first += n;
+			snprintf(err, errlen, "%s", zinf_st_reader_last_error(f->r));
 	}
-	return 0;
-}
-
-/* Module mod's parameters' master and moments (the tensors t[slot]) read whole into
- * buf and loaded at once (zinf_module_load_state: each chunk written once). */
-static int load_module_state(struct zinf_st_reader *r, struct zinf_engine *e,
-			     struct train_model *tm, int mod,
-			     const struct zinf_st_tensor_info *(*t)[3], float *buf[3],
-			     uint64_t *have, const char *dir, char *err, size_t errlen)
-{
-	const float *part[3][ZINF_LLAMA_MAX_PARAMS];
-	uint64_t used = 0;
-	uint32_t n = 0;
-	int rc;
-
-	for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++)
-		if (t[s][0])
-			used += (t[s][0]->n_elems + 15) / 16 * 16; /* 64-byte aligned */
-	rc = piece_room(buf, have, used, dir, err, errlen);
-	used = 0;
-	for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS && !rc; s++) {
-		if (!t[s][0])
-			continue;
-		for (int k = 0; k < 3 && !rc; k++) {
-			part[k][n] = buf[k] + used;
-			rc = zinf_st_reader_read(r, t[s][k], buf[k] + used, ZINF_ST_F32);
-			if (rc)
-				snprintf(err, errlen, "%s", zinf_st_reader_last_error(r));
-		}
-		used += (t[s][0]->n_elems + 15) / 16 * 16;
-		n++;
-	}
-	if (rc)
-		return rc;
-	rc = zinf_module_load_state(e, tm->module[mod], n, part[0], part[1], part[2]);
-	if (rc)
-		snprintf(err, errlen, "%s: %s", dir, zinf_last_error(e));
 	return rc;
 }
 
 int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *dir,
 		     const struct train_state *st, char *err, size_t errlen)
 {
+	struct train_load_batch b = {0};
+	struct state_fill f = {0};
 	struct zinf_st_reader *r = NULL;
-	float *buf[3] = {NULL, NULL, NULL};
-	uint64_t have = 0;
+	enum zinf_dtype f32[ZINF_LLAMA_MAX_PARAMS];
 	char name[256], why[1024];
 	bool opened = false, checked = false;
 	int rc, n_parts = 0;
@@ -670,6 +603,9 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
 	if (rc)
 		goto out;
 	opened = true;
+	f.r = r;
+	for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++)
+		f32[s] = ZINF_DTYPE_F32;
 	for (int mod = 0; mod < tm->L + 2; mod++)
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++)
 			n_parts += tm->param[mod][s] == TRAIN_NO_PARAM ? 0 : 3;
@@ -680,7 +616,7 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
 		goto out;
 	}
 	for (int mod = 0; mod < tm->L + 2 && !rc; mod++) {
-		const struct zinf_st_tensor_info *t[ZINF_LLAMA_MAX_PARAMS][3] = {{NULL}};
+		const struct zinf_st_tensor_info *(*t)[3] = f.t;
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
 			struct zinf_llama_param_info info;
 			if (!train_model_slot(tm, mod, s, &info))
@@ -701,14 +637,7 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
 				}
 			}
 		}
-		if (train_module_loads_whole(tm, mod)) {
-			rc = load_module_state(r, e, tm, mod, t, buf, &have, dir, err, errlen);
-			continue;
-		}
-		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS && !rc; s++)
-			if (t[s][0])
-				rc = load_param_state(r, e, tm->param[mod][s], t[s], buf, &have,
-						      dir, err, errlen);
+		rc = train_load_module(tm, e, mod, f32, true, fill_state, &f, &b, err, errlen);
 	}
 	if (!rc) {
 		checked = true;
@@ -727,7 +656,6 @@ out:
 	    check_read_files(r, st, dir, why, sizeof(why)) == ZINF_EFORMAT)
 		snprintf(err, errlen, "%s", why);
 	zinf_st_reader_destroy(r);
-	for (int k = 0; k < 3; k++)
-		free(buf[k]);
+	train_load_batch_free(&b);
 	return rc;
 }

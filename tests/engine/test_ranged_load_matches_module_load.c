@@ -13,8 +13,11 @@
  *     and moments (on NVMe: merged element by element into the sub-groups it shares);
  *   - a range that covers a chunk of the parameter store on NVMe whole writes it without
  *     reading it first; a write home that fails part-way leaves no stale cached copy;
+ *   - ranges cut where zinf_param_chunk_elems says and handed over a chunk at a time
+ *     (zinf_param_load_ranges) give what a module load gives and read nothing back;
  *   - bad input (a range outside the parameter, no elements, no source, one moment, a
- *     held module) is refused with one line and changes nothing.
+ *     held module; ranges that overlap or span modules, none) is refused with one line
+ *     and changes nothing.
  * White-box: reads the parameter store's NVMe counters (engine_internal.h). */
 #include <errno.h>
 #include <sys/stat.h>
@@ -234,6 +237,61 @@ static void each_sub_group_written_once(struct lf_engine *le, bool store_on_nvme
 		(unsigned long long)le->e->load_bytes);
 }
 
+static void load_ranges(struct lf_engine *le, uint32_t n, const struct zinf_param_range *r)
+{
+	T_CHECK(zinf_param_load_ranges(le->e, n, r) == 0, "%u ranges: %s", n,
+		zinf_last_error(le->e));
+}
+
+/* Module 1 (its weight crossing chunk ends) loaded with s by both engines: a whole
+ * (zinf_module_load_state), b in ranges cut where zinf_param_chunk_elems says and handed
+ * over a chunk at a time (zinf_param_load_ranges). The same state and copies, and b's
+ * parameter store read nothing back. */
+static void gathered_ranges_read_nothing(struct lf_engine *a, struct lf_engine *b,
+					 const struct state *s, const char *what)
+{
+	struct zinf_param_range r[16];
+	uint64_t cur = 0, before = store_nvme_read_bytes(b);
+	struct state sa, sb;
+	uint32_t n = 0, calls = 0;
+
+	module_load_state(a, 1, s);
+	for (int k = 0; k < 2; k++)
+		for (uint64_t first = 0, len; first < lf_elems(1, k); first += len) {
+			uint64_t chunk = 0, off = param_off(1, k) + first;
+			len = zinf_param_chunk_elems(b->e, b->par[1][k], first, &chunk);
+			T_CHECK(len > 0, "%s: no chunk at (1, %d) element %llu", what, k,
+				(unsigned long long)first);
+			if (n && chunk != cur) {
+				load_ranges(b, n, r);
+				calls++;
+				n = 0;
+			}
+			cur = chunk;
+			T_CHECK(n < 16, "too many ranges");
+			r[n++] = (struct zinf_param_range){
+				.param = b->par[1][k],
+				.first_elem = first,
+				.n_elems = len,
+				.src = s->part[0] + off,
+				.src_dtype = ZINF_DTYPE_F32,
+				.exp_avg = s->part[1] + off,
+				.exp_avg_sq = s->part[2] + off,
+			};
+		}
+	load_ranges(b, n, r);
+	T_CHECK(calls >= 1, "%s: module 1 fits one chunk", what);
+	T_CHECK(store_nvme_read_bytes(b) == before,
+		"%s: ranges gathered per chunk read %llu bytes back", what,
+		(unsigned long long)(store_nvme_read_bytes(b) - before));
+	state_save(a, &sa);
+	state_save(b, &sb);
+	same_state(&sa, &sb, "ranges gathered per chunk");
+	same_copies(a, b, "ranges gathered per chunk");
+	state_free(&sa);
+	state_free(&sb);
+}
+
 /* Module 1's weight as the model reads it (a fetch) is what its home holds. */
 static void copy_is_home(struct lf_engine *le, const char *what)
 {
@@ -325,6 +383,33 @@ static void refuses(struct lf_engine *le, const struct state *s, const char *wha
 	T_CHECK(zinf_param_load_range(le->e, 1u << 30, 0, 4, x, ZINF_DTYPE_F32, NULL, NULL) ==
 			-EINVAL,
 		"%s: no such parameter", what);
+	{
+		struct zinf_param_range two[2] = {
+			{.param = p,
+			 .first_elem = 0,
+			 .n_elems = 10,
+			 .src = x,
+			 .src_dtype = ZINF_DTYPE_F32},
+			{.param = p,
+			 .first_elem = 9,
+			 .n_elems = 10,
+			 .src = x,
+			 .src_dtype = ZINF_DTYPE_F32},
+		};
+		T_CHECK(zinf_param_load_ranges(le->e, 2, two) == -EINVAL &&
+				strstr(zinf_last_error(le->e), "overlap"),
+			"%s: overlapping ranges: %s", what, zinf_last_error(le->e));
+		two[1].first_elem = 10;
+		two[1].param = le->par[2][0];
+		T_CHECK(zinf_param_load_ranges(le->e, 2, two) == -EINVAL &&
+				strstr(zinf_last_error(le->e), "one module a call"),
+			"%s: ranges of two modules: %s", what, zinf_last_error(le->e));
+		T_CHECK(zinf_param_load_ranges(le->e, 0, two) == -EINVAL, "%s: no ranges", what);
+		two[1].param = p;
+		two[1].n_elems = n; /* past the end: refused, and the first range not loaded */
+		T_CHECK(zinf_param_load_ranges(le->e, 2, two) == -EINVAL, "%s: range 1 outside",
+			what);
+	}
 	T_CHECK(zinf_module_fetch(le->e, le->mod[1]) == 0 &&
 			zinf_module_wait(le->e, le->mod[1]) == 0,
 		"%s", zinf_last_error(le->e));
@@ -398,6 +483,8 @@ static void check(const char *param_home, const char *opt_home, enum zinf_dtype 
 		same_copies(&a, &b, "after a reloaded range");
 		T_CHECK(lf_step(&a) == lf_step(&b), "%s: the loss after a reloaded range", what);
 	}
+
+	gathered_ranges_read_nothing(&a, &b, &src, what);
 
 	/* module 1's weight (76800 bytes in bf16) starts its module: the range over all of
 	 * it covers the first 64 KiB chunk whole, which is written without being read */
