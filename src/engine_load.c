@@ -151,34 +151,32 @@ static int check_no_overlap(struct zinf_engine *e, uint32_t n, const struct zinf
 	return rc;
 }
 
-/* The copies of ranges r[0..n) in their parameters' dtypes, in staging (each at a 4-byte
- * boundary), written home in one store call: each chunk once. Returns 1 when they do not
- * fit staging together (a module mixing dtypes), for the caller to go one by one. */
+/* The copies of ranges r[0..n) in their parameters' dtypes, packed in staging (the fp32
+ * ones first, so that every copy is aligned to its element size), written home in one
+ * store call: each chunk once. Non-overlapping ranges of one module fit: staging holds
+ * the largest module's copies. */
 static int write_copies(struct zinf_engine *e, uint32_t n, const struct zinf_param_range *r)
 {
-	struct zinf_store_range *sr;
-	uint64_t need = 0, at = 0;
+	struct zinf_store_range *sr = malloc((size_t)n * sizeof(*sr));
+	uint64_t at = 0;
 	int rc;
 
-	for (uint32_t i = 0; i < n; i++)
-		need += (r[i].n_elems * engine_dtype_bytes(e->params[r[i].param].dtype) + 3) / 4 *
-			4;
-	if (need > e->staging_bytes)
-		return 1;
-	sr = malloc((size_t)n * sizeof(*sr));
 	if (!sr)
 		return engine_fail(e, -ENOMEM, "cannot allocate %u store ranges", n);
-	for (uint32_t i = 0; i < n; i++) {
-		const struct eparam *p = &e->params[r[i].param];
-		uint64_t esize = engine_dtype_bytes(p->dtype);
-		char *copy = (char *)e->staging + at;
-		engine_convert(copy, p->dtype, r[i].src, r[i].src_dtype, r[i].n_elems);
-		sr[i] = (struct zinf_store_range){.param = p->store_id,
-						  .first = r[i].first_elem * esize,
-						  .len = r[i].n_elems * esize,
-						  .src = copy};
-		at += (r[i].n_elems * esize + 3) / 4 * 4;
-	}
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t i = 0; i < n; i++) {
+			const struct eparam *p = &e->params[r[i].param];
+			uint64_t esize = engine_dtype_bytes(p->dtype);
+			char *copy = (char *)e->staging + at;
+			if ((esize == 4) != (pass == 0))
+				continue;
+			engine_convert(copy, p->dtype, r[i].src, r[i].src_dtype, r[i].n_elems);
+			sr[i] = (struct zinf_store_range){.param = p->store_id,
+							  .first = r[i].first_elem * esize,
+							  .len = r[i].n_elems * esize,
+							  .src = copy};
+			at += r[i].n_elems * esize;
+		}
 	rc = zinf_store_write_ranges(e->store, e->modules[e->params[r[0].param].module].store_id, n,
 				     sr);
 	free(sr);
@@ -208,13 +206,6 @@ int zinf_param_load_ranges(struct zinf_engine *e, uint32_t n, const struct zinf_
 	/* The parameters' own copies first: a module in use is refused before any state
 	 * changes. Their values are the fp32 masters', rounded. */
 	rc = write_copies(e, n, r);
-	if (rc == 1) { /* a module mixing dtypes: one range at a time */
-		rc = 0;
-		for (uint32_t i = 0; i < n && !rc; i++)
-			rc = write_copies(e, 1, &r[i]);
-		if (rc == 1) /* (staging holds any one parameter's copy) */
-			rc = engine_fail(e, ZINF_ESTATE, "param load: staging too small");
-	}
 	for (uint32_t i = 0; i < n && !rc; i++)
 		rc = load_state(e, &e->params[r[i].param], r[i].first_elem, r[i].n_elems, r[i].src,
 				r[i].src_dtype, r[i].exp_avg, r[i].exp_avg_sq);

@@ -136,7 +136,9 @@ struct zinf_store_range {
 	uint64_t first, len;
 	const void *src;
 };
-/* Several ranges of the parameters of one module at once (they must not overlap), the
+/* Several ranges of the parameters of one module at once (they must not overlap: the
+ * caller checks, as zinf_param_load_ranges does; overlapping ones could pass for a chunk
+ * covered whole and leave its other bytes zero), the
  * rest kept: each chunk they touch is written once, and read first only if they cover
  * part of its parameters' bytes; so ranges cut at chunk ends across parameters
  * (zinf_store_param_chunk_left) write every chunk without reading it. A cached device

@@ -113,7 +113,9 @@ struct zinf_param_range {
  * write every chunk of a module once without reading any, holding one chunk's elements
  * (zinf_module_load writes them once too, but needs the whole module). Every range is
  * checked before anything changes: -EINVAL naming the range for one outside its
- * parameter, of another module, overlapping another, or missing a buffer. */
+ * parameter, of another module, overlapping another, or missing a buffer. An I/O error
+ * after that (named) may leave the copies written and some ranges' state not: repeat
+ * the call. */
 int zinf_param_load_ranges(struct zinf_engine *e, uint32_t n, const struct zinf_param_range *r);
 /* Elements from first_elem to the end of the parameter store's chunk (zinf.chunk_size)
  * that holds it, or to the parameter's end when that comes first; 0 for an element
@@ -121,10 +123,9 @@ int zinf_param_load_ranges(struct zinf_engine *e, uint32_t n, const struct zinf_
  * chunk in the parameter's module. Ranges cut there and gathered per chunk across a
  * module's parameters (zinf_param_load_ranges) write each chunk once, without reading
  * it back, holding at most a chunk's elements at a time. */
-uint64_t zinf_param_chunk_elems(
-	const struct zinf_engine *e, uint32_t param, uint64_t first_elem,
-	uint64_t
-		*chunk); /* Write a parameter's value (from the fp32 master) to dst as dst_dtype. */
+uint64_t zinf_param_chunk_elems(const struct zinf_engine *e, uint32_t param, uint64_t first_elem,
+				uint64_t *chunk);
+/* Write a parameter's value (from the fp32 master) to dst as dst_dtype. */
 int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_dtype dst_dtype);
 
 /* Training state, for checkpoints that resume bit-identically: elements [first_elem,

@@ -23,6 +23,12 @@ static uint64_t dtype_bytes(enum zinf_dtype t)
 	return t == ZINF_DTYPE_F32 ? 4 : 2;
 }
 
+/* A new capacity for need: need, or twice have when that is more. */
+static uint64_t grown(uint64_t have, uint64_t need)
+{
+	return 2 * have > need ? 2 * have : need;
+}
+
 /* Make room for one more range, src_bytes more source bytes and mom_floats more moment
  * floats. The buffers may move: b->off keeps each range's place in them until the
  * flush. */
@@ -42,19 +48,21 @@ static int batch_room(struct train_load_batch *b, uint64_t src_bytes, uint64_t m
 		b->off = off;
 		b->cap = cap;
 	}
-	if (b->used + src_bytes > b->have) {
-		char *nb = realloc(b->buf, b->used + src_bytes);
+	if (b->used + src_bytes > b->have) { /* (at least doubling: many small pieces) */
+		uint64_t have = grown(b->have, b->used + src_bytes);
+		char *nb = realloc(b->buf, have);
 		if (!nb)
 			goto oom;
 		b->buf = nb;
-		b->have = b->used + src_bytes;
+		b->have = have;
 	}
 	if (b->mom_used + mom_floats > b->mom_have) {
-		float *nm = realloc(b->mom, (b->mom_used + mom_floats) * sizeof(float));
+		uint64_t have = grown(b->mom_have, b->mom_used + mom_floats);
+		float *nm = realloc(b->mom, have * sizeof(float));
 		if (!nm)
 			goto oom;
 		b->mom = nm;
-		b->mom_have = b->mom_used + mom_floats;
+		b->mom_have = have;
 	}
 	return 0;
 oom:
@@ -109,7 +117,8 @@ int train_load_module(struct train_model *tm, struct zinf_engine *e, int mod,
 			if (!n) {
 				snprintf(err, errlen, "model: parameter %u has no element %llu",
 					 pid, (unsigned long long)first);
-				return ZINF_ESTATE;
+				rc = ZINF_ESTATE;
+				break;
 			}
 			if (b->n && chunk != batch_chunk)
 				rc = batch_flush(b, e, err, errlen);
