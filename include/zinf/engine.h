@@ -82,8 +82,9 @@ int zinf_engine_finalize(struct zinf_engine *e);
 int zinf_module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
 		     const void *const *srcs, const enum zinf_dtype *src_dtypes);
 /* Set one parameter's value, as zinf_module_load does for each. The slower path: the
- * chunks the parameter touches are read, changed and written back, per parameter. The
- * module must not be in use (-EBUSY, nothing changed). */
+ * chunks the parameter shares with its neighbours are read, changed and written back,
+ * per parameter (those it covers whole are only written). The module must not be in use
+ * (-EBUSY, nothing changed). */
 int zinf_param_load(struct zinf_engine *e, uint32_t param, const void *src,
 		    enum zinf_dtype src_dtype);
 /* Set elements [first_elem, first_elem + n_elems) of one parameter, as zinf_param_load
