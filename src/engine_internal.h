@@ -13,6 +13,7 @@
 #include "device.h"
 #include "loss_scale.h"
 #include "lr_schedule.h"
+#include "optim_nvme.h"
 #include "pinned.h"
 #include "store.h"
 #include "zinf/engine.h"
@@ -32,16 +33,20 @@ struct epiece {
 	uint32_t param;	 /* the parameter it belongs to */
 };
 
-/* A sub-group being assembled from loads (engine_nvme.c): written as soon as every
- * element has been loaded, else at the next flush. */
+/* A sub-group being assembled from loads (engine_nvme_load.c): written as soon as every
+ * element has been loaded, else at the next flush. Its values are in a staging slot of
+ * the group's NVMe optimizer when one is free (pinned memory the step owns anyway), else
+ * in an allocation of its own. */
 struct esub {
 	uint64_t *loaded;      /* (sub-group elems) bits: the elements loaded into it */
 	uint64_t loaded_elems; /* distinct elements loaded: the bits set */
-	uint64_t bytes;	       /* of this allocation and the bits */
-	bool moments;	       /* master is followed by exp_avg and exp_avg_sq (a resume) */
-	/* (sub-group elems) fp32: loaded values, zeros elsewhere; with moments, then the
-	 * loaded exp_avg and exp_avg_sq, each as long */
-	float master[];
+	uint64_t bytes;	       /* host bytes held: this, the bits, and own values */
+	bool moments;	       /* exp_avg and exp_avg_sq were loaded too (a resume) */
+	uint64_t sub;	       /* the sub-group */
+	int slot;	       /* the staging slot holding the values; -1: own allocation */
+	/* (sub-group elems each) fp32: the loaded values, zeros elsewhere; with moments,
+	 * the loaded exp_avg and exp_avg_sq */
+	float *master, *m, *v;
 };
 
 /* A group's gradient accumulators with zinf.offload_gradients nvme (engine_grad.c): one
@@ -103,10 +108,11 @@ struct egroup {
 	uint64_t *sub_piece;   /* (n_sub + 1) sub-group s has pieces [sub_piece[s], [s + 1]) */
 	struct esub **pending; /* (n_sub) assembly buffers of partly loaded sub-groups */
 	bool flushed;	       /* every sub-group written, nothing pending */
-	float *save;	       /* (sub_elems) fp32: sub-group save_sub's master, read for */
-	uint64_t save_sub;     /* saving; NULL when none is held */
-	bool save_moments;     /* save holds 3 x sub_elems: master, exp_avg, exp_avg_sq */
-	uint8_t *sg_done;      /* (n_sub) updated by the step in progress */
+	/* the assembly holding each staging slot of nvme between its calls (NULL: none) */
+	struct esub *slot_sub[NVME_MAX_SLOTS];
+	int save_slot;	   /* the slot holding sub-group save_sub, read for saving; -1: none */
+	uint64_t save_sub; /* (kept until a load or a step changes the state) */
+	uint8_t *sg_done;  /* (n_sub) updated by the step in progress */
 };
 
 /* Elements of sub-group s of g (the last one may be short). */
@@ -218,9 +224,10 @@ struct zinf_engine {
 	uint64_t nvme_state_bytes;
 	struct zinf_link_stats nvme_opt_read, nvme_opt_write; /* under stats_lock */
 	pthread_mutex_t stats_lock;			      /* counters several threads add to */
-	/* Host bytes of the sub-group buffers loading and flushing hold (struct esub and a
-	 * reload's merge), now and at most: bounded by the sub-groups partly loaded, never a
-	 * whole group (tests read the peak). */
+	/* Host bytes of the sub-group buffers loading holds outside the NVMe optimizer's
+	 * staging slots (struct esub, its bits, and the values of those no slot was free
+	 * for), now and at most: bounded by the sub-groups partly loaded, never a whole
+	 * group (tests read the peak). */
 	uint64_t load_bytes, load_peak_bytes;
 	/* offload_gradients nvme (engine_grad.c): accumulators on NVMe per sub-group */
 	bool grads_nvme;
@@ -312,7 +319,8 @@ bool engine_opt_on_worker(const struct zinf_engine *e);
  * through fp32, as a load into the fp32 master and a copy from it would. */
 void engine_convert(void *dst, enum zinf_dtype dt, const void *src, enum zinf_dtype st, uint64_t n);
 
-/* engine_nvme.c: set up groups and handles at finalize; load, save, flush, step. */
+/* engine_nvme.c: set up groups and handles at finalize; the step. engine_nvme_load.c:
+ * load and save. */
 int engine_nvme_finalize(struct zinf_engine *e);
 /* Load src (n elements in src_dtype) as elements [first, first + n) of p's fp32 master,
  * with moments m and v (fp32, n elements; NULL both: zeros), sub-group by sub-group: a
@@ -326,6 +334,11 @@ int engine_nvme_save(struct zinf_engine *e, struct eparam *p, uint64_t first, ui
 		     float *master, float *m, float *v);
 int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *info);
 void engine_nvme_destroy(struct zinf_engine *e);
+/* engine_nvme_load.c: everything loaded reaches NVMe (before a step or a save); the
+ * sub-group read for saving is dropped (stale after a step); assembly buffers freed. */
+int engine_nvme_flush(struct zinf_engine *e, struct egroup *g);
+void engine_nvme_save_drop(struct egroup *g);
+void engine_nvme_loads_free(struct zinf_engine *e, struct egroup *g);
 
 /* engine_grad.c: the gradient accumulators of NVMe optimizer state. setup at finalize
  * (after the groups and their pieces): zinf.offload_gradients decides host memory (one

@@ -2,7 +2,7 @@
  * Engine contents (include/zinf/engine.h): loading parameters (one at a time, or a whole
  * module with each chunk written once), saving them from the fp32 masters, and the dtype
  * conversions between what a checkpoint holds and what the engine stores. Optimizer
- * state on NVMe is streamed by engine_nvme.c.
+ * state on NVMe is streamed by engine_nvme_load.c.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -7,18 +7,7 @@
  * copy is spread over the parameters it holds, each assembled in a buffer of its own
  * until its module is written home (in forward order, as soon as all of the module's
  * sub-groups are updated), so host memory holds the copies of a few modules, not of the
- * group.
- *
- * Loading streams: a parameter is cut into pieces, one per sub-group it spans; what is
- * loaded of a piece (all of it, or any range of its elements) goes into its sub-group's
- * assembly buffer, whose bitmap counts the distinct elements loaded, and the buffer is
- * written to NVMe (master and zero moments) as soon as every element of the sub-group
- * has been loaded. Loading in registration order thus holds one sub-group per group
- * (plus a bit per element of it); any order holds only the sub-groups partly loaded. The
- * flush before a step (or a save) writes what is left: partly loaded sub-groups, merged
- * with their state on NVMe when they have one (a reload keeps the other elements' values
- * and moments), and zeros for sub-groups never loaded. Saving reads one sub-group at a
- * time.
+ * group. Loading and saving the state: engine_nvme_load.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -67,6 +56,7 @@ static int create_group(struct zinf_engine *e, struct egroup *g)
 	g->sub_piece = calloc(g->n_sub + 1, sizeof(*g->sub_piece));
 	g->pending = calloc(g->n_sub, sizeof(*g->pending));
 	g->sg_done = calloc(g->n_sub + 1, 1);
+	g->save_slot = -1;
 	if (!g->sub_piece || !g->pending || !g->sg_done)
 		return engine_fail(e, -ENOMEM,
 				   "optimizer on nvme: cannot allocate the tables of %" PRIu64
@@ -176,334 +166,6 @@ int engine_nvme_finalize(struct zinf_engine *e)
 			zinf_format_bytes(ps.used, a, sizeof(a)),
 			zinf_format_bytes(ps.limit, b, sizeof(b)),
 			zinf_format_bytes(need, (char[32]){0}, 32));
-	return 0;
-}
-
-/* ---- loading: sub-group assembly buffers -------------------------------------------------- */
-
-static int nvme_fail(struct zinf_engine *e, struct egroup *g, int rc)
-{
-	return engine_fail(e, rc, "optimizer on nvme: %s", zinf_adam_nvme_last_error(g->nvme));
-}
-
-static void save_drop(struct egroup *g)
-{
-	free(g->save);
-	g->save = NULL;
-	g->save_moments = false;
-}
-
-static void load_bytes_add(struct zinf_engine *e, uint64_t bytes)
-{
-	e->load_bytes += bytes;
-	if (e->load_bytes > e->load_peak_bytes)
-		e->load_peak_bytes = e->load_bytes;
-}
-
-static void pending_free(struct zinf_engine *e, struct egroup *g, uint64_t s)
-{
-	struct esub *b = g->pending[s];
-
-	if (!b)
-		return;
-	e->load_bytes -= b->bytes;
-	free(b->loaded);
-	free(b);
-	g->pending[s] = NULL;
-}
-
-static int assemble_fail(struct zinf_engine *e, uint64_t s, uint64_t bytes)
-{
-	return engine_fail(e, -ENOMEM,
-			   "optimizer on nvme: sub-group %" PRIu64 ": cannot allocate %" PRIu64
-			   " bytes to assemble it",
-			   s, bytes);
-}
-
-/* Mark elements [lo, hi) loaded; returns how many were not yet. */
-static uint64_t loaded_mark(uint64_t *bits, uint64_t lo, uint64_t hi)
-{
-	uint64_t added = 0;
-
-	while (lo < hi) {
-		unsigned shift = lo % 64;
-		uint64_t k = hi - lo < 64 - shift ? hi - lo : 64 - shift;
-		uint64_t mask = (k == 64 ? ~0ull : (1ull << k) - 1) << shift;
-		added += (uint64_t)__builtin_popcountll(mask & ~bits[lo / 64]);
-		bits[lo / 64] |= mask;
-		lo += k;
-	}
-	return added;
-}
-
-/* The first element at or after i whose bit is `set`; n when there is none. */
-static uint64_t loaded_find(const uint64_t *bits, uint64_t n, uint64_t i, bool set)
-{
-	while (i < n) {
-		uint64_t w = (set ? bits[i / 64] : ~bits[i / 64]) >> (i % 64);
-		if (w) {
-			i += (uint64_t)__builtin_ctzll(w);
-			return i < n ? i : n;
-		}
-		i = (i / 64 + 1) * 64;
-	}
-	return n;
-}
-
-/* Sub-group s's assembly buffer, made (zeros: the value of elements never loaded) when
- * it has none; with moments it holds the moments too (grown when it did not). */
-static int pending_get(struct zinf_engine *e, struct egroup *g, uint64_t s, bool moments,
-		       struct esub **out)
-{
-	struct esub *b = g->pending[s];
-	uint64_t n = engine_sub_len(g, s), words = (n + 63) / 64;
-	uint64_t bytes = sizeof(*b) + (moments ? 3 : 1) * n * sizeof(float);
-
-	if (!b) {
-		b = calloc(1, bytes);
-		if (b)
-			b->loaded = calloc(words, sizeof(uint64_t));
-		if (!b || !b->loaded) {
-			free(b);
-			return assemble_fail(e, s, bytes + words * sizeof(uint64_t));
-		}
-		b->bytes = bytes + words * sizeof(uint64_t);
-		b->moments = moments;
-		g->pending[s] = b;
-		load_bytes_add(e, b->bytes);
-	} else if (moments && !b->moments) {
-		uint64_t was = sizeof(*b) + n * sizeof(float);
-		struct esub *nb = realloc(b, bytes);
-		if (!nb)
-			return assemble_fail(e, s, bytes);
-		b = nb;
-		memset(b->master + n, 0, 2 * n * sizeof(float));
-		load_bytes_add(e, bytes - was);
-		b->bytes += bytes - was;
-		b->moments = true;
-		g->pending[s] = b;
-	}
-	*out = b;
-	return 0;
-}
-
-/* Sub-group s partly loaded over a state already on NVMe: read that state, put in the
- * loaded elements' values with their loaded moments (zeros unless a resume brought them:
- * a reload resets them, as a load does), keep every other element's value and moments,
- * and write it back. */
-static int merge_write(struct zinf_engine *e, struct egroup *g, uint64_t s, const struct esub *b)
-{
-	uint64_t n = engine_sub_len(g, s), bytes = 3 * n * sizeof(float);
-	float *master = malloc(bytes), *m, *v;
-	int rc;
-
-	if (!master)
-		return engine_fail(e, -ENOMEM,
-				   "optimizer on nvme: sub-group %" PRIu64
-				   ": cannot allocate %" PRIu64 " bytes to merge a reload",
-				   s, bytes);
-	load_bytes_add(e, bytes);
-	m = master + n;
-	v = master + 2 * n;
-	rc = zinf_adam_nvme_read_sub_group(g->nvme, s, master, m, v);
-	for (uint64_t lo = loaded_find(b->loaded, n, 0, true); !rc && lo < n;) {
-		uint64_t hi = loaded_find(b->loaded, n, lo, false), len = (hi - lo) * sizeof(float);
-		memcpy(master + lo, b->master + lo, len);
-		if (b->moments) {
-			memcpy(m + lo, b->master + n + lo, len);
-			memcpy(v + lo, b->master + 2 * n + lo, len);
-		} else {
-			memset(m + lo, 0, len);
-			memset(v + lo, 0, len);
-		}
-		lo = loaded_find(b->loaded, n, hi, true);
-	}
-	if (!rc)
-		rc = zinf_adam_nvme_write_sub_group(g->nvme, s, master, m, v);
-	free(master);
-	e->load_bytes -= bytes;
-	return rc ? nvme_fail(e, g, rc) : 0;
-}
-
-/* Write sub-group s's assembly buffer and free it. All of it loaded, or no state on NVMe
- * yet: its values (zeros where nothing was loaded) with zero moments; else merged with
- * the state on NVMe. On error the buffer stays, for the next flush to retry. */
-static int pending_write(struct zinf_engine *e, struct egroup *g, uint64_t s)
-{
-	const struct esub *b = g->pending[s];
-	uint64_t n = engine_sub_len(g, s);
-	int rc;
-
-	if (b->loaded_elems == n || !zinf_adam_nvme_sub_group_written(g->nvme, s)) {
-		rc = zinf_adam_nvme_write_sub_group(g->nvme, s, b->master,
-						    b->moments ? b->master + n : NULL,
-						    b->moments ? b->master + 2 * n : NULL);
-		if (rc)
-			return nvme_fail(e, g, rc);
-	} else {
-		rc = merge_write(e, g, s, b);
-		if (rc)
-			return rc;
-	}
-	pending_free(e, g, s);
-	return 0;
-}
-
-/* Everything loaded reaches NVMe: sub-groups still assembling are written, and those
- * never written get zeros (master, m and v), the state of parameters never loaded. With
- * offload_optimizer.fast_init the NVMe optimizer writes only the master part of a state
- * with zero moments, and nothing of one all zero (docs/optim.md, "Initialization"). */
-static int flush(struct zinf_engine *e, struct egroup *g)
-{
-	uint64_t zbytes = g->sub_elems * sizeof(float);
-	float *zeros = NULL;
-	int rc = 0;
-
-	if (g->flushed)
-		return 0;
-	for (uint64_t s = 0; s < g->n_sub && !rc; s++) {
-		if (g->pending[s]) {
-			rc = pending_write(e, g, s);
-			continue;
-		}
-		if (zinf_adam_nvme_sub_group_written(g->nvme, s))
-			continue;
-		if (!zeros) {
-			zeros = calloc(g->sub_elems, sizeof(float));
-			if (!zeros) {
-				rc = engine_fail(e, -ENOMEM,
-						 "optimizer on nvme: cannot allocate %" PRIu64
-						 " bytes of zeros for the sub-groups never loaded",
-						 zbytes);
-				break;
-			}
-			load_bytes_add(e, zbytes);
-		}
-		rc = zinf_adam_nvme_write_sub_group(g->nvme, s, zeros, NULL, NULL);
-		if (rc)
-			rc = nvme_fail(e, g, rc);
-	}
-	if (zeros) {
-		free(zeros);
-		e->load_bytes -= zbytes;
-	}
-	g->flushed = rc == 0;
-	return rc;
-}
-
-int engine_nvme_load(struct zinf_engine *e, struct eparam *p, uint64_t first, uint64_t n,
-		     const void *src, enum zinf_dtype src_dtype, const float *m, const float *v)
-{
-	struct egroup *g = &e->groups[p->group];
-	uint64_t esize = src_dtype == ZINF_DTYPE_F32 ? 4 : 2;
-	int rc;
-
-	save_drop(g);
-	g->flushed = false;
-	for (uint64_t k = 0; k < p->n_pieces; k++) {
-		const struct epiece *pc = &g->pieces[p->first_piece + k];
-		/* the part of the piece inside [first, first + n), and where it is in the
-		 * sub-group and in the sources */
-		uint64_t lo = pc->param_off > first ? pc->param_off : first;
-		uint64_t hi = pc->param_off + pc->elems < first + n ? pc->param_off + pc->elems
-								    : first + n;
-		uint64_t at, from, len, sub_n = engine_sub_len(g, pc->sub);
-		struct esub *b = NULL;
-		if (lo >= hi)
-			continue;
-		at = pc->sub_off + (lo - pc->param_off);
-		from = lo - first;
-		len = hi - lo;
-		rc = pending_get(e, g, pc->sub, m != NULL, &b);
-		if (rc)
-			return rc;
-		engine_convert(b->master + at, ZINF_DTYPE_F32, (const char *)src + from * esize,
-			       src_dtype, len);
-		if (b->moments) { /* a plain load over a resume's buffer resets its moments */
-			float *bm = b->master + sub_n + at, *bv = bm + sub_n;
-			if (m) {
-				memcpy(bm, m + from, len * sizeof(float));
-				memcpy(bv, v + from, len * sizeof(float));
-			} else {
-				memset(bm, 0, len * sizeof(float));
-				memset(bv, 0, len * sizeof(float));
-			}
-		}
-		b->loaded_elems += loaded_mark(b->loaded, at, at + len);
-		if (b->loaded_elems == sub_n) {
-			rc = pending_write(e, g, pc->sub);
-			if (rc)
-				return rc;
-		}
-	}
-	return 0;
-}
-
-/* ---- saving: one sub-group at a time ------------------------------------------------------ */
-
-/* Read sub-group s into the save buffer (with the moments when asked), unless it holds
- * it already: kept until a load or a step changes it, so saving in order reads each
- * sub-group once. */
-static int save_read(struct zinf_engine *e, struct egroup *g, uint64_t s, bool moments)
-{
-	uint64_t n = g->sub_elems, bytes = (moments ? 3 : 1) * n * sizeof(float);
-	int rc;
-
-	if (g->save && g->save_sub == s && (g->save_moments || !moments))
-		return 0;
-	if (g->save && moments && !g->save_moments)
-		save_drop(g);
-	if (!g->save) {
-		g->save = malloc(bytes);
-		if (!g->save)
-			return engine_fail(e, -ENOMEM,
-					   "optimizer on nvme: cannot allocate %" PRIu64
-					   " bytes to read a sub-group for saving",
-					   bytes);
-		g->save_moments = moments;
-	}
-	g->save_sub = s;
-	rc = zinf_adam_nvme_read_sub_group(g->nvme, s, g->save,
-					   g->save_moments ? g->save + n : NULL,
-					   g->save_moments ? g->save + 2 * n : NULL);
-	if (rc) {
-		save_drop(g);
-		return nvme_fail(e, g, rc);
-	}
-	return 0;
-}
-
-int engine_nvme_save(struct zinf_engine *e, struct eparam *p, uint64_t first, uint64_t n,
-		     float *master, float *m, float *v)
-{
-	struct egroup *g = &e->groups[p->group];
-	uint64_t stride = g->sub_elems;
-	int rc = flush(e, g);
-
-	if (rc)
-		return rc;
-	for (uint64_t k = 0; k < p->n_pieces; k++) {
-		const struct epiece *pc = &g->pieces[p->first_piece + k];
-		/* the part of the piece inside [first, first + n) */
-		uint64_t lo = pc->param_off > first ? pc->param_off : first;
-		uint64_t hi = pc->param_off + pc->elems < first + n ? pc->param_off + pc->elems
-								    : first + n;
-		const float *src;
-		uint64_t bytes;
-		if (lo >= hi)
-			continue;
-		rc = save_read(e, g, pc->sub, m != NULL);
-		if (rc)
-			return rc;
-		src = g->save + pc->sub_off + (lo - pc->param_off);
-		bytes = (hi - lo) * sizeof(float);
-		if (master)
-			memcpy(master + (lo - first), src, bytes);
-		if (m) {
-			memcpy(m + (lo - first), src + stride, bytes);
-			memcpy(v + (lo - first), src + 2 * stride, bytes);
-		}
-	}
 	return 0;
 }
 
@@ -652,10 +314,10 @@ int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *in
 
 	for (int i = 0; i < e->n_groups; i++) {
 		struct egroup *g = &e->groups[i];
-		rc = flush(e, g);
+		rc = engine_nvme_flush(e, g);
 		if (rc)
 			return rc;
-		save_drop(g); /* stale after this step */
+		engine_nvme_save_drop(g); /* stale after this step */
 		memset(g->sg_done, 0, g->n_sub);
 		order[i] = i;
 	}
@@ -704,12 +366,10 @@ void engine_nvme_destroy(struct zinf_engine *e)
 	for (int i = 0; i < e->n_groups; i++) {
 		struct egroup *g = &e->groups[i];
 		zinf_adam_nvme_destroy(g->nvme);
-		for (uint64_t k = 0; g->pending && k < g->n_sub; k++)
-			pending_free(e, g, k);
+		engine_nvme_loads_free(e, g);
 		free(g->pending);
 		free(g->pieces);
 		free(g->sub_piece);
-		save_drop(g);
 		free(g->sg_done);
 	}
 	e->n_groups = 0;

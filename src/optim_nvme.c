@@ -470,9 +470,9 @@ static enum nvme_zero zero_of(const struct zinf_adam_nvme *h, uint64_t n, const 
 }
 
 /* Fill slot s with the parts of sub-group g from src (its master, m, v; NULL m / v:
- * zeros) that zero says are to be written, and record the master part's CRC32C when it
- * is written alone; the padding of each part is zeroed so the bytes on NVMe never depend
- * on what the buffer held. */
+ * zeros; a part already in place, the slot's own, is left), the ones zero says are to be
+ * written, and record the master part's CRC32C when it is written alone; the padding of
+ * each part is zeroed so the bytes on NVMe never depend on what the buffer held. */
 static void slot_fill(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
 		      const float *const src[3], enum nvme_zero zero)
 {
@@ -484,10 +484,10 @@ static void slot_fill(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
 	for (int k = 0; k < parts; k++) {
 		char *dst = s->buf + (uint64_t)k * part;
 
-		if (src[k])
-			memcpy(dst, src[k], n * sizeof(float));
-		else
+		if (!src[k])
 			memset(dst, 0, n * sizeof(float));
+		else if ((const char *)src[k] != dst)
+			memcpy(dst, src[k], n * sizeof(float));
 		memset(dst + n * sizeof(float), 0, part - n * sizeof(float));
 	}
 	s->crc = zero == NVME_ZERO_MOMENTS && h->crc32c ? zinf_crc32c(0, s->buf, part) : 0;
@@ -501,10 +501,11 @@ static void slot_fill(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t g,
  * in the same file, a path this design would rather not depend on. Not with fast_init,
  * which leaves the m and v parts of the extents it writes master-only unwritten too (the
  * step's writes convert them: docs/optim.md, "Initialization"), so that zeroing the
- * spares would only write zeros again, up to a whole state's worth with few sub-groups. */
-static void spares_fill(struct zinf_adam_nvme *h)
+ * spares would only write zeros again, up to a whole state's worth with few sub-groups.
+ * Slot s (idle, its contents no longer needed) holds the zeros. */
+static void spares_fill(struct zinf_adam_nvme *h, struct nvme_slot *s)
 {
-	char *buf = h->slots[0].buf;
+	char *buf = s->buf;
 
 	memset(buf, 0, h->extent_bytes);
 	for (unsigned i = 0; i < h->n_spares && !h->err; i++) {
@@ -549,7 +550,7 @@ int zinf_adam_nvme_write_state(struct zinf_adam_nvme *h, const float *master, co
 	}
 	zinf_adam_nvme_drain(h);
 	if (!h->err && !h->fast_init)
-		spares_fill(h);
+		spares_fill(h, &h->slots[0]);
 	return h->err;
 }
 
@@ -622,14 +623,48 @@ static int check_sub_group(struct zinf_adam_nvme *h, uint64_t i, const char *wha
 	return 0;
 }
 
+/* Once every sub-group is written, zero the spare extents (once; not with fast_init)
+ * through slot s, whose contents are then lost. */
+static int spares_fill_once(struct zinf_adam_nvme *h, struct nvme_slot *s)
+{
+	if (!h->err && !h->fast_init && h->n_written == h->n_groups && !h->spares_zeroed)
+		spares_fill(h, s);
+	return h->err;
+}
+
+/* Write sub-group i from slot s (src: its master, m, v, possibly in place in the slot), as
+ * a step does: to a spare extent, which replaces the old one only once it completed. */
+static int sub_group_write(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t i,
+			   const float *const src[3])
+{
+	enum nvme_zero zero;
+	uint64_t first, n;
+
+	nvme_group_range(h, i, &first, &n);
+	zero = zero_of(h, n, src);
+	slot_fill(h, s, i, src, zero);
+	if (slot_write(h, s, i, zero) == 0)
+		slot_retire(h, s);
+	return h->err;
+}
+
+/* Read sub-group i into slot s and leave it there (the slot idle). */
+static int sub_group_read(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t i)
+{
+	if (!h->written[i])
+		return fail(h, ZINF_ESTATE, (int64_t)i,
+			    "read sub-group %" PRIu64 ": its state on NVMe was never written "
+			    "(write it with zinf_adam_nvme_write_sub_group or _write_state first)",
+			    i);
+	if (slot_read(h, s, i) == 0)
+		slot_retire(h, s);
+	s->state = NVME_SLOT_IDLE;
+	return h->err;
+}
+
 int zinf_adam_nvme_write_sub_group(struct zinf_adam_nvme *h, uint64_t i, const float *master,
 				   const float *exp_avg, const float *exp_avg_sq)
 {
-	const float *src[3] = {master, exp_avg, exp_avg_sq};
-	enum nvme_zero zero;
-	struct nvme_slot *s;
-	uint64_t first, n;
-
 	if (!h)
 		return -EINVAL;
 	call_begin(h);
@@ -640,39 +675,105 @@ int zinf_adam_nvme_write_sub_group(struct zinf_adam_nvme *h, uint64_t i, const f
 			    "write sub-group %" PRIu64 ": master is NULL (required; exp_avg and "
 			    "exp_avg_sq may be NULL for zeros)",
 			    i);
-	/* Between calls every slot is idle: the first one stages the write, which goes to
-	 * a spare extent and replaces the old one only when it completed (as in a step). */
-	s = &h->slots[0];
-	nvme_group_range(h, i, &first, &n);
-	zero = zero_of(h, n, src);
-	slot_fill(h, s, i, src, zero);
-	if (slot_write(h, s, i, zero) == 0)
-		slot_retire(h, s);
-	if (!h->err && !h->fast_init && h->n_written == h->n_groups && !h->spares_zeroed)
-		spares_fill(h);
-	return h->err;
+	/* between calls every slot is idle: the first one stages the write */
+	if (sub_group_write(h, &h->slots[0], i,
+			    (const float *const[3]){master, exp_avg, exp_avg_sq}))
+		return h->err;
+	return spares_fill_once(h, &h->slots[0]);
 }
 
 int zinf_adam_nvme_read_sub_group(struct zinf_adam_nvme *h, uint64_t i, float *master,
 				  float *exp_avg, float *exp_avg_sq)
+{
+	float *const dst[3] = {master, exp_avg, exp_avg_sq};
+	float *part[3];
+	uint64_t first, n;
+
+	if (!h)
+		return -EINVAL;
+	call_begin(h);
+	if (check_sub_group(h, i, "read") || sub_group_read(h, &h->slots[0], i))
+		return h->err;
+	nvme_group_range(h, i, &first, &n);
+	slot_parts(h, &h->slots[0], n, &part[0], &part[1], &part[2]);
+	for (int k = 0; k < 3; k++)
+		if (dst[k])
+			memcpy(dst[k], part[k], n * sizeof(float));
+	return 0;
+}
+
+/* Slot k for a call named what on sub-group i: NULL (the error set) when either is out
+ * of range. */
+static struct nvme_slot *slot_arg(struct zinf_adam_nvme *h, unsigned k, uint64_t i,
+				  const char *what)
+{
+	if (check_sub_group(h, i, what))
+		return NULL;
+	if (k >= h->n_slots) {
+		fail(h, -EINVAL, (int64_t)i,
+		     "%s sub-group %" PRIu64 ": no staging slot %u (the handle has %u)", what, i, k,
+		     h->n_slots);
+		return NULL;
+	}
+	return &h->slots[k];
+}
+
+unsigned zinf_adam_nvme_n_slots(const struct zinf_adam_nvme *h)
+{
+	return h ? h->n_slots : 0;
+}
+
+float *zinf_adam_nvme_slot_parts(struct zinf_adam_nvme *h, unsigned k, uint64_t i, uint64_t *stride)
+{
+	uint64_t first, n;
+
+	if (!h || k >= h->n_slots || i >= h->n_groups)
+		return NULL;
+	nvme_group_range(h, i, &first, &n);
+	*stride = nvme_part_bytes(n, h->align) / sizeof(float);
+	return (float *)h->slots[k].buf;
+}
+
+int zinf_adam_nvme_write_from_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t i, bool moments)
+{
+	struct nvme_slot *s;
+	float *part[3];
+	uint64_t first, n;
+
+	if (!h)
+		return -EINVAL;
+	call_begin(h);
+	s = slot_arg(h, k, i, "write");
+	if (!s)
+		return h->err;
+	nvme_group_range(h, i, &first, &n);
+	slot_parts(h, s, n, &part[0], &part[1], &part[2]);
+	return sub_group_write(h, s, i,
+			       (const float *const[3]){part[0], moments ? part[1] : NULL,
+						       moments ? part[2] : NULL});
+}
+
+int zinf_adam_nvme_zero_spares(struct zinf_adam_nvme *h, unsigned k)
+{
+	if (!h)
+		return -EINVAL;
+	call_begin(h);
+	if (k >= h->n_slots)
+		return fail(h, -EINVAL, -1,
+			    "zero the spare extents: no staging slot %u (the handle has %u)", k,
+			    h->n_slots);
+	return spares_fill_once(h, &h->slots[k]);
+}
+
+int zinf_adam_nvme_read_into_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t i)
 {
 	struct nvme_slot *s;
 
 	if (!h)
 		return -EINVAL;
 	call_begin(h);
-	if (check_sub_group(h, i, "read"))
-		return h->err;
-	if (!h->written[i])
-		return fail(h, ZINF_ESTATE, (int64_t)i,
-			    "read sub-group %" PRIu64 ": its state on NVMe was never written "
-			    "(write it with zinf_adam_nvme_write_sub_group or _write_state first)",
-			    i);
-	s = &h->slots[0];
-	if (slot_read(h, s, i) == 0 && slot_retire(h, s) == 0)
-		slot_copy_out(h, s, (float *const[3]){master, exp_avg, exp_avg_sq});
-	s->state = NVME_SLOT_IDLE;
-	return h->err;
+	s = slot_arg(h, k, i, "read");
+	return s ? sub_group_read(h, s, i) : h->err;
 }
 
 bool zinf_adam_nvme_sub_group_written(const struct zinf_adam_nvme *h, uint64_t i)

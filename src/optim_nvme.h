@@ -24,6 +24,30 @@ struct zinf_pinned;
 int zinf_adam_nvme_create_in_pool(const struct zinf_adam_nvme_opts *opts, struct zinf_pinned *pool,
 				  struct zinf_adam_nvme **out, char *err, uint64_t err_len);
 
+/* ---- The staging slots as the caller's sub-group buffers ----
+ * Between calls every slot is idle, and its pinned buffer may hold one sub-group's state
+ * for the caller (the engine's loads assemble a sub-group in one and write it from there;
+ * its saves read one into one), so that loading and saving take no host memory beyond
+ * the pool. The calls below touch slot k alone; a step, write_state, read_state and
+ * write_sub_group / read_sub_group (slot 0) may overwrite any slot. */
+unsigned zinf_adam_nvme_n_slots(const struct zinf_adam_nvme *h);
+/* Slot k's buffer laid out for sub-group i: its master at [0], exp_avg at [*stride] and
+ * exp_avg_sq at [2 * *stride] (floats); NULL when k or i is out of range. */
+float *zinf_adam_nvme_slot_parts(struct zinf_adam_nvme *h, unsigned k, uint64_t i,
+				 uint64_t *stride);
+/* Write slot k's buffer as sub-group i's state, as zinf_adam_nvme_write_sub_group does
+ * (but for the spare extents, below): its master, and its exp_avg and exp_avg_sq with
+ * moments (zeros without: the buffer's moment parts may be overwritten). The master
+ * part, and with moments the others, keep their values, also when the write fails. */
+int zinf_adam_nvme_write_from_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t i, bool moments);
+/* Once every sub-group has been written, zero the spare extents through slot k (whose
+ * contents are then lost), as write_sub_group does when it writes the last one: once,
+ * and not with fast_init; 0 and nothing done otherwise. After a failure the next call
+ * tries again. */
+int zinf_adam_nvme_zero_spares(struct zinf_adam_nvme *h, unsigned k);
+/* Read sub-group i's state into slot k's buffer (ZINF_ESTATE if it was never written). */
+int zinf_adam_nvme_read_into_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t i);
+
 #define NVME_MAX_SLOTS 3
 #define NVME_MIN_ALIGN 4096ull
 #define NVME_MAX_ELEMS (1ull << 56) /* keeps every byte count below 2^64 */

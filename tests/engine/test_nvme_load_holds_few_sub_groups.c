@@ -1,14 +1,18 @@
 /* With optimizer state on NVMe, loading streams the state one sub-group at a time
  * (sub-groups of 300 elements, about 300 of them in the weights' group):
- *  - loading module by module in registration order, the host buffers that assemble
- *    sub-groups never hold more than one sub-group per optimizer group at once;
+ *  - loading module by module in registration order assembles every sub-group in the
+ *    NVMe optimizer's pinned staging buffers: host memory holds no sub-group's values,
+ *    only a bit per element of one sub-group per optimizer group; saving reads into
+ *    a staging buffer too;
  *  - loading parameter by parameter in a shuffled order, they hold no more than the
  *    sub-groups partly loaded at the time (counted here independently) plus the one
  *    being filled, far below the group;
  *  - a reload after steps (one parameter, and one module whose bias shares sub-groups
  *    with its neighbours) keeps every other parameter's value and Adam moments: the
  *    losses and saved parameters of the following steps equal those of the same run
- *    with the state in host memory, bit for bit;
+ *    with the state in host memory, bit for bit; also with one staging buffer (no
+ *    pipelining), loaded in a shuffled order, where the partly loaded sub-groups take
+ *    turns in it and move out to host memory when it is needed for I/O;
  *  - a module never loaded before the first step has the value 0, its state is written
  *    with the rest at the step, and the step runs.
  * White-box: reads the engine's load-buffer counters (engine_internal.h). */
@@ -18,7 +22,8 @@
 #include "load_fixture.h"
 
 #define SUB 300ull
-#define ONE_SUB (sizeof(struct esub) + SUB * 4 + (SUB + 63) / 64 * 8) /* values, bits */
+#define BITS (sizeof(struct esub) + (SUB + 63) / 64 * 8)
+#define ONE_SUB (BITS + SUB * 4) /* values, bits */
 
 static void *src[2][LF_N_MOD][2]; /* [variant][module][param] */
 
@@ -40,18 +45,23 @@ static void in_order_holds_one_sub_group_per_group(const char *dir)
 		le.e->n_groups, (unsigned long long)le.e->groups[0].n_sub);
 	for (int m = 0; m < LF_N_MOD; m++) {
 		load_module(&le, m, 0);
-		T_CHECK(le.e->load_bytes <= 2 * ONE_SUB, "after module %d: %llu bytes held", m,
+		T_CHECK(le.e->load_bytes <= 2 * BITS, "after module %d: %llu bytes held", m,
 			(unsigned long long)le.e->load_bytes);
 	}
-	T_CHECK(le.e->load_peak_bytes > 0 && le.e->load_peak_bytes <= 2 * ONE_SUB,
-		"in order: peak %llu bytes, more than a sub-group per group (%llu)",
-		(unsigned long long)le.e->load_peak_bytes, (unsigned long long)(2 * ONE_SUB));
+	T_CHECK(le.e->load_peak_bytes > 0 && le.e->load_peak_bytes <= 2 * BITS,
+		"in order: peak %llu bytes, more than the bits of a sub-group per group (%llu): "
+		"values assembled outside the staging buffers",
+		(unsigned long long)le.e->load_peak_bytes, (unsigned long long)(2 * BITS));
 	fprintf(stderr, "in order: peak %llu bytes, a sub-group %llu, the group %llu\n",
 		(unsigned long long)le.e->load_peak_bytes, (unsigned long long)ONE_SUB,
 		(unsigned long long)(le.e->groups[0].elems * 4));
 	lf_step(&le);
 	T_CHECK(le.e->load_bytes == 0, "%llu bytes left after the step",
 		(unsigned long long)le.e->load_bytes);
+	free(lf_save(&le));
+	for (int g = 0; g < le.e->n_groups; g++)
+		T_CHECK(le.e->groups[g].save_slot >= 0,
+			"group %d: saving read no sub-group into a staging buffer", g);
 	lf_destroy(&le);
 }
 
@@ -106,15 +116,24 @@ static void shuffled_holds_partial_sub_groups(const char *dir)
 	free(covered[1]);
 }
 
-/* Load, 2 steps, reload a parameter and a module, 2 steps: losses and saved params. */
-static float *reload_run(const char *opt_home, const char *dir, double *loss)
+/* Load (module by module, or parameter by parameter in a shuffled order), 2 steps,
+ * reload a parameter and a module, 2 steps: losses and saved params. */
+static float *reload_run(const char *opt_home, const char *dir, bool shuffled, double *loss)
 {
+	static const int order[2 * LF_N_MOD] = {3, 8, 0, 5, 9, 1, 6, 2, 7, 4};
 	struct lf_engine le;
 	float *out;
 
 	lf_create(&le, "none", opt_home, ZINF_DTYPE_BF16, dir, SUB);
-	for (int m = 0; m < LF_N_MOD; m++)
-		load_module(&le, m, 0);
+	for (int j = 0; j < 2 * LF_N_MOD; j++) {
+		int m = order[j] / 2, k = order[j] % 2;
+		if (!shuffled && j < LF_N_MOD)
+			load_module(&le, j, 0);
+		else if (shuffled)
+			T_CHECK(zinf_param_load(le.e, le.par[m][k], src[0][m][k],
+						lf_src_dtype(m, k)) == 0,
+				"%s", zinf_last_error(le.e));
+	}
 	loss[0] = lf_step(&le);
 	loss[1] = lf_step(&le);
 	T_CHECK(zinf_param_load(le.e, le.par[1][0], src[1][1][0], lf_src_dtype(1, 0)) == 0, "%s",
@@ -127,18 +146,19 @@ static float *reload_run(const char *opt_home, const char *dir, double *loss)
 	return out;
 }
 
-static void reload_keeps_other_moments(const char *dir)
+static void reload_keeps_other_moments(const char *dir, bool shuffled, const char *what)
 {
 	double host_loss[4], nvme_loss[4];
-	float *host = reload_run("cpu", dir, host_loss), *nvme = reload_run("nvme", dir, nvme_loss);
+	float *host = reload_run("cpu", dir, shuffled, host_loss);
+	float *nvme = reload_run("nvme", dir, shuffled, nvme_loss);
 
 	for (int s = 0; s < 4; s++)
 		T_CHECK(host_loss[s] == nvme_loss[s],
-			"reload: step %d loss %.17g (host state) vs "
+			"%s: step %d loss %.17g (host state) vs "
 			"%.17g (nvme state)",
-			s + 1, host_loss[s], nvme_loss[s]);
+			what, s + 1, host_loss[s], nvme_loss[s]);
 	T_CHECK(memcmp(host, nvme, lf_total() * 4) == 0,
-		"reload: saved parameters differ between host and nvme optimizer state");
+		"%s: saved parameters differ between host and nvme optimizer state", what);
 	free(host);
 	free(nvme);
 }
@@ -178,7 +198,10 @@ int main(void)
 				src[v][m][k] = lf_source(m, k, lf_src_dtype(m, k), v);
 	in_order_holds_one_sub_group_per_group(dir);
 	shuffled_holds_partial_sub_groups(dir);
-	reload_keeps_other_moments(dir);
+	reload_keeps_other_moments(dir, false, "reload");
+	lf_extra_offload_optimizer = ", \"pipeline_read\": false, \"pipeline_write\": false";
+	reload_keeps_other_moments(dir, true, "one staging buffer, shuffled, reload");
+	lf_extra_offload_optimizer = "";
 	never_loaded_is_zero(dir);
 	for (int v = 0; v < 2; v++)
 		for (int m = 0; m < LF_N_MOD; m++)

@@ -9,8 +9,13 @@
  *  - a failed write (its first piece reaches the disk, then reports failure) names the
  *    sub-group and the extent and leaves the sub-group's old state whole; a failed read
  *    names them too; with CRC32C on, a corrupted extent is reported as a mismatch;
- *  - bad input (sub-group out of range, master NULL, NULL handle) is refused with one
- *    line.
+ *  - through a staging slot in place (zinf_adam_nvme_write_from_slot / _read_into_slot,
+ *    the engine's loads and saves): the same state, moments or zeros, and the other
+ *    slots' buffers untouched; the spare extents are zeroed by a call of their own
+ *    (zinf_adam_nvme_zero_spares), once the state is complete, through the slot it
+ *    names and no other;
+ *  - bad input (sub-group out of range, master NULL, NULL handle, no such slot) is
+ *    refused with one line.
  * On every I/O backend available.
  */
 #include <fcntl.h>
@@ -52,7 +57,8 @@ static void expect_error(struct zinf_adam_nvme *h, int rc, int want, const char 
 		needle, msg);
 }
 
-static struct zinf_adam_nvme *create(struct zinf_adam *adam, struct zinf_io *io)
+static struct zinf_adam_nvme *create_fast(struct zinf_adam *adam, struct zinf_io *io,
+					  bool fast_init)
 {
 	struct zinf_adam_nvme_opts no;
 	struct zinf_adam_nvme *h;
@@ -63,8 +69,14 @@ static struct zinf_adam_nvme *create(struct zinf_adam *adam, struct zinf_io *io)
 	no.io = io;
 	no.n_elems = N;
 	no.sub_group_size = SUB_GROUP;
+	no.fast_init = fast_init;
 	T_CHECK(zinf_adam_nvme_create(&no, &h, err, sizeof(err)) == 0, "create: %s", err);
 	return h;
+}
+
+static struct zinf_adam_nvme *create(struct zinf_adam *adam, struct zinf_io *io)
+{
+	return create_fast(adam, io, true);
 }
 
 static void check_equal(const float *a, const float *b, uint64_t n, const char *what)
@@ -146,6 +158,112 @@ static void ranged_matches_whole(struct zinf_adam *adam, struct zinf_io *io, con
 	zinf_adam_nvme_destroy(b);
 }
 
+/* Slot k's buffer for sub-group g: its master, m and v. */
+static void slot_parts(struct zinf_adam_nvme *h, unsigned k, uint64_t g, float *part[3])
+{
+	uint64_t stride = 0;
+
+	part[0] = zinf_adam_nvme_slot_parts(h, k, g, &stride);
+	T_CHECK(part[0] && stride > 0, "slot %u for sub-group %llu", k, (unsigned long long)g);
+	part[1] = part[0] + stride;
+	part[2] = part[0] + 2 * stride;
+}
+
+/* Fill slot k's whole buffer (a full sub-group's three parts) with a byte pattern. */
+static void pattern(struct zinf_adam_nvme *h, unsigned k)
+{
+	uint64_t stride = 0;
+	float *b = zinf_adam_nvme_slot_parts(h, k, 0, &stride);
+
+	T_CHECK(b, "slot %u", k);
+	memset(b, 0x40 + (int)k, 3 * stride * sizeof(float));
+}
+
+static void pattern_kept(struct zinf_adam_nvme *h, unsigned k, const char *engine)
+{
+	uint64_t stride = 0;
+	const unsigned char *b = (const void *)zinf_adam_nvme_slot_parts(h, k, 0, &stride);
+
+	for (uint64_t i = 0; b && i < 3 * stride * sizeof(float); i++)
+		T_CHECK(b[i] == 0x40 + k, "%s: slot %u byte %llu changed by another's I/O", engine,
+			k, (unsigned long long)i);
+}
+
+/* Sub-groups written and read in place through the last slot, without fast_init (so
+ * that the spare extents are zeroed once the state is complete): the state write_state
+ * would give, and the other slots' buffers as they were. */
+static void slots_in_place(struct zinf_adam *adam, struct zinf_io *io, const char *engine)
+{
+	static const uint64_t order[N_SUB] = {4, 1, 0, 3, 2};
+	struct zinf_adam_nvme *h = create_fast(adam, io, false);
+	unsigned n_slots = zinf_adam_nvme_n_slots(h), last = n_slots - 1;
+	uint64_t first, n, stride;
+	float *part[3];
+
+	T_CHECK(n_slots == 3, "%s: %u slots (pipelined read and write: 3)", engine, n_slots);
+	fill(23);
+	for (unsigned k = 0; k < last; k++) /* a pattern in the other slots */
+		pattern(h, k);
+	for (int j = 0; j < N_SUB; j++) {
+		uint64_t g = order[j];
+		bool moments = g != 1;
+		T_CHECK(zinf_adam_nvme_zero_spares(h, last) == 0 && !h->spares_zeroed,
+			"%s: spares zeroed with %d of %d sub-groups written", engine, j, N_SUB);
+		T_CHECK_RC(zinf_adam_nvme_sub_group(h, g, &first, &n, NULL));
+		slot_parts(h, last, g, part);
+		memcpy(part[0], p0 + first, n * sizeof(float));
+		memcpy(part[1], m0 + first, n * sizeof(float));
+		memcpy(part[2], v0 + first, n * sizeof(float));
+		T_CHECK(zinf_adam_nvme_write_from_slot(h, last, g, moments) == 0,
+			"%s: write sub-group %llu from slot %u: %s", engine, (unsigned long long)g,
+			last, zinf_adam_nvme_last_error(h));
+		if (!moments) { /* what the state must now hold */
+			memset(m0 + first, 0, n * sizeof(float));
+			memset(v0 + first, 0, n * sizeof(float));
+		}
+	}
+	T_CHECK(!h->spares_zeroed, "%s: the write from a slot zeroed the spares", engine);
+	T_CHECK(zinf_adam_nvme_zero_spares(h, last) == 0 && h->spares_zeroed, "%s: zero spares: %s",
+		engine, zinf_adam_nvme_last_error(h));
+	for (unsigned k = 0; k < last; k++)
+		pattern_kept(h, k, engine);
+	T_CHECK(zinf_adam_nvme_read_state(h, got_p, got_m, got_v) == 0, "%s: %s", engine,
+		zinf_adam_nvme_last_error(h));
+	check_equal(got_p, p0, N, "master written from a slot");
+	check_equal(got_m, m0, N, "m written from a slot (zeros without moments)");
+	check_equal(got_v, v0, N, "v written from a slot (zeros without moments)");
+	/* (read_state used every slot: the pattern again, and reads through slot 0) */
+	for (unsigned k = 1; k < n_slots; k++)
+		pattern(h, k);
+	for (uint64_t g = 0; g < N_SUB; g++) {
+		T_CHECK_RC(zinf_adam_nvme_sub_group(h, g, &first, &n, NULL));
+		T_CHECK(zinf_adam_nvme_read_into_slot(h, 0, g) == 0, "%s: read into slot: %s",
+			engine, zinf_adam_nvme_last_error(h));
+		slot_parts(h, 0, g, part);
+		check_equal(part[0], p0 + first, n, "master read into a slot");
+		check_equal(part[1], m0 + first, n, "m read into a slot");
+		check_equal(part[2], v0 + first, n, "v read into a slot");
+	}
+	for (unsigned k = 1; k < n_slots; k++)
+		pattern_kept(h, k, engine);
+	expect_error(h, zinf_adam_nvme_write_from_slot(h, n_slots, 0, true), -EINVAL,
+		     "write sub-group 0: no staging slot 3 (the handle has 3)",
+		     "slot out of range");
+	expect_error(h, zinf_adam_nvme_zero_spares(h, n_slots), -EINVAL,
+		     "zero the spare extents: no staging slot 3", "zero spares, slot out of range");
+	expect_error(h, zinf_adam_nvme_read_into_slot(h, 0, N_SUB), -EINVAL,
+		     "read sub-group 5: no such sub-group", "slot read out of range");
+	T_CHECK(!zinf_adam_nvme_slot_parts(h, n_slots, 0, &stride) &&
+			!zinf_adam_nvme_slot_parts(h, 0, N_SUB, &stride) &&
+			!zinf_adam_nvme_slot_parts(NULL, 0, 0, &stride) &&
+			zinf_adam_nvme_n_slots(NULL) == 0 &&
+			zinf_adam_nvme_write_from_slot(NULL, 0, 0, true) == -EINVAL &&
+			zinf_adam_nvme_read_into_slot(NULL, 0, 0) == -EINVAL &&
+			zinf_adam_nvme_zero_spares(NULL, 0) == -EINVAL,
+		"%s: slot calls out of range", engine);
+	zinf_adam_nvme_destroy(h);
+}
+
 /* Faults: a failed write keeps the old state whole; reads and CRC mismatches named. */
 static void faults(struct zinf_adam *adam, struct zinf_io *io, const char *engine)
 {
@@ -222,6 +340,10 @@ int main(void)
 		if (!io)
 			continue;
 		ranged_matches_whole(adam, io, t_engine_names[e]);
+		zinf_io_destroy(io);
+		t_rmrf(dir);
+		io = io_create(e, &dir);
+		slots_in_place(adam, io, t_engine_names[e]);
 		zinf_io_destroy(io);
 		t_rmrf(dir);
 		io = io_create(e, &dir);
