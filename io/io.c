@@ -83,6 +83,11 @@ uint64_t zinf_io_alignment(const struct zinf_io *io)
 	return io->align;
 }
 
+enum zinf_io_checksum zinf_io_checksum_kind(const struct zinf_io *io)
+{
+	return io->opts.checksum;
+}
+
 int zinf_io_parse_engine(const char *text, enum zinf_io_engine *out)
 {
 	for (int i = 0; text && i < 4; i++) {

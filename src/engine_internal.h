@@ -112,6 +112,7 @@ struct egroup {
 	struct esub *slot_sub[NVME_MAX_SLOTS];
 	int save_slot;	   /* the slot holding sub-group save_sub, read for saving; -1: none */
 	uint64_t save_sub; /* (kept until a load or a step changes the state) */
+	bool save_moments; /* ... with its moments (else maybe its master alone) */
 	uint8_t *sg_done;  /* (n_sub) updated by the step in progress */
 };
 

@@ -265,7 +265,7 @@ static int pending_write(struct zinf_engine *e, struct egroup *g, uint64_t s)
 		if (k < 0)
 			return k;
 		t = zinf_adam_nvme_slot_parts(g->nvme, (unsigned)k, s, &stride);
-		rc = merge ? zinf_adam_nvme_read_into_slot(g->nvme, (unsigned)k, s) : 0;
+		rc = merge ? zinf_adam_nvme_read_into_slot(g->nvme, (unsigned)k, s, true) : 0;
 		if (rc)
 			return nvme_fail(e, g, rc);
 		for (uint64_t lo = merge ? loaded_find(b->loaded, n, 0, true) : 0; lo < n;) {
@@ -372,25 +372,27 @@ int engine_nvme_load(struct zinf_engine *e, struct eparam *p, uint64_t first, ui
 
 /* ---- saving: one sub-group at a time ------------------------------------------------------ */
 
-/* Read sub-group s into a staging slot for saving, unless one holds it already: kept
- * until a load or a step changes the state, so saving in order reads each sub-group
- * once. Returns its master, with its moments at *stride and 2 * *stride. */
-static int save_read(struct zinf_engine *e, struct egroup *g, uint64_t s, const float **out,
-		     uint64_t *stride)
+/* Read sub-group s into a staging slot for saving (its master alone without moments,
+ * when the NVMe optimizer can), unless one holds it already: kept until a load or a
+ * step changes the state, so saving in order reads each sub-group once. Returns its
+ * master, with its moments at *stride and 2 * *stride. */
+static int save_read(struct zinf_engine *e, struct egroup *g, uint64_t s, bool moments,
+		     const float **out, uint64_t *stride)
 {
 	int k = g->save_slot, rc;
 
-	if (k < 0 || g->save_sub != s) {
+	if (k < 0 || g->save_sub != s || (moments && !g->save_moments)) {
 		if (k < 0)
 			k = slot_need(e, g, NULL);
 		if (k < 0)
 			return k;
 		engine_nvme_save_drop(g);
-		rc = zinf_adam_nvme_read_into_slot(g->nvme, (unsigned)k, s);
+		rc = zinf_adam_nvme_read_into_slot(g->nvme, (unsigned)k, s, moments);
 		if (rc)
 			return nvme_fail(e, g, rc);
 		g->save_slot = k;
 		g->save_sub = s;
+		g->save_moments = moments;
 	}
 	*out = zinf_adam_nvme_slot_parts(g->nvme, (unsigned)k, s, stride);
 	return 0;
@@ -414,7 +416,7 @@ int engine_nvme_save(struct zinf_engine *e, struct eparam *p, uint64_t first, ui
 		uint64_t bytes, stride = 0;
 		if (lo >= hi)
 			continue;
-		rc = save_read(e, g, pc->sub, &src, &stride);
+		rc = save_read(e, g, pc->sub, m != NULL, &src, &stride);
 		if (rc)
 			return rc;
 		src += pc->sub_off + (lo - pc->param_off);

@@ -145,7 +145,7 @@ static int slot_submit(struct zinf_adam_nvme *h, struct nvme_slot *s, enum zinf_
 	r->op = op;
 	r->extent = s->extent;
 	r->offset = 0;
-	r->len = request_len(h, n, s->zero);
+	r->len = s->master_only ? nvme_part_bytes(n, h->align) : request_len(h, n, s->zero);
 	r->buf = s->buf;
 	r->done = slot_io_done;
 	r->user = s;
@@ -648,16 +648,20 @@ static int sub_group_write(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64
 	return h->err;
 }
 
-/* Read sub-group i into slot s and leave it there (the slot idle). */
-static int sub_group_read(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t i)
+/* Read sub-group i into slot s and leave it there (the slot idle); without moments, the
+ * master part alone when that loses no check (zinf_adam_nvme_read_into_slot). */
+static int sub_group_read(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t i, bool moments)
 {
 	if (!h->written[i])
 		return fail(h, ZINF_ESTATE, (int64_t)i,
 			    "read sub-group %" PRIu64 ": its state on NVMe was never written "
 			    "(write it with zinf_adam_nvme_write_sub_group or _write_state first)",
 			    i);
+	s->master_only = !moments && !h->crc32c && h->zeroed[i] == NVME_ZERO_NONE &&
+			 zinf_io_checksum_kind(h->io) == ZINF_IO_CHECKSUM_NONE;
 	if (slot_read(h, s, i) == 0)
 		slot_retire(h, s);
+	s->master_only = false;
 	s->state = NVME_SLOT_IDLE;
 	return h->err;
 }
@@ -692,7 +696,8 @@ int zinf_adam_nvme_read_sub_group(struct zinf_adam_nvme *h, uint64_t i, float *m
 	if (!h)
 		return -EINVAL;
 	call_begin(h);
-	if (check_sub_group(h, i, "read") || sub_group_read(h, &h->slots[0], i))
+	if (check_sub_group(h, i, "read") ||
+	    sub_group_read(h, &h->slots[0], i, exp_avg || exp_avg_sq))
 		return h->err;
 	nvme_group_range(h, i, &first, &n);
 	slot_parts(h, &h->slots[0], n, &part[0], &part[1], &part[2]);
@@ -765,7 +770,7 @@ int zinf_adam_nvme_zero_spares(struct zinf_adam_nvme *h, unsigned k)
 	return spares_fill_once(h, &h->slots[k]);
 }
 
-int zinf_adam_nvme_read_into_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t i)
+int zinf_adam_nvme_read_into_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t i, bool moments)
 {
 	struct nvme_slot *s;
 
@@ -773,7 +778,7 @@ int zinf_adam_nvme_read_into_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t
 		return -EINVAL;
 	call_begin(h);
 	s = slot_arg(h, k, i, "read");
-	return s ? sub_group_read(h, s, i) : h->err;
+	return s ? sub_group_read(h, s, i, moments) : h->err;
 }
 
 bool zinf_adam_nvme_sub_group_written(const struct zinf_adam_nvme *h, uint64_t i)

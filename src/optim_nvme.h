@@ -45,8 +45,12 @@ int zinf_adam_nvme_write_from_slot(struct zinf_adam_nvme *h, unsigned k, uint64_
  * and not with fast_init; 0 and nothing done otherwise. After a failure the next call
  * tries again. */
 int zinf_adam_nvme_zero_spares(struct zinf_adam_nvme *h, unsigned k);
-/* Read sub-group i's state into slot k's buffer (ZINF_ESTATE if it was never written). */
-int zinf_adam_nvme_read_into_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t i);
+/* Read sub-group i's state into slot k's buffer (ZINF_ESTATE if it was never written).
+ * Without moments the caller needs the master alone, and only its part is read when
+ * that loses no check (neither the handle nor its I/O handle checks CRC32C; with it, a
+ * state whose moments are on NVMe is read whole, as its CRC covers the whole extent):
+ * the moment parts are then undefined. */
+int zinf_adam_nvme_read_into_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t i, bool moments);
 
 #define NVME_MAX_SLOTS 3
 #define NVME_MIN_ALIGN 4096ull
@@ -75,7 +79,8 @@ struct nvme_slot {
 	uint32_t extent;     /* extent of the request in flight */
 	enum nvme_zero zero; /* a read's: what it fills in; a write's: what it leaves out */
 	uint32_t crc;	     /* CRC32C of the master part a master-only write records */
-	bool io_done;	     /* set by the completion callback, under h->lock */
+	bool master_only; /* a read of the master part alone, unverified (its m and v not needed) */
+	bool io_done;	  /* set by the completion callback, under h->lock */
 };
 
 struct zinf_adam_nvme {

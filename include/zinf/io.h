@@ -88,6 +88,9 @@ const char *zinf_io_last_error(struct zinf_io *io);
 const char *zinf_io_engine_name(const struct zinf_io *io);
 /* Required alignment (bytes) of buffers, offsets and lengths when O_DIRECT is on. */
 uint64_t zinf_io_alignment(const struct zinf_io *io);
+/* The checksum the handle keeps (opts.checksum): with crc32c, whole-extent reads are
+ * verified and partial ones are not. */
+enum zinf_io_checksum zinf_io_checksum_kind(const struct zinf_io *io);
 /* Parse "auto", "io_uring", "libaio", "psync". Returns 0 or -EINVAL. */
 int zinf_io_parse_engine(const char *text, enum zinf_io_engine *out);
 

@@ -114,9 +114,10 @@ static inline int t_create(struct zinf_io_opts *o, struct zinf_io **io, int engi
 	return 0;
 }
 
-/* A handle on a new scratch directory (*dir) with CRC32C on, 16 MiB files and
+/* A handle on a new scratch directory (*dir) with the checksum given, 16 MiB files and
  * block_size-byte pieces; NULL (and *dir NULL) when the engine is unavailable here. */
-static inline struct zinf_io *t_create_crc(int engine_idx, uint64_t block_size, char **dir)
+static inline struct zinf_io *t_create_in_dir(int engine_idx, uint64_t block_size,
+					      enum zinf_io_checksum checksum, char **dir)
 {
 	struct zinf_io_opts o;
 	struct zinf_io *io = NULL;
@@ -128,13 +129,19 @@ static inline struct zinf_io *t_create_crc(int engine_idx, uint64_t block_size, 
 	o.n_paths = 1;
 	o.block_size = block_size;
 	o.file_size = 16 << 20;
-	o.checksum = ZINF_IO_CHECKSUM_CRC32C;
+	o.checksum = checksum;
 	if (t_create(&o, &io, engine_idx) == 77) {
 		t_rmrf(*dir);
 		*dir = NULL;
 		return NULL;
 	}
 	return io;
+}
+
+/* The same with CRC32C on. */
+static inline struct zinf_io *t_create_crc(int engine_idx, uint64_t block_size, char **dir)
+{
+	return t_create_in_dir(engine_idx, block_size, ZINF_IO_CHECKSUM_CRC32C, dir);
 }
 
 #endif /* ZINF_TESTS_IO_TEST_UTIL_H */

@@ -11,7 +11,8 @@
  *    names them too; with CRC32C on, a corrupted extent is reported as a mismatch;
  *  - through a staging slot in place (zinf_adam_nvme_write_from_slot / _read_into_slot,
  *    the engine's loads and saves): the same state, moments or zeros, and the other
- *    slots' buffers untouched; the spare extents are zeroed by a call of their own
+ *    slots' buffers untouched; a read without moments reads the master part alone,
+ *    unless the I/O handle checks CRC32C (then the whole extent, verified); the spare extents are zeroed by a call of their own
  *    (zinf_adam_nvme_zero_spares), once the state is complete, through the slot it
  *    names and no other;
  *  - bad input (sub-group out of range, master NULL, NULL handle, no such slot) is
@@ -194,6 +195,7 @@ static void pattern_kept(struct zinf_adam_nvme *h, unsigned k, const char *engin
  * would give, and the other slots' buffers as they were. */
 static void slots_in_place(struct zinf_adam *adam, struct zinf_io *io, const char *engine)
 {
+	bool crc = zinf_io_checksum_kind(io) == ZINF_IO_CHECKSUM_CRC32C;
 	static const uint64_t order[N_SUB] = {4, 1, 0, 3, 2};
 	struct zinf_adam_nvme *h = create_fast(adam, io, false);
 	unsigned n_slots = zinf_adam_nvme_n_slots(h), last = n_slots - 1;
@@ -236,9 +238,19 @@ static void slots_in_place(struct zinf_adam *adam, struct zinf_io *io, const cha
 	for (unsigned k = 1; k < n_slots; k++)
 		pattern(h, k);
 	for (uint64_t g = 0; g < N_SUB; g++) {
-		T_CHECK_RC(zinf_adam_nvme_sub_group(h, g, &first, &n, NULL));
-		T_CHECK(zinf_adam_nvme_read_into_slot(h, 0, g) == 0, "%s: read into slot: %s",
-			engine, zinf_adam_nvme_last_error(h));
+		uint64_t len = 0;
+		T_CHECK_RC(zinf_adam_nvme_sub_group(h, g, &first, &n, &len));
+		T_CHECK(zinf_adam_nvme_read_into_slot(h, 0, g, false) == 0 &&
+				h->read_bytes == (crc ? len : len / 3),
+			"%s: master read into slot (CRC32C %d): %llu bytes of %llu: %s", engine,
+			crc, (unsigned long long)h->read_bytes, (unsigned long long)len,
+			zinf_adam_nvme_last_error(h));
+		slot_parts(h, 0, g, part);
+		check_equal(part[0], p0 + first, n, "master alone read into a slot");
+		T_CHECK(zinf_adam_nvme_read_into_slot(h, 0, g, true) == 0 && h->read_bytes == len,
+			"%s: read into slot: %llu bytes of %llu: %s", engine,
+			(unsigned long long)h->read_bytes, (unsigned long long)len,
+			zinf_adam_nvme_last_error(h));
 		slot_parts(h, 0, g, part);
 		check_equal(part[0], p0 + first, n, "master read into a slot");
 		check_equal(part[1], m0 + first, n, "m read into a slot");
@@ -251,14 +263,14 @@ static void slots_in_place(struct zinf_adam *adam, struct zinf_io *io, const cha
 		     "slot out of range");
 	expect_error(h, zinf_adam_nvme_zero_spares(h, n_slots), -EINVAL,
 		     "zero the spare extents: no staging slot 3", "zero spares, slot out of range");
-	expect_error(h, zinf_adam_nvme_read_into_slot(h, 0, N_SUB), -EINVAL,
+	expect_error(h, zinf_adam_nvme_read_into_slot(h, 0, N_SUB, true), -EINVAL,
 		     "read sub-group 5: no such sub-group", "slot read out of range");
 	T_CHECK(!zinf_adam_nvme_slot_parts(h, n_slots, 0, &stride) &&
 			!zinf_adam_nvme_slot_parts(h, 0, N_SUB, &stride) &&
 			!zinf_adam_nvme_slot_parts(NULL, 0, 0, &stride) &&
 			zinf_adam_nvme_n_slots(NULL) == 0 &&
 			zinf_adam_nvme_write_from_slot(NULL, 0, 0, true) == -EINVAL &&
-			zinf_adam_nvme_read_into_slot(NULL, 0, 0) == -EINVAL &&
+			zinf_adam_nvme_read_into_slot(NULL, 0, 0, true) == -EINVAL &&
 			zinf_adam_nvme_zero_spares(NULL, 0) == -EINVAL,
 		"%s: slot calls out of range", engine);
 	zinf_adam_nvme_destroy(h);
@@ -342,10 +354,14 @@ int main(void)
 		ranged_matches_whole(adam, io, t_engine_names[e]);
 		zinf_io_destroy(io);
 		t_rmrf(dir);
-		io = io_create(e, &dir);
-		slots_in_place(adam, io, t_engine_names[e]);
-		zinf_io_destroy(io);
-		t_rmrf(dir);
+		for (int crc = 0; crc < 2; crc++) {
+			io = t_create_in_dir(e, 64 << 10,
+					     crc ? ZINF_IO_CHECKSUM_CRC32C : ZINF_IO_CHECKSUM_NONE,
+					     &dir);
+			slots_in_place(adam, io, t_engine_names[e]);
+			zinf_io_destroy(io);
+			t_rmrf(dir);
+		}
 		io = io_create(e, &dir);
 		faults(adam, io, t_engine_names[e]);
 		zinf_io_destroy(io);
