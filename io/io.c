@@ -418,7 +418,7 @@ out_destroy:
 out_msg:
 	if (err && err_len)
 		snprintf(err, err_len, "%s", msg);
-	zinf_logf(ZINF_LOG_ERROR, "zinf io: %s", msg);
+	zinf_logf(ZINF_LOG_DEBUG, "zinf io: %s", msg); /* (the caller reports err) */
 	return rc;
 }
 

@@ -833,13 +833,12 @@ static bool is_textual(enum zinf_key_type t)
 	return t == ZK_STRING || t == ZK_ENUM || t == ZK_STRLIST || t == ZK_BYTES;
 }
 
-int zinf_config_set(struct zinf_config *cfg, const char *key, const char *value)
+static int config_set(struct zinf_config *cfg, const char *key, const char *value)
 {
 	int i = zinf_key_find(key);
 	cJSON *j;
 	int rc;
 
-	cfg->last_error[0] = 0;
 	if (i < 0 || zinf_keys[i].type == ZK_OBJECT || zinf_keys[i].type == ZK_IGNORED) {
 		const char *dot = strrchr(key, '.');
 		char prefix[256] = "";
@@ -864,5 +863,18 @@ int zinf_config_set(struct zinf_config *cfg, const char *key, const char *value)
 	}
 	rc = key_assign(cfg, i, key, j, ZINF_SRC_SET);
 	cJSON_Delete(j);
+	return rc;
+}
+
+int zinf_config_set(struct zinf_config *cfg, const char *key, const char *value)
+{
+	char set_name[] = "--set", *file = cfg->name;
+	int rc;
+
+	/* what goes wrong here is the command line's, not the file's: name it so */
+	cfg->last_error[0] = 0;
+	cfg->name = set_name;
+	rc = config_set(cfg, key, value);
+	cfg->name = file;
 	return rc;
 }

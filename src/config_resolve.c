@@ -393,6 +393,16 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 	if (rc)
 		return rc;
 	cfg->world_size = world;
+	if (info && info->total_steps && v->scheduler.total_num_steps &&
+	    v->scheduler.total_num_steps < info->total_steps &&
+	    cfg->source[KEY("scheduler.params.total_num_steps")] != ZINF_SRC_RESOLVED &&
+	    (v->scheduler.type == ZINF_LR_WARMUP_DECAY ||
+	     v->scheduler.type == ZINF_LR_WARMUP_COSINE))
+		zinf_config_warn(
+			cfg,
+			"scheduler.params.total_num_steps: %llu is less than the run's %llu optimizer steps; the steps after it keep the schedule's last learning rate",
+			(unsigned long long)v->scheduler.total_num_steps,
+			(unsigned long long)info->total_steps);
 	if (!info || !info->require_all)
 		return 0;
 	for (int i = 0; i < zinf_n_keys; i++) {

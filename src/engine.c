@@ -149,6 +149,13 @@ static int create_tiers(struct zinf_engine *e, char *err, size_t errlen)
 	sopts.pinned = e->pinned;
 	sopts.io = e->io;
 	if (e->cfg->v.zinf.trace) {
+		char why[256];
+		rc = zinf_timeline_check_path(e->cfg->v.zinf.trace, why, sizeof(why));
+		if (rc) {
+			snprintf(err, errlen, "zinf.trace: cannot write %s: %s",
+				 e->cfg->v.zinf.trace, why);
+			return rc;
+		}
 		rc = zinf_timeline_create(&e->timeline);
 		if (rc) {
 			snprintf(err, errlen, "zinf.trace: cannot allocate the timeline");

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -106,6 +107,31 @@ static void json_name(FILE *f, const char *s)
 		fputc((unsigned char)*s < 0x20 ? '?' : *s, f);
 	}
 	fputc('"', f);
+}
+
+int zinf_timeline_check_path(const char *path, char *why, size_t why_len)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[4096] = ".";
+	struct stat st;
+
+	if (slash == path) {
+		snprintf(dir, sizeof(dir), "/");
+	} else if (slash && snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path) >=
+				    (int)sizeof(dir)) {
+		snprintf(why, why_len, "%s", strerror(ENAMETOOLONG));
+		return -ENAMETOOLONG;
+	}
+	if (access(dir, W_OK | X_OK) != 0) {
+		int rc = -errno;
+		snprintf(why, why_len, "the directory %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(why, why_len, "%s", strerror(EISDIR));
+		return -EISDIR;
+	}
+	return 0;
 }
 
 int zinf_timeline_write(struct zinf_timeline *t, const char *path)

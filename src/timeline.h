@@ -33,6 +33,10 @@ void zinf_timeline_add(struct zinf_timeline *t, enum zinf_track track, const cha
 /* Write every event as {"traceEvents": [...]} to path (through path.tmp and a rename).
  * Returns 0 or a negative errno. */
 int zinf_timeline_write(struct zinf_timeline *t, const char *path);
+/* Whether zinf_timeline_write could write path: its directory writable and path not a
+ * directory. Checked before a run, so that a bad path is not found at its end. Returns
+ * 0 or a negative errno with what is wrong in why ("the directory DIR: ..."). */
+int zinf_timeline_check_path(const char *path, char *why, size_t why_len);
 uint64_t zinf_timeline_count(struct zinf_timeline *t);
 uint64_t zinf_timeline_now_ns(void);
 

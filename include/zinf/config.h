@@ -53,7 +53,7 @@ int zinf_config_load_string(struct zinf_config *cfg, const char *json, const cha
 /* Override one key with a value written as in JSON ("3", "true", "\"nvme\"", "512MiB"
  * or a bare string for string keys), as the command line does. Source becomes SET.
  * Checks the value like the loader; cross-key checks run again in zinf_config_resolve.
- * Returns 0 or ZINF_ECONFIG. */
+ * Returns 0 or ZINF_ECONFIG; its errors and warnings are named "--set", not the file. */
 int zinf_config_set(struct zinf_config *cfg, const char *key, const char *value);
 
 /* What "auto" values resolve from. Zero fields are unknown: an "auto" that needs one

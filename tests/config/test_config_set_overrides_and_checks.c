@@ -44,14 +44,14 @@ int main(void)
 		"range checked");
 	T_CHECK_STR(
 		zinf_config_last_error(cfg),
-		"cli: zero_optimization.stage: 5 is out of range (expected an integer from 0 to 3)");
+		"--set: zero_optimization.stage: 5 is out of range (expected an integer from 0 to 3)");
 	T_CHECK(cfg->v.zero.stage == 3, "refused value not stored");
 	T_CHECK(zinf_config_set(cfg, "zero_optimization.stage3_prefetch_bucket_sise", "1") ==
 			ZINF_ECONFIG,
 		"typo");
 	T_CHECK_STR(
 		zinf_config_last_error(cfg),
-		"cli: zero_optimization.stage3_prefetch_bucket_sise: unknown key; did you mean stage3_prefetch_bucket_size?");
+		"--set: zero_optimization.stage3_prefetch_bucket_sise: unknown key; did you mean stage3_prefetch_bucket_size?");
 	T_CHECK(zinf_config_set(cfg, "zero_optimization", "3") == ZINF_ECONFIG,
 		"a section cannot be set");
 	T_CHECK(zinf_config_set(cfg, "aio.block_size", "12KB") == ZINF_ECONFIG,

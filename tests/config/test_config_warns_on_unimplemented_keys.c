@@ -1,6 +1,7 @@
 /* DeepSpeed keys zinf does not implement, old key names, values that have no effect yet
- * and paths missing on this machine load with one warning each naming the key; a
- * config without them loads with none. */
+ * and paths missing on this machine load with one warning each naming the key, as does
+ * a scheduler whose total_num_steps ends before the run; a config without them loads
+ * with none. */
 #include "config.h"
 #include "test.h"
 #include "zinf/zinf.h"
@@ -72,6 +73,23 @@ int main(void)
 	T_CHECK(has_warning(cfg, "zero_optimization.offload_param.max_in_cpu: not implemented"),
 		"max_in_cpu");
 	T_CHECK(zinf_config_warning_count(cfg) == 2, "%d warnings", zinf_config_warning_count(cfg));
+
+	/* A schedule shorter than the run: its last rate for the rest, said once resolved. */
+	for (int k = 0; k < 3; k++) {
+		static const char *total[3] = {"2", "4", "\"auto\""};
+		struct zinf_config_resolve_info info = {.world_size = 1, .total_steps = 4};
+		char json[256];
+		snprintf(json, sizeof(json),
+			 "{\"scheduler\": {\"type\": \"WarmupCosineLR\", \"params\":"
+			 " {\"total_num_steps\": %s}}}",
+			 total[k]);
+		T_CHECK_RC(zinf_config_load_string(cfg, json, "s.json"));
+		T_CHECK_RC(zinf_config_resolve(cfg, &info));
+		T_CHECK(has_warning(cfg, "scheduler.params.total_num_steps: 2 is less than the "
+					 "run's 4 optimizer steps") == (k == 0),
+			"total_num_steps %s of a 4-step run: %d warnings", total[k],
+			zinf_config_warning_count(cfg));
+	}
 
 	T_CHECK_RC(zinf_config_load_string(
 		cfg, "{\"zero_optimization\": {\"stage\": 2}, \"bf16\": {\"enabled\": true}}",

@@ -3,7 +3,9 @@
  * values, missing files, a checkpoint missing a tensor, --seq-len beyond
  * max_position_embeddings, tokens outside the vocabulary, a text file for a vocabulary
  * under 256, a config that does not load, --resume of no directory or of a checkpoint
- * without its training state, --save-total-limit 0. Good runs (text, an llm.c token file) exit 0
+ * without its training state, --save-total-limit 0, an NVMe path that is no directory (one
+ * line, not the I/O layer's log besides), a zinf.trace path that cannot be written
+ * (before the run, not after it), a --set typo (named as --set's, not the file's). Good runs (text, an llm.c token file) exit 0
  * and save. */
 #include <sys/wait.h>
 
@@ -164,6 +166,21 @@ int main(int argc, char **argv)
 	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --save-every 1 --save-total-limit 0", base,
 		 d.data);
 	T_CHECK(run(a, "--save-total-limit 0", 1) == 2, "--save-total-limit 0");
+	snprintf(a, sizeof(a),
+		 "%s --data '%s' --steps 2 --set zero_optimization.offload_optimizer.device=nvme "
+		 "--set zero_optimization.offload_optimizer.nvme_path='%s/nope'",
+		 base, d.data, d.root);
+	T_CHECK(run(a, "nope: not a usable directory", 1) == 2, "an NVMe path that is not there");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --set zinf.trace='%s/nope/t.json'", base,
+		 d.data, d.root);
+	T_CHECK(run(a, "zinf.trace: cannot write", 1) == 2, "a trace path that cannot be written");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --set zinf.trace='%s'", base, d.data,
+		 d.root);
+	T_CHECK(run(a, "Is a directory", 1) == 2, "a trace path that is a directory");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --set zinf.chunk_sizee=1MiB", base,
+		 d.data);
+	T_CHECK(run(a, "--set: zinf.chunk_sizee: unknown key; did you mean chunk_size?", 1) == 2,
+		"a --set typo");
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }
