@@ -118,6 +118,61 @@ static int make_pieces(struct zinf_engine *e)
 	return 0;
 }
 
+/* The staging buffers of every group's NVMe step with sub-groups of sub elements. */
+static uint64_t staging_bytes(const struct zinf_engine *e, uint64_t sub)
+{
+	const struct zinf_config_values *v = &e->cfg->v;
+	uint64_t total = 0;
+
+	for (int g = 0; g < e->n_groups; g++) {
+		struct zinf_adam_nvme_opts o;
+		zinf_adam_nvme_opts_init(&o);
+		o.n_elems = e->groups[g].elems;
+		o.sub_group_size = sub;
+		o.pipeline_read = v->zero.offload_optimizer.pipeline_read;
+		o.pipeline_write = v->zero.offload_optimizer.pipeline_write;
+		total += zinf_adam_nvme_pinned_bytes(&o, zinf_io_alignment(e->io));
+	}
+	return total;
+}
+
+/* Before any group takes its staging buffers: do they all fit the pinned budget with
+ * `need` left over (a parameter chunk, a module's gradients)? If not, one line with
+ * both ways out: the limit they need, and the sub_group_size that fits the limit
+ * (each group then has three sub-groups or more, 36 bytes an element of it at most). */
+static int staging_fits(struct zinf_engine *e, uint64_t need)
+{
+	uint64_t sub = e->cfg->v.zero.sub_group_size, take = staging_bytes(e, sub);
+	uint64_t align = zinf_io_alignment(e->io), fit = 0, room, want, unit;
+	struct zinf_pinned_stats ps;
+	char a[32], b[32], c[32], d[32], w[32], advice[160] = "";
+
+	if (align < NVME_MIN_ALIGN)
+		align = NVME_MIN_ALIGN;
+	zinf_pinned_get_stats(e->pinned, &ps);
+	room = ps.limit - ps.used;
+	if (take <= room && room - take >= need)
+		return 0;
+	if (room > need) /* 9 parts of one sub-group per group, each rounded up to align */
+		fit = (room - need) / (9 * (uint64_t)e->n_groups) / align * align / 4;
+	while (fit > 0 && staging_bytes(e, fit) + need > room)
+		fit -= fit > 1024 ? fit / 64 : 1; /* (a safeguard; the bound holds) */
+	if (fit > 0 && fit < sub)
+		snprintf(advice, sizeof(advice),
+			 ", or lower zero_optimization.sub_group_size to at most %" PRIu64, fit);
+	want = ps.used + take + need;
+	unit = want >= (1ull << 20) ? 1ull << 20 : 1ull << 10; /* rounded up: enough */
+	want = (want + unit - 1) / unit * unit;
+	return engine_fail(
+		e, ZINF_EBUDGET,
+		"pinned budget: the NVMe optimizer's staging buffers (%d groups, sub_group_size %" PRIu64
+		") take %s and a parameter chunk or a module's gradients %s besides, more than the %s of zinf.pinned_memory_limit free (%s in use): raise it to at least %s%s",
+		e->n_groups, sub, zinf_format_bytes(take, a, sizeof(a)),
+		zinf_format_bytes(need, b, sizeof(b)), zinf_format_bytes(room, c, sizeof(c)),
+		zinf_format_bytes(ps.used, d, sizeof(d)), zinf_format_bytes(want, w, sizeof(w)),
+		advice);
+}
+
 int engine_nvme_finalize(struct zinf_engine *e)
 {
 	struct zinf_pinned_stats ps;
@@ -142,6 +197,12 @@ int engine_nvme_finalize(struct zinf_engine *e)
 		p->group_off = g->elems;
 		g->elems += p->elems;
 	}
+	for (uint32_t m = 0; m < e->n_modules; m++)
+		if (e->modules[m].grad_bytes > need)
+			need = e->modules[m].grad_bytes;
+	rc = staging_fits(e, need);
+	if (rc)
+		return rc;
 	for (int g = 0; g < e->n_groups; g++) {
 		rc = create_group(e, &e->groups[g]);
 		if (rc)
@@ -154,10 +215,8 @@ int engine_nvme_finalize(struct zinf_engine *e)
 	if (rc)
 		return rc;
 	/* The pipeline keeps its staging buffers; what is left must still stage a chunk
-	 * of parameters and a module's gradients, or a fetch would wait forever. */
-	for (uint32_t m = 0; m < e->n_modules; m++)
-		if (e->modules[m].grad_bytes > need)
-			need = e->modules[m].grad_bytes;
+	 * of parameters and a module's gradients, or a fetch would wait forever (checked
+	 * before, with the arithmetic of the buffers; this is what the pool says). */
 	zinf_pinned_get_stats(e->pinned, &ps);
 	if (ps.limit - ps.used < need)
 		return engine_fail(

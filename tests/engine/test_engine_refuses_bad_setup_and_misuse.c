@@ -1,12 +1,19 @@
 /* The engine refuses, with a one-line reason naming what is wrong: a config with an
- * unresolved "auto", fp32 parameters with optimizer state on NVMe, a module larger than the
- * device budget (at finalize, before any step); and calls out of order: use before
- * finalize, gradients asked twice, a step while gradients are out. */
+ * unresolved "auto", fp32 parameters with optimizer state on NVMe, NVMe optimizer staging
+ * buffers over the pinned budget (with a limit and a sub_group_size that each fit, or
+ * the limit alone when no sub_group_size can), a module larger than the device budget
+ * (at finalize, before any step); and calls out of order: use before finalize,
+ * gradients asked twice, a step while gradients are out. */
 #include <unistd.h>
 
 #include "test.h"
 #include "zinf/engine.h"
 #include "zinf/zinf.h"
+
+/* An engine with a bf16 weight of 512 x 512 and a bias of 100, optimizer state on NVMe
+ * in dir; returns finalize's result (the engine destroyed). */
+static int nvme_finalize(const char *dir, const char *pinned, const char *chunk, uint64_t sub,
+			 char *msg, size_t len);
 
 static struct zinf_config *config(const char *json, bool resolve)
 {
@@ -23,6 +30,65 @@ static struct zinf_config *config(const char *json, bool resolve)
 
 #define HOST                                                                                       \
 	"\"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"1MiB\", \"pinned_memory_limit\": \"2MiB\"}"
+
+static int nvme_finalize(const char *dir, const char *pinned, const char *chunk, uint64_t sub,
+			 char *msg, size_t len)
+{
+	static const uint64_t w[2] = {512, 512}, b[1] = {100};
+	struct zinf_config *cfg;
+	struct zinf_engine *e;
+	char json[1024], err[512];
+	uint32_t m, p;
+	int rc;
+
+	snprintf(
+		json, sizeof(json),
+		"{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
+		" \"sub_group_size\": %llu, \"offload_optimizer\": {\"device\": \"nvme\","
+		" \"nvme_path\": \"%s\"}}, \"zinf\": {\"device\": \"host\", \"device_memory_limit\":"
+		" \"4MiB\", \"pinned_memory_limit\": \"%s\", \"chunk_size\": \"%s\"}}",
+		(unsigned long long)sub, dir, pinned, chunk);
+	cfg = config(json, true);
+	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s", err);
+	T_CHECK_RC(zinf_module_add(e, "layer", &m));
+	T_CHECK_RC(zinf_param_add(e, m, "layer.weight", ZINF_DTYPE_BF16, 2, w, 0, &p));
+	T_CHECK_RC(zinf_param_add(e, m, "layer.bias", ZINF_DTYPE_BF16, 1, b, 0, &p));
+	rc = zinf_engine_finalize(e);
+	snprintf(msg, len, "%s", rc ? zinf_last_error(e) : "");
+	zinf_engine_destroy(e);
+	zinf_config_destroy(cfg);
+	return rc;
+}
+
+/* Staging buffers over the pinned budget: refused before they are taken, with advice
+ * that works: the limit named, or the sub_group_size named, and no "at most 0". */
+static void staging_over_budget(const char *dir)
+{
+	char msg[512], limit[32];
+	const char *at;
+	unsigned long long sub = 0;
+	double mib = 0;
+
+	T_CHECK(nvme_finalize(dir, "2MiB", "64KiB", 1000000, msg, sizeof(msg)) == ZINF_EBUDGET,
+		"staging buffers of 3 MiB in a 2 MiB pool accepted");
+	T_CHECK(!strchr(msg, '\n') &&
+			strstr(msg, "staging buffers (2 groups, sub_group_size 1000000)"),
+		"%s", msg);
+	at = strstr(msg, "raise it to at least ");
+	T_CHECK(at && sscanf(at, "raise it to at least %lf MiB", &mib) == 1, "no limit: %s", msg);
+	at = strstr(msg, "sub_group_size to at most ");
+	T_CHECK(at && sscanf(at, "sub_group_size to at most %llu", &sub) == 1 && sub > 0, "%s",
+		msg);
+	snprintf(limit, sizeof(limit), "%.0fMiB", mib);
+	T_CHECK(nvme_finalize(dir, limit, "64KiB", 1000000, msg, sizeof(msg)) == 0,
+		"the limit advised (%s) is refused: %s", limit, msg);
+	T_CHECK(nvme_finalize(dir, "2MiB", "64KiB", sub, msg, sizeof(msg)) == 0,
+		"the sub_group_size advised (%llu) is refused: %s", sub, msg);
+	/* a chunk leaving less than one sub-group's buffers: only the limit can help */
+	T_CHECK(nvme_finalize(dir, "2MiB", "1984KiB", 1000000, msg, sizeof(msg)) == ZINF_EBUDGET &&
+			strstr(msg, "raise it to at least") && !strstr(msg, "at most"),
+		"%s", msg);
+}
 
 int main(void)
 {
@@ -61,6 +127,7 @@ int main(void)
 		"%s", zinf_last_error(e));
 	zinf_engine_destroy(e);
 	zinf_config_destroy(cfg);
+	staging_over_budget(dir);
 	T_CHECK(rmdir(dir) == 0, "scratch directory left non-empty");
 
 	cfg = config("{\"train_micro_batch_size_per_gpu\": 1, " HOST "}", true);
