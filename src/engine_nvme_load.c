@@ -28,6 +28,21 @@
 #include "optim_nvme.h"
 #include "zinf/error.h"
 
+/* Count the traffic of g's last ranged call (loads, flushes and saves; the stats reader
+ * may run meanwhile), with the step's, in the nvme_to_pinned / pinned_to_nvme links. */
+static int counted(struct zinf_engine *e, struct egroup *g, int rc)
+{
+	pthread_mutex_lock(&e->stats_lock);
+	e->nvme_opt_read.bytes += g->nvme->read_bytes;
+	e->nvme_opt_read.seconds += g->nvme->wait_s;
+	e->nvme_opt_read.count += g->nvme->read_bytes > 0;
+	e->nvme_opt_write.bytes += g->nvme->write_bytes;
+	e->nvme_opt_write.seconds += g->nvme->wait_s;
+	e->nvme_opt_write.count += g->nvme->write_bytes > 0;
+	pthread_mutex_unlock(&e->stats_lock);
+	return rc;
+}
+
 static int nvme_fail(struct zinf_engine *e, struct egroup *g, int rc)
 {
 	return engine_fail(e, rc, "optimizer on nvme: %s", zinf_adam_nvme_last_error(g->nvme));
@@ -239,7 +254,7 @@ static int pending_get(struct zinf_engine *e, struct egroup *g, uint64_t s, bool
  * (or flush) tries again. */
 static int zero_spares(struct zinf_engine *e, struct egroup *g, int k)
 {
-	int rc = zinf_adam_nvme_zero_spares(g->nvme, (unsigned)k);
+	int rc = counted(e, g, zinf_adam_nvme_zero_spares(g->nvme, (unsigned)k));
 
 	return rc ? nvme_fail(e, g, rc) : 0;
 }
@@ -265,7 +280,9 @@ static int pending_write(struct zinf_engine *e, struct egroup *g, uint64_t s)
 		if (k < 0)
 			return k;
 		t = zinf_adam_nvme_slot_parts(g->nvme, (unsigned)k, s, &stride);
-		rc = merge ? zinf_adam_nvme_read_into_slot(g->nvme, (unsigned)k, s, true) : 0;
+		rc = merge ? counted(e, g,
+				     zinf_adam_nvme_read_into_slot(g->nvme, (unsigned)k, s, true))
+			   : 0;
 		if (rc)
 			return nvme_fail(e, g, rc);
 		for (uint64_t lo = merge ? loaded_find(b->loaded, n, 0, true) : 0; lo < n;) {
@@ -282,7 +299,8 @@ static int pending_write(struct zinf_engine *e, struct egroup *g, uint64_t s)
 			lo = merge ? loaded_find(b->loaded, n, hi, true) : n;
 		}
 	}
-	rc = zinf_adam_nvme_write_from_slot(g->nvme, (unsigned)k, s, merge || b->moments);
+	rc = counted(e, g,
+		     zinf_adam_nvme_write_from_slot(g->nvme, (unsigned)k, s, merge || b->moments));
 	if (rc)
 		return nvme_fail(e, g, rc);
 	pending_free(e, g, s);
@@ -311,7 +329,7 @@ int engine_nvme_flush(struct zinf_engine *e, struct egroup *g)
 			return k;
 		memset(zinf_adam_nvme_slot_parts(g->nvme, (unsigned)k, s, &stride), 0,
 		       engine_sub_len(g, s) * sizeof(float));
-		rc = zinf_adam_nvme_write_from_slot(g->nvme, (unsigned)k, s, false);
+		rc = counted(e, g, zinf_adam_nvme_write_from_slot(g->nvme, (unsigned)k, s, false));
 		if (rc)
 			rc = nvme_fail(e, g, rc);
 	}
@@ -387,7 +405,7 @@ static int save_read(struct zinf_engine *e, struct egroup *g, uint64_t s, bool m
 		if (k < 0)
 			return k;
 		engine_nvme_save_drop(g);
-		rc = zinf_adam_nvme_read_into_slot(g->nvme, (unsigned)k, s, moments);
+		rc = counted(e, g, zinf_adam_nvme_read_into_slot(g->nvme, (unsigned)k, s, moments));
 		if (rc)
 			return nvme_fail(e, g, rc);
 		g->save_slot = k;

@@ -4,7 +4,7 @@
  *    NVMe optimizer's pinned staging buffers: host memory holds no sub-group's values,
  *    only a bit per element of one sub-group per optimizer group; saving reads into
  *    a staging buffer too, and saving the masters reads their parts of the sub-groups
- *    alone;
+ *    alone; the engine's stats count what loading wrote and saving read;
  *  - loading parameter by parameter in a shuffled order, they hold no more than the
  *    sub-groups partly loaded at the time (counted here independently) plus the one
  *    being filled, far below the group;
@@ -40,6 +40,7 @@ static void load_module(struct lf_engine *le, int m, int variant)
 static void in_order_holds_one_sub_group_per_group(const char *dir)
 {
 	struct zinf_io_stats io0, io1;
+	struct zinf_stats st0, st1;
 	uint64_t masters = 0;
 	struct lf_engine le;
 
@@ -51,6 +52,11 @@ static void in_order_holds_one_sub_group_per_group(const char *dir)
 		T_CHECK(le.e->load_bytes <= 2 * BITS, "after module %d: %llu bytes held", m,
 			(unsigned long long)le.e->load_bytes);
 	}
+	zinf_io_get_stats(le.e->io, &io0);
+	zinf_engine_get_stats(le.e, &st0);
+	T_CHECK(io0.write_bytes > 0 && st0.pinned_to_nvme.bytes == io0.write_bytes,
+		"the engine's stats count %llu bytes of the load's %llu written",
+		(unsigned long long)st0.pinned_to_nvme.bytes, (unsigned long long)io0.write_bytes);
 	T_CHECK(le.e->load_peak_bytes > 0 && le.e->load_peak_bytes <= 2 * BITS,
 		"in order: peak %llu bytes, more than the bits of a sub-group per group (%llu): "
 		"values assembled outside the staging buffers",
@@ -63,8 +69,15 @@ static void in_order_holds_one_sub_group_per_group(const char *dir)
 		(unsigned long long)le.e->load_bytes);
 	T_CHECK_RC(engine_opt_drain(le.e)); /* (the step may still run in the background) */
 	zinf_io_get_stats(le.e->io, &io0);
+	zinf_engine_get_stats(le.e, &st0);
 	free(lf_save(&le));
 	zinf_io_get_stats(le.e->io, &io1);
+	zinf_engine_get_stats(le.e, &st1);
+	T_CHECK(st1.nvme_to_pinned.bytes - st0.nvme_to_pinned.bytes ==
+			io1.read_bytes - io0.read_bytes,
+		"the engine's stats count %llu bytes of the save's %llu read",
+		(unsigned long long)(st1.nvme_to_pinned.bytes - st0.nvme_to_pinned.bytes),
+		(unsigned long long)(io1.read_bytes - io0.read_bytes));
 	for (int g = 0; g < le.e->n_groups; g++) {
 		T_CHECK(le.e->groups[g].save_slot >= 0,
 			"group %d: saving read no sub-group into a staging buffer", g);
