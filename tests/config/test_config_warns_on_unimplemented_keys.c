@@ -1,7 +1,7 @@
 /* DeepSpeed keys zinf does not implement, old key names, values that have no effect yet
  * and paths missing on this machine load with one warning each naming the key, as does
- * a scheduler whose total_num_steps ends before the run; a config without them loads
- * with none. */
+ * a scheduler whose total_num_steps ends before the run and NVMe sub-groups smaller than
+ * an I/O block; a config without them loads with none. */
 #include "config.h"
 #include "test.h"
 #include "zinf/zinf.h"
@@ -73,6 +73,25 @@ int main(void)
 	T_CHECK(has_warning(cfg, "zero_optimization.offload_param.max_in_cpu: not implemented"),
 		"max_in_cpu");
 	T_CHECK(zinf_config_warning_count(cfg) == 2, "%d warnings", zinf_config_warning_count(cfg));
+
+	/* NVMe sub-groups smaller than an I/O block: padded, said once resolved (--set too). */
+	for (int k = 0; k < 2; k++) {
+		struct zinf_config_resolve_info info = {.world_size = 1};
+		T_CHECK_RC(zinf_config_load_string(
+			cfg,
+			"{\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\":"
+			" \"nvme\", \"nvme_path\": \"/var/tmp\"}}}",
+			"n.json"));
+		T_CHECK_RC(zinf_config_set(cfg, "zero_optimization.sub_group_size",
+					   k ? "1024" : "300"));
+		T_CHECK_RC(zinf_config_resolve(cfg, &info));
+		T_CHECK(has_warning(cfg,
+				    "sub_group_size: 300 elements with the optimizer on NVMe: "
+				    "each of a sub-group's master, m and v is padded to a 4 KiB "
+				    "I/O block (1024 elements), so the state takes 3.4x") == !k,
+			"sub_group_size %s: %d warnings", k ? "1024" : "300",
+			zinf_config_warning_count(cfg));
+	}
 
 	/* A schedule shorter than the run: its last rate for the rest, said once resolved. */
 	for (int k = 0; k < 3; k++) {
