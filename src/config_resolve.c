@@ -396,7 +396,7 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 	if (v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME && v->zero.sub_group_size < 1024)
 		zinf_config_warn(
 			cfg,
-			"zero_optimization.sub_group_size: %llu elements with the optimizer on NVMe: each of a sub-group's master, m and v is padded to a 4 KiB I/O block (1024 elements), so the state takes %.1fx its size on NVMe, in as many times more requests a step",
+			"zero_optimization.sub_group_size: %llu elements with the optimizer on NVMe: each of a sub-group's master, m and v is padded to an I/O block of at least 4 KiB (1024 elements), so the state takes %.1fx its size on NVMe or more, in as many times more requests a step",
 			(unsigned long long)v->zero.sub_group_size,
 			1024.0 / (double)(v->zero.sub_group_size ? v->zero.sub_group_size : 1));
 	if (info && info->total_steps && v->scheduler.total_num_steps &&

@@ -138,12 +138,14 @@ static uint64_t staging_bytes(const struct zinf_engine *e, uint64_t sub)
 
 /* Before any group takes its staging buffers: do they all fit the pinned budget with
  * `need` left over (a parameter chunk, a module's gradients)? If not, one line with
- * both ways out: the limit they need, and the sub_group_size that fits the limit
- * (each group then has three sub-groups or more, 36 bytes an element of it at most). */
+ * both ways out: the limit they need (rounded up to a whole MiB or KiB, printed as
+ * such), and the largest sub_group_size found to fit the limit given, when any does: a
+ * binary search from a size that fits (each group then holds three sub-groups or
+ * more, 9 parts of one, or else 1 element) keeping "fits" at its lower end. */
 static int staging_fits(struct zinf_engine *e, uint64_t need)
 {
 	uint64_t sub = e->cfg->v.zero.sub_group_size, take = staging_bytes(e, sub);
-	uint64_t align = zinf_io_alignment(e->io), fit = 0, room, want, unit;
+	uint64_t align = zinf_io_alignment(e->io), lo = 0, hi = sub, room, want;
 	struct zinf_pinned_stats ps;
 	char a[32], b[32], c[32], d[32], w[32], advice[160] = "";
 
@@ -153,23 +155,30 @@ static int staging_fits(struct zinf_engine *e, uint64_t need)
 	room = ps.limit - ps.used;
 	if (take <= room && room - take >= need)
 		return 0;
-	if (room > need) /* 9 parts of one sub-group per group, each rounded up to align */
-		fit = (room - need) / (9 * (uint64_t)e->n_groups) / align * align / 4;
-	while (fit > 0 && staging_bytes(e, fit) + need > room)
-		fit -= fit > 1024 ? fit / 64 : 1; /* (a safeguard; the bound holds) */
-	if (fit > 0 && fit < sub)
+	if (room > need) {
+		lo = (room - need) / (9 * (uint64_t)e->n_groups) / align * align / 4;
+		if (!lo || staging_bytes(e, lo) > room - need)
+			lo = staging_bytes(e, 1) <= room - need ? 1 : 0;
+	}
+	while (lo && hi - lo > 1) { /* staging_bytes(lo) fits, sub does not */
+		uint64_t mid = lo + (hi - lo) / 2;
+		*(staging_bytes(e, mid) <= room - need ? &lo : &hi) = mid;
+	}
+	if (lo)
 		snprintf(advice, sizeof(advice),
-			 ", or lower zero_optimization.sub_group_size to at most %" PRIu64, fit);
+			 ", or lower zero_optimization.sub_group_size to at most %" PRIu64, lo);
 	want = ps.used + take + need;
-	unit = want >= (1ull << 20) ? 1ull << 20 : 1ull << 10; /* rounded up: enough */
-	want = (want + unit - 1) / unit * unit;
+	if (want >= (UINT64_C(1) << 20))
+		snprintf(w, sizeof(w), "%" PRIu64 " MiB", (want + (UINT64_C(1) << 20) - 1) >> 20);
+	else
+		snprintf(w, sizeof(w), "%" PRIu64 " KiB", (want + 1023) >> 10);
 	return engine_fail(
 		e, ZINF_EBUDGET,
-		"pinned budget: the NVMe optimizer's staging buffers (%d groups, sub_group_size %" PRIu64
+		"pinned budget: the NVMe optimizer's staging buffers (%d group%s, sub_group_size %" PRIu64
 		") take %s and a parameter chunk or a module's gradients %s besides, more than the %s of zinf.pinned_memory_limit free (%s in use): raise it to at least %s%s",
-		e->n_groups, sub, zinf_format_bytes(take, a, sizeof(a)),
-		zinf_format_bytes(need, b, sizeof(b)), zinf_format_bytes(room, c, sizeof(c)),
-		zinf_format_bytes(ps.used, d, sizeof(d)), zinf_format_bytes(want, w, sizeof(w)),
+		e->n_groups, e->n_groups == 1 ? "" : "s", sub,
+		zinf_format_bytes(take, a, sizeof(a)), zinf_format_bytes(need, b, sizeof(b)),
+		zinf_format_bytes(room, c, sizeof(c)), zinf_format_bytes(ps.used, d, sizeof(d)), w,
 		advice);
 }
 

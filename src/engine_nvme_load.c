@@ -32,13 +32,19 @@
  * may run meanwhile), with the step's, in the nvme_to_pinned / pinned_to_nvme links. */
 static int counted(struct zinf_engine *e, struct egroup *g, int rc)
 {
-	pthread_mutex_lock(&e->stats_lock);
-	e->nvme_opt_read.bytes += g->nvme->read_bytes;
-	e->nvme_opt_read.seconds += g->nvme->wait_s;
-	e->nvme_opt_read.count += g->nvme->read_bytes > 0;
-	e->nvme_opt_write.bytes += g->nvme->write_bytes;
-	e->nvme_opt_write.seconds += g->nvme->wait_s;
-	e->nvme_opt_write.count += g->nvme->write_bytes > 0;
+	struct zinf_adam_nvme *h = g->nvme;
+
+	pthread_mutex_lock(&e->stats_lock); /* (each call goes one way: its time too) */
+	if (h->read_bytes) {
+		e->nvme_opt_read.bytes += h->read_bytes;
+		e->nvme_opt_read.seconds += h->wait_s;
+		e->nvme_opt_read.count++;
+	}
+	if (h->write_bytes) {
+		e->nvme_opt_write.bytes += h->write_bytes;
+		e->nvme_opt_write.seconds += h->wait_s;
+		e->nvme_opt_write.count++;
+	}
 	pthread_mutex_unlock(&e->stats_lock);
 	return rc;
 }

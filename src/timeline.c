@@ -122,6 +122,10 @@ int zinf_timeline_check_path(const char *path, char *why, size_t why_len)
 		snprintf(why, why_len, "%s", strerror(ENAMETOOLONG));
 		return -ENAMETOOLONG;
 	}
+	if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		snprintf(why, why_len, "%s: %s", dir, strerror(ENOTDIR));
+		return -ENOTDIR;
+	}
 	if (access(dir, W_OK | X_OK) != 0) {
 		int rc = -errno;
 		snprintf(why, why_len, "the directory %s: %s", dir, strerror(-rc));

@@ -13,7 +13,7 @@
 /* An engine with a bf16 weight of 512 x 512 and a bias of 100, optimizer state on NVMe
  * in dir; returns finalize's result (the engine destroyed). */
 static int nvme_finalize(const char *dir, const char *pinned, const char *chunk, uint64_t sub,
-			 char *msg, size_t len);
+			 bool pipelined, char *msg, size_t len);
 
 static struct zinf_config *config(const char *json, bool resolve)
 {
@@ -32,7 +32,7 @@ static struct zinf_config *config(const char *json, bool resolve)
 	"\"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"1MiB\", \"pinned_memory_limit\": \"2MiB\"}"
 
 static int nvme_finalize(const char *dir, const char *pinned, const char *chunk, uint64_t sub,
-			 char *msg, size_t len)
+			 bool pipelined, char *msg, size_t len)
 {
 	static const uint64_t w[2] = {512, 512}, b[1] = {100};
 	struct zinf_config *cfg;
@@ -41,13 +41,14 @@ static int nvme_finalize(const char *dir, const char *pinned, const char *chunk,
 	uint32_t m, p;
 	int rc;
 
-	snprintf(
-		json, sizeof(json),
-		"{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
-		" \"sub_group_size\": %llu, \"offload_optimizer\": {\"device\": \"nvme\","
-		" \"nvme_path\": \"%s\"}}, \"zinf\": {\"device\": \"host\", \"device_memory_limit\":"
-		" \"4MiB\", \"pinned_memory_limit\": \"%s\", \"chunk_size\": \"%s\"}}",
-		(unsigned long long)sub, dir, pinned, chunk);
+	snprintf(json, sizeof(json),
+		 "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
+		 " \"sub_group_size\": %llu, \"offload_optimizer\": {\"device\": \"nvme\","
+		 " \"nvme_path\": \"%s\", \"pipeline_read\": %s, \"pipeline_write\": %s}},"
+		 " \"zinf\": {\"device\": \"host\", \"device_memory_limit\":"
+		 " \"4MiB\", \"pinned_memory_limit\": \"%s\", \"chunk_size\": \"%s\"}}",
+		 (unsigned long long)sub, dir, pipelined ? "true" : "false",
+		 pipelined ? "true" : "false", pinned, chunk);
 	cfg = config(json, true);
 	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s", err);
 	T_CHECK_RC(zinf_module_add(e, "layer", &m));
@@ -69,7 +70,8 @@ static void staging_over_budget(const char *dir)
 	unsigned long long sub = 0;
 	double mib = 0;
 
-	T_CHECK(nvme_finalize(dir, "2MiB", "64KiB", 1000000, msg, sizeof(msg)) == ZINF_EBUDGET,
+	T_CHECK(nvme_finalize(dir, "2MiB", "64KiB", 1000000, true, msg, sizeof(msg)) ==
+			ZINF_EBUDGET,
 		"staging buffers of 3 MiB in a 2 MiB pool accepted");
 	T_CHECK(!strchr(msg, '\n') &&
 			strstr(msg, "staging buffers (2 groups, sub_group_size 1000000)"),
@@ -80,14 +82,27 @@ static void staging_over_budget(const char *dir)
 	T_CHECK(at && sscanf(at, "sub_group_size to at most %llu", &sub) == 1 && sub > 0, "%s",
 		msg);
 	snprintf(limit, sizeof(limit), "%.0fMiB", mib);
-	T_CHECK(nvme_finalize(dir, limit, "64KiB", 1000000, msg, sizeof(msg)) == 0,
+	T_CHECK(nvme_finalize(dir, limit, "64KiB", 1000000, true, msg, sizeof(msg)) == 0,
 		"the limit advised (%s) is refused: %s", limit, msg);
-	T_CHECK(nvme_finalize(dir, "2MiB", "64KiB", sub, msg, sizeof(msg)) == 0,
+	T_CHECK(nvme_finalize(dir, "2MiB", "64KiB", sub, true, msg, sizeof(msg)) == 0,
 		"the sub_group_size advised (%llu) is refused: %s", sub, msg);
 	/* a chunk leaving less than one sub-group's buffers: only the limit can help */
-	T_CHECK(nvme_finalize(dir, "2MiB", "1984KiB", 1000000, msg, sizeof(msg)) == ZINF_EBUDGET &&
+	T_CHECK(nvme_finalize(dir, "2MiB", "1984KiB", 1000000, true, msg, sizeof(msg)) ==
+				ZINF_EBUDGET &&
 			strstr(msg, "raise it to at least") && !strstr(msg, "at most"),
 		"%s", msg);
+	/* ... unless one staging buffer a group (no pipelining) leaves room for a size */
+	T_CHECK(nvme_finalize(dir, "2MiB", "1984KiB", 1000000, false, msg, sizeof(msg)) ==
+			ZINF_EBUDGET,
+		"one staging buffer a group of 1000000 elements in 64 KiB accepted");
+	at = strstr(msg, "sub_group_size to at most ");
+	T_CHECK(at && sscanf(at, "sub_group_size to at most %llu", &sub) == 1 && sub > 0,
+		"no size advised where one fits: %s", msg);
+	T_CHECK(nvme_finalize(dir, "2MiB", "1984KiB", sub, false, msg, sizeof(msg)) == 0,
+		"the sub_group_size advised (%llu) is refused: %s", sub, msg);
+	T_CHECK(nvme_finalize(dir, "2MiB", "1984KiB", sub + 1, false, msg, sizeof(msg)) ==
+			ZINF_EBUDGET,
+		"the sub_group_size advised (%llu) is not the largest that fits", sub);
 }
 
 int main(void)

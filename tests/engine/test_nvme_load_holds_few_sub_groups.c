@@ -54,6 +54,9 @@ static void in_order_holds_one_sub_group_per_group(const char *dir)
 	}
 	zinf_io_get_stats(le.e->io, &io0);
 	zinf_engine_get_stats(le.e, &st0);
+	T_CHECK(st0.nvme_to_pinned.bytes == 0 && st0.nvme_to_pinned.seconds == 0,
+		"loading in order read %llu bytes in %g s",
+		(unsigned long long)st0.nvme_to_pinned.bytes, st0.nvme_to_pinned.seconds);
 	T_CHECK(io0.write_bytes > 0 && st0.pinned_to_nvme.bytes == io0.write_bytes,
 		"the engine's stats count %llu bytes of the load's %llu written",
 		(unsigned long long)st0.pinned_to_nvme.bytes, (unsigned long long)io0.write_bytes);
