@@ -139,27 +139,21 @@ static uint64_t staging_bytes(const struct zinf_engine *e, uint64_t sub)
 /* Before any group takes its staging buffers: do they all fit the pinned budget with
  * `need` left over (a parameter chunk, a module's gradients)? If not, one line with
  * both ways out: the limit they need (rounded up to a whole MiB or KiB, printed as
- * such), and the largest sub_group_size found to fit the limit given, when any does: a
- * binary search from a size that fits (each group then holds three sub-groups or
- * more, 9 parts of one, or else 1 element) keeping "fits" at its lower end. */
+ * such), and the largest sub_group_size found to fit the limit given, when any does (1
+ * element fits): a binary search keeping "fits" at its lower end. */
 static int staging_fits(struct zinf_engine *e, uint64_t need)
 {
 	uint64_t sub = e->cfg->v.zero.sub_group_size, take = staging_bytes(e, sub);
-	uint64_t align = zinf_io_alignment(e->io), lo = 0, hi = sub, room, want;
+	uint64_t lo = 0, hi = sub, room, want;
 	struct zinf_pinned_stats ps;
 	char a[32], b[32], c[32], d[32], w[32], advice[160] = "";
 
-	if (align < NVME_MIN_ALIGN)
-		align = NVME_MIN_ALIGN;
 	zinf_pinned_get_stats(e->pinned, &ps);
 	room = ps.limit - ps.used;
 	if (take <= room && room - take >= need)
 		return 0;
-	if (room > need) {
-		lo = (room - need) / (9 * (uint64_t)e->n_groups) / align * align / 4;
-		if (!lo || staging_bytes(e, lo) > room - need)
-			lo = staging_bytes(e, 1) <= room - need ? 1 : 0;
-	}
+	if (room > need && staging_bytes(e, 1) <= room - need)
+		lo = 1;
 	while (lo && hi - lo > 1) { /* staging_bytes(lo) fits, sub does not */
 		uint64_t mid = lo + (hi - lo) / 2;
 		*(staging_bytes(e, mid) <= room - need ? &lo : &hi) = mid;

@@ -347,6 +347,16 @@ int engine_nvme_flush(struct zinf_engine *e, struct egroup *g)
 	return rc;
 }
 
+/* The part [*lo, *hi) of piece pc (parameter elements) inside [first, first + n); false
+ * when it has none. */
+static bool piece_part(const struct epiece *pc, uint64_t first, uint64_t n, uint64_t *lo,
+		       uint64_t *hi)
+{
+	*lo = pc->param_off > first ? pc->param_off : first;
+	*hi = pc->param_off + pc->elems < first + n ? pc->param_off + pc->elems : first + n;
+	return *lo < *hi;
+}
+
 int engine_nvme_load(struct zinf_engine *e, struct eparam *p, uint64_t first, uint64_t n,
 		     const void *src, enum zinf_dtype src_dtype, const float *m, const float *v)
 {
@@ -358,15 +368,11 @@ int engine_nvme_load(struct zinf_engine *e, struct eparam *p, uint64_t first, ui
 	g->flushed = false;
 	for (uint64_t k = 0; k < p->n_pieces; k++) {
 		const struct epiece *pc = &g->pieces[p->first_piece + k];
-		/* the part of the piece inside [first, first + n), and where it is in the
-		 * sub-group and in the sources */
-		uint64_t lo = pc->param_off > first ? pc->param_off : first;
-		uint64_t hi = pc->param_off + pc->elems < first + n ? pc->param_off + pc->elems
-								    : first + n;
-		uint64_t at, from, len, sub_n = engine_sub_len(g, pc->sub);
+		uint64_t lo, hi, at, from, len, sub_n = engine_sub_len(g, pc->sub);
 		struct esub *b = NULL;
-		if (lo >= hi)
+		if (!piece_part(pc, first, n, &lo, &hi))
 			continue;
+		/* where the part is in the sub-group and in the sources */
 		at = pc->sub_off + (lo - pc->param_off);
 		from = lo - first;
 		len = hi - lo;
@@ -432,13 +438,9 @@ int engine_nvme_save(struct zinf_engine *e, struct eparam *p, uint64_t first, ui
 		return rc;
 	for (uint64_t k = 0; k < p->n_pieces; k++) {
 		const struct epiece *pc = &g->pieces[p->first_piece + k];
-		/* the part of the piece inside [first, first + n) */
-		uint64_t lo = pc->param_off > first ? pc->param_off : first;
-		uint64_t hi = pc->param_off + pc->elems < first + n ? pc->param_off + pc->elems
-								    : first + n;
 		const float *src = NULL;
-		uint64_t bytes, stride = 0;
-		if (lo >= hi)
+		uint64_t lo, hi, bytes, stride = 0;
+		if (!piece_part(pc, first, n, &lo, &hi))
 			continue;
 		rc = save_read(e, g, pc->sub, m != NULL, &src, &stride);
 		if (rc)
