@@ -183,14 +183,18 @@ int cmd_train(int argc, char **argv)
 	if (!prog.quiet)
 		printf("done: %" PRIu64 " steps, loss %.4f -> %.4f, %.1f s; %" PRIu64
 		       " parameters, peak device %.1f of %.1f MiB, peak pinned %.1f of %.1f MiB, "
-		       "NVMe read %.1f MiB, written %.1f MiB%s%s\n",
+		       "NVMe read %.1f MiB, written %.1f MiB",
 		       res.steps, res.first_loss, res.last_loss, res.seconds, res.param_elems,
 		       (double)res.peak_device_bytes / 1048576.0,
 		       (double)res.device_limit_bytes / 1048576.0,
 		       (double)res.peak_pinned_bytes / 1048576.0,
 		       (double)res.pinned_limit_bytes / 1048576.0,
 		       (double)res.nvme_read_bytes / 1048576.0,
-		       (double)res.nvme_write_bytes / 1048576.0, o.save_dir ? "; saved to " : "",
-		       o.save_dir ? o.save_dir : "");
+		       (double)res.nvme_write_bytes / 1048576.0);
+	if (!prog.quiet && o.save_dir)
+		printf("; saved to %s in %.1f s (NVMe read %.1f MiB)", o.save_dir, res.save_seconds,
+		       (double)res.save_nvme_read_bytes / 1048576.0);
+	if (!prog.quiet)
+		putchar('\n');
 	return ZINF_EXIT_OK;
 }

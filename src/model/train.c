@@ -608,12 +608,18 @@ static int save_to(struct train_run *r, const char *dir, uint64_t step, char *er
 			 strerror(errno));
 		return rc;
 	}
-	rc = train_model_save(&r->tm, r->e, dir, save_dtype_of(r), r->o->save_max_shard_bytes,
-			      &sums, err, errlen);
-	if (!rc && r->o->save_state) {
+	if (r->o->save_state) {
+		struct train_model_writer mw;
+
 		r->now.step = step;
-		rc = train_state_save(&r->tm, r->e, dir, &r->now, r->o->save_max_shard_bytes, &sums,
-				      err, errlen);
+		rc = train_model_writer_begin(&r->tm, dir, save_dtype_of(r),
+					      r->o->save_max_shard_bytes, &mw, err, errlen);
+		if (!rc)
+			rc = train_state_save(&r->tm, r->e, dir, &r->now, &mw,
+					      r->o->save_max_shard_bytes, &sums, err, errlen);
+	} else {
+		rc = train_model_save(&r->tm, r->e, dir, save_dtype_of(r),
+				      r->o->save_max_shard_bytes, &sums, err, errlen);
 	}
 	train_file_sums_free(&sums);
 	return rc;
@@ -698,6 +704,21 @@ static int run_loop(struct train_run *r, struct zinf_train_result *res, char *er
 	return 0;
 }
 
+/* The final save, timed, with what it read from NVMe (the stats after the steps'). */
+static int save_final(struct train_run *r, struct zinf_train_result *res, char *err, size_t errlen)
+{
+	double t0 = now_seconds();
+	struct zinf_stats st;
+	int rc = make_save_dir(r, err, errlen);
+
+	if (!rc)
+		rc = save_to(r, r->o->save_dir, r->o->steps, err, errlen);
+	zinf_engine_get_stats(r->e, &st);
+	res->save_nvme_read_bytes = st.nvme_to_pinned.bytes - res->nvme_read_bytes;
+	res->save_seconds = now_seconds() - t0;
+	return rc;
+}
+
 static void fill_result(struct train_run *r, struct zinf_train_result *res)
 {
 	struct zinf_stats st;
@@ -750,9 +771,7 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	}
 	fill_result(&r, res);
 	if (opts->save_dir)
-		rc = make_save_dir(&r, err, errlen);
-	if (!rc && opts->save_dir)
-		rc = save_to(&r, opts->save_dir, opts->steps, err, errlen);
+		rc = save_final(&r, res, err, errlen);
 out:
 	res->seconds = now_seconds() - t0;
 	finish(&r);

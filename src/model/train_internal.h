@@ -119,6 +119,21 @@ void train_file_sums_free(struct train_file_sums *fs);
 int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
 		     enum zinf_dtype dtype, uint64_t max_shard_bytes, struct train_file_sums *sums,
 		     char *err, size_t errlen);
+/* The same save in halves, for a caller that writes the masters itself (the training
+ * state's save, from the pieces it reads anyway). begin creates dir and a writer with
+ * every tensor declared in dtype, the writer's tensor i being the model's tensor i
+ * (llama_names.h); end finishes it (every tensor written in full), adds its files to sums
+ * and writes config.json; drop abandons it (end drops it too, either way). */
+struct train_model_writer {
+	struct zinf_st_writer *w;
+	enum zinf_dtype dtype;
+};
+int train_model_writer_begin(struct train_model *tm, const char *dir, enum zinf_dtype dtype,
+			     uint64_t max_shard_bytes, struct train_model_writer *mw, char *err,
+			     size_t errlen);
+int train_model_writer_end(struct train_model *tm, struct train_model_writer *mw, const char *dir,
+			   struct train_file_sums *sums, char *err, size_t errlen);
+void train_model_writer_drop(struct train_model_writer *mw);
 
 /* The engine parameter holding the model's tensor called name (TRAIN_NO_PARAM: none). */
 uint32_t train_model_param_of_name(const struct train_model *tm, const char *name);
@@ -155,22 +170,27 @@ void train_state_free(struct train_state *st);
  * clipping) as a new object. */
 int train_state_numerics(const struct zinf_config *cfg, struct cJSON **out, char *err,
 			 size_t errlen);
-/* Beside the model saved in dir: optimizer.safetensors (every parameter's master and
- * moments, fp32) and then zinf_state.json (st, the engine's progress, every file's size
- * and CRC32C), written atomically. The sizes and CRCs of files in sums (the model's
- * safetensors, and the optimizer state's, added here) are taken from it, after a check
- * of each size on disk; other files (config.json) are read. */
+/* The model and its training state into dir: optimizer.safetensors (every parameter's
+ * master and moments, fp32) and the model (mw, begun by train_model_writer_begin and
+ * ended here, also on failure) from the same pieces, then zinf_state.json (st, the
+ * engine's progress, every file's size and CRC32C), written atomically. The sizes and
+ * CRCs of files in sums (the safetensors, added here) are taken from it, after a check of
+ * each size on disk; other files (config.json) are read. */
 int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
-		     const struct train_state *st, uint64_t max_shard_bytes,
-		     struct train_file_sums *sums, char *err, size_t errlen);
+		     const struct train_state *st, struct train_model_writer *mw,
+		     uint64_t max_shard_bytes, struct train_file_sums *sums, char *err,
+		     size_t errlen);
 /* "master", "exp_avg", "exp_avg_sq" for k 0, 1, 2: a tensor's parts in the optimizer
  * state, named NAME.<part>. */
 const char *train_state_part_name(int k);
 /* dir/optimizer.safetensors (sharded at max_shard_bytes): every parameter's parts, in
- * pieces of bounded size, written while the next piece is read (train_state_write.c). */
+ * pieces of bounded size, written while the next piece is read (train_state_write.c);
+ * with model (may be NULL), each master piece into the model's writer too. */
 int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
-				uint64_t max_shard_bytes, struct train_file_sums *sums, char *err,
-				size_t errlen);
+				uint64_t max_shard_bytes, struct zinf_st_writer *model,
+				struct train_file_sums *sums, char *err, size_t errlen);
+/* The piece size the saves use for tm: train_state_piece_elems, or the largest tensor. */
+uint64_t train_state_piece_of(const struct train_model *tm);
 /* Elements of a piece of a tensor the saves (model and optimizer state) read and write
  * at a time (4M; tests set it smaller to cut tensors into many pieces). */
 extern uint64_t train_state_piece_elems;

@@ -4,7 +4,9 @@
  * model.safetensors.index.json when larger than the shard size. Tensors are named, shaped
  * and ordered as Hugging Face's state dict (llama_names.h), written one at a time in
  * pieces of train_state_piece_elems read from the masters (16 MiB of fp32 held, not the
- * largest tensor: 4.2 GB for a 70B model's embedding).
+ * largest tensor: 4.2 GB for a 70B model's embedding). With --save-state, the training
+ * state's save writes the masters into a writer begun here, from the pieces of the state
+ * it reads anyway (train_state_write.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -48,30 +50,39 @@ int train_model_tensor(const struct train_model *tm, int i, const char *dir,
 	return -EINVAL;
 }
 
-static int write_tensors(struct train_model *tm, struct zinf_engine *e, struct zinf_st_writer *w,
-			 enum zinf_dtype dtype, float *buf, uint64_t piece, const char *dir,
-			 char *err, size_t errlen)
+/* Declare every tensor in the model's order, in dtype: the writer's tensor i is the
+ * model's tensor i. */
+static int declare(struct train_model *tm, struct zinf_st_writer *w, enum zinf_dtype dtype,
+		   const char *dir, char *err, size_t errlen)
 {
 	int n = zinf_llama_names_count(&tm->hf), rc;
-	enum zinf_st_dtype st = st_of_dtype(dtype);
 	struct zinf_llama_tensor_name tn;
 
 	for (int i = 0; i < n; i++) {
 		zinf_llama_names_get(&tm->hf, i, &tn);
-		rc = zinf_st_writer_add(w, tn.name, st, tn.ndim, tn.shape);
+		rc = zinf_st_writer_add(w, tn.name, st_of_dtype(dtype), tn.ndim, tn.shape);
 		if (rc < 0) {
 			snprintf(err, errlen, "%s: tensor %s: %s", dir, tn.name,
 				 zinf_st_writer_last_error(w));
 			return rc;
 		}
 	}
+	return 0;
+}
+
+/* Every tensor's fp32 master in pieces, rounded to the writer's dtype as it writes. */
+static int write_tensors(struct train_model *tm, struct zinf_engine *e, struct zinf_st_writer *w,
+			 float *buf, uint64_t piece, const char *dir, char *err, size_t errlen)
+{
+	int n = zinf_llama_names_count(&tm->hf), rc;
+	struct zinf_llama_tensor_name tn;
+
 	for (int i = 0; i < n; i++) {
 		uint32_t p;
 
 		rc = train_model_tensor(tm, i, dir, &tn, &p, err, errlen);
 		if (rc)
 			return rc;
-		/* the fp32 master in pieces, rounded to dtype by the writer */
 		for (uint64_t at = 0; at < tn.n_elems; at += piece) {
 			uint64_t k = tn.n_elems - at < piece ? tn.n_elems - at : piece;
 			rc = zinf_param_state_save(e, p, at, k, buf, NULL, NULL);
@@ -90,58 +101,87 @@ static int write_tensors(struct train_model *tm, struct zinf_engine *e, struct z
 	return 0;
 }
 
-int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
-		     enum zinf_dtype dtype, uint64_t max_shard_bytes, struct train_file_sums *sums,
-		     char *err, size_t errlen)
+int train_model_writer_begin(struct train_model *tm, const char *dir, enum zinf_dtype dtype,
+			     uint64_t max_shard_bytes, struct train_model_writer *mw, char *err,
+			     size_t errlen)
 {
 	struct zinf_st_writer_opts wo;
-	struct zinf_st_writer *w;
-	uint64_t piece = tm->largest_tensor_elems < train_state_piece_elems
-				 ? tm->largest_tensor_elems
-				 : train_state_piece_elems;
-	char path[4096];
-	float *buf;
 	int rc;
 
+	mw->w = NULL;
+	mw->dtype = dtype;
 	if (mkdir(dir, 0755) && errno != EEXIST) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: cannot create the save directory: %s", dir,
 			 strerror(errno));
 		return rc;
 	}
-	buf = malloc((piece ? piece : 1) * sizeof(float));
+	zinf_st_writer_opts_init(&wo);
+	if (max_shard_bytes)
+		wo.max_shard_bytes = max_shard_bytes;
+	rc = zinf_st_writer_create(&mw->w, dir, &wo);
+	if (rc) {
+		mw->w = NULL;
+		snprintf(err, errlen, "%s: cannot start writing safetensors (%d)", dir, rc);
+		return rc;
+	}
+	rc = declare(tm, mw->w, dtype, dir, err, errlen);
+	if (rc)
+		train_model_writer_drop(mw);
+	return rc;
+}
+
+int train_model_writer_end(struct train_model *tm, struct train_model_writer *mw, const char *dir,
+			   struct train_file_sums *sums, char *err, size_t errlen)
+{
+	char path[4096];
+	int rc = zinf_st_writer_finish(mw->w);
+
+	if (rc) {
+		snprintf(err, errlen, "%s", zinf_st_writer_last_error(mw->w));
+		goto out;
+	}
+	if (sums && train_file_sums_add(sums, mw->w)) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "%s: out of memory for the file list", dir);
+		goto out;
+	}
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	rc = zinf_hf_config_save(&tm->hf, path, st_of_dtype(mw->dtype));
+	if (rc)
+		snprintf(err, errlen, "%s", tm->hf.last_error);
+out:
+	train_model_writer_drop(mw);
+	return rc;
+}
+
+void train_model_writer_drop(struct train_model_writer *mw)
+{
+	zinf_st_writer_destroy(mw->w);
+	mw->w = NULL;
+}
+
+int train_model_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
+		     enum zinf_dtype dtype, uint64_t max_shard_bytes, struct train_file_sums *sums,
+		     char *err, size_t errlen)
+{
+	uint64_t piece = train_state_piece_of(tm);
+	struct train_model_writer mw;
+	float *buf = malloc((piece ? piece : 1) * sizeof(float));
+	int rc;
+
 	if (!buf) {
 		snprintf(err, errlen, "%s: out of memory for a piece of a tensor", dir);
 		return -ENOMEM;
 	}
-	zinf_st_writer_opts_init(&wo);
-	if (max_shard_bytes)
-		wo.max_shard_bytes = max_shard_bytes;
-	rc = zinf_st_writer_create(&w, dir, &wo);
-	if (rc) {
-		snprintf(err, errlen, "%s: cannot start writing safetensors (%d)", dir, rc);
-		goto out_buf;
+	rc = train_model_writer_begin(tm, dir, dtype, max_shard_bytes, &mw, err, errlen);
+	if (!rc) {
+		rc = write_tensors(tm, e, mw.w, buf, piece, dir, err, errlen);
+		if (rc)
+			train_model_writer_drop(&mw);
+		else
+			rc = train_model_writer_end(tm, &mw, dir, sums, err, errlen);
 	}
-	rc = write_tensors(tm, e, w, dtype, buf, piece, dir, err, errlen);
-	if (rc)
-		goto out_writer;
-	rc = zinf_st_writer_finish(w);
-	if (rc) {
-		snprintf(err, errlen, "%s", zinf_st_writer_last_error(w));
-		goto out_writer;
-	}
-	if (sums && train_file_sums_add(sums, w)) {
-		rc = -ENOMEM;
-		snprintf(err, errlen, "%s: out of memory for the file list", dir);
-		goto out_writer;
-	}
-	snprintf(path, sizeof(path), "%s/config.json", dir);
-	rc = zinf_hf_config_save(&tm->hf, path, st_of_dtype(dtype));
-	if (rc)
-		snprintf(err, errlen, "%s", tm->hf.last_error);
-out_writer:
-	zinf_st_writer_destroy(w);
-out_buf:
 	free(buf);
 	return rc;
 }

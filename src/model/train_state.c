@@ -238,8 +238,9 @@ static bool add_owned(cJSON *o, const char *key, cJSON *item)
 }
 
 int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *dir,
-		     const struct train_state *st, uint64_t max_shard_bytes,
-		     struct train_file_sums *sums, char *err, size_t errlen)
+		     const struct train_state *st, struct train_model_writer *mw,
+		     uint64_t max_shard_bytes, struct train_file_sums *sums, char *err,
+		     size_t errlen)
 {
 	struct zinf_engine_progress prog;
 	cJSON *root = NULL, *files, *names = NULL, *name;
@@ -247,7 +248,12 @@ int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *
 	size_t len;
 	int rc;
 
-	rc = train_state_write_optimizer(tm, e, dir, max_shard_bytes, sums, err, errlen);
+	rc = train_state_write_optimizer(tm, e, dir, max_shard_bytes, mw->w, sums, err, errlen);
+	if (rc) {
+		train_model_writer_drop(mw);
+		return rc;
+	}
+	rc = train_model_writer_end(tm, mw, dir, sums, err, errlen);
 	if (rc)
 		return rc;
 	rc = zinf_engine_progress_get(e, &prog);

@@ -5,7 +5,9 @@
  * 96 MiB at most, where whole tensors would take 12 bytes a parameter of the largest
  * one: 12.6 GB for a 70B model's embedding). A writer thread writes one piece while the
  * next is read from the parameters' tier (NVMe or host memory), the two alternating
- * between the two buffer sets.
+ * between the two buffer sets. When the model is saved with the state, its writer takes the
+ * masters from the same pieces, so the state is read once (12 bytes a parameter, not 4
+ * more for a pass of its own).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -29,6 +31,7 @@ struct piece {
 
 struct state_pipe {
 	struct zinf_st_writer *w;
+	struct zinf_st_writer *model; /* NULL, or the model's: masters, rounded to its dtype */
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	struct piece slot[2]; /* pieces alternate between them, in order */
@@ -54,13 +57,20 @@ static void *pipe_writer(void *arg)
 			return NULL;
 		}
 		pthread_mutex_unlock(&sp->lock);
+		struct zinf_st_writer *failed = sp->w;
+
 		for (int j = 0; j < 3 && !rc; j++)
 			rc = zinf_st_writer_write(sp->w, 3 * s->index + j, s->first, s->n,
 						  s->part[j], ZINF_ST_F32);
+		if (!rc && sp->model) {
+			failed = sp->model;
+			rc = zinf_st_writer_write(sp->model, s->index, s->first, s->n, s->part[0],
+						  ZINF_ST_F32);
+		}
 		pthread_mutex_lock(&sp->lock);
 		if (rc) {
 			sp->rc = rc;
-			snprintf(sp->msg, sizeof(sp->msg), "%s", zinf_st_writer_last_error(sp->w));
+			snprintf(sp->msg, sizeof(sp->msg), "%s", zinf_st_writer_last_error(failed));
 		}
 		s->full = false;
 		pthread_cond_broadcast(&sp->cv);
@@ -152,14 +162,19 @@ static int declare(struct zinf_st_writer *w, struct train_model *tm, const char 
 	return 0;
 }
 
-int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
-				uint64_t max_shard_bytes, struct train_file_sums *sums, char *err,
-				size_t errlen)
+uint64_t train_state_piece_of(const struct train_model *tm)
 {
-	uint64_t piece = tm->largest_tensor_elems < train_state_piece_elems
-				 ? tm->largest_tensor_elems
-				 : train_state_piece_elems;
-	struct state_pipe sp = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	return tm->largest_tensor_elems < train_state_piece_elems ? tm->largest_tensor_elems
+								  : train_state_piece_elems;
+}
+
+int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
+				uint64_t max_shard_bytes, struct zinf_st_writer *model,
+				struct train_file_sums *sums, char *err, size_t errlen)
+{
+	uint64_t piece = train_state_piece_of(tm);
+	struct state_pipe sp = {
+		.model = model, .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 	struct zinf_st_writer_opts wo;
 	pthread_t thread;
 	int rc;
