@@ -21,11 +21,18 @@
 // is queued too). Device memory defaults to 8 GiB (ZINF_CUDASIM_MEMORY_MIB), one device
 // (ZINF_CUDASIM_DEVICES).
 //
+// ZINF_CUDASIM_STRICT_HOST=1 makes device memory inaccessible to the host (PROT_NONE)
+// except while the simulated device runs work, so a host read or write through a device
+// pointer, which a GPU turns into a crash or garbage, faults at once: the process prints
+// the address and a backtrace and exits 99. CTest sets it for the gpu-labelled tests.
+//
 // ZINF_CUDASIM_FAULT=KERNEL:N makes the Nth launch of KERNEL fault when it runs, as an
 // illegal address does on a GPU: the error is sticky, the faulting kernel and all work
 // queued after it never run, and every later call returns cudaErrorIllegalAddress, so
 // the paths that report an asynchronous failure run here too.
 #include <errno.h>
+#include <execinfo.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +40,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <deque>
 #include <map>
@@ -143,6 +151,73 @@ bool is_pinned_range(const void *p, size_t n)
 	return find_range(host_regs, p, n) != host_regs.end();
 }
 
+// ---- ZINF_CUDASIM_STRICT_HOST: device memory closed to the host -------------------------------
+
+bool strict_host(void)
+{
+	static const bool on = env_u64("ZINF_CUDASIM_STRICT_HOST", 0) != 0;
+
+	return on;
+}
+
+int open_depth; // device work running (nested through event waits); lock held
+
+void protect_device(int prot)
+{
+	for (auto &a : device_allocs)
+		if (mprotect((void *)a.first, a.second, prot)) {
+			sim_complain("ZINF_CUDASIM_STRICT_HOST: mprotect: %s", strerror(errno));
+			abort();
+		}
+}
+
+// Device memory is open to the host for the scope's life: the device's own work runs.
+struct device_open {
+	device_open()
+	{
+		if (strict_host() && open_depth++ == 0)
+			protect_device(PROT_READ | PROT_WRITE);
+	}
+	~device_open()
+	{
+		if (strict_host() && --open_depth == 0)
+			protect_device(PROT_NONE);
+	}
+};
+
+void strict_fault(int sig, siginfo_t *si, void *)
+{
+	char line[200];
+	void *frames[48];
+	int n;
+
+	// device_allocs is read without the lock: the process ends here either way
+	if (!is_device_ptr(si->si_addr)) {
+		signal(sig, SIG_DFL); // another fault: as if no handler were installed
+		return;
+	}
+	n = snprintf(line, sizeof(line),
+		     "cudasim: the host touched device memory at %p (ZINF_CUDASIM_STRICT_HOST)\n",
+		     si->si_addr);
+	if (write(2, line, (size_t)n) < 0)
+		_exit(99);
+	n = backtrace(frames, 48);
+	backtrace_symbols_fd(frames, n, 2);
+	_exit(99);
+}
+
+__attribute__((constructor)) void strict_install(void)
+{
+	struct sigaction sa;
+
+	if (!strict_host())
+		return;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = strict_fault;
+	sa.sa_flags = SA_SIGINFO;
+	sigaction(SIGSEGV, &sa, NULL);
+}
+
 // Run stream s's queued work until upto items have completed. Lock held.
 void flush(cudaStream_t s, uint64_t upto)
 {
@@ -158,6 +233,7 @@ void flush(cudaStream_t s, uint64_t upto)
 		abort();
 	}
 	s->running = true;
+	device_open open;
 	while (s->completed < upto) {
 		std::function<void()> op = std::move(s->queue.front());
 
@@ -188,6 +264,7 @@ void enqueue_locked(cudaStream_t s, std::function<void()> op)
 {
 	if (!s || s == cudaStreamLegacy) {
 		flush_all(true);
+		device_open open;
 		op();
 		return;
 	}
@@ -442,6 +519,19 @@ const char *cudaGetErrorString(cudaError_t err)
 	}
 }
 
+// The simulator's driver and runtime are the toolkit's version.
+cudaError_t cudaDriverGetVersion(int *version)
+{
+	*version = CUDART_VERSION;
+	return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *version)
+{
+	*version = CUDART_VERSION;
+	return cudaSuccess;
+}
+
 cudaError_t cudaGetDeviceCount(int *count)
 {
 	*count = device_count();
@@ -520,6 +610,8 @@ cudaError_t cudaMalloc(void **ptr, size_t size)
 		memset(p, 0xff, size);
 	device_allocs[(uintptr_t)p] = size;
 	device_used += size;
+	if (strict_host() && !open_depth && mprotect(p, size, PROT_NONE))
+		sim_complain("ZINF_CUDASIM_STRICT_HOST: mprotect: %s", strerror(errno));
 	*ptr = p;
 	return cudaSuccess;
 }
@@ -621,6 +713,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 		// to pageable memory, or between host buffers: done when the call returns
 		sync_stream(stream);
 		STICKY(); // a fault in what ran first
+		device_open open;
 		memcpy(dst, src, count);
 		return cudaSuccess;
 	}
@@ -641,6 +734,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
 		return sim_error(cudaErrorInvalidValue);
 	sync_stream(NULL); // the legacy stream: after the blocking streams' work
 	STICKY();
+	device_open open;
 	memcpy(dst, src, count);
 	return cudaSuccess;
 }
