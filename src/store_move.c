@@ -258,9 +258,15 @@ static bool advance(struct zinf_store *s, struct chunk *ch)
 		}
 		start_copy(s, ch, ch->staging);
 		return false;
-	case CHUNK_COPYING:
-		if (zinf_event_query(ch->ev) == -EAGAIN)
+	case CHUNK_COPYING: {
+		int q = zinf_event_query(ch->ev);
+
+		if (q == -EAGAIN)
 			return false;
+		/* the copy failed (a device fault is sticky): the module did not arrive */
+		if (q < 0)
+			module_failed(s, mod, q, "module %s: copy to the device: %s", mod->name,
+				      zinf_device_last_error(s->o.device));
 		/* ends when the mover sees it: within MOVER_POLL_NS of the real end */
 		zinf_timeline_add(s->o.timeline, ZINF_TRACK_H2D, mod->name, ch->t_copy,
 				  store_now_ns());
@@ -278,6 +284,7 @@ static bool advance(struct zinf_store *s, struct chunk *ch)
 			pthread_cond_broadcast(&s->ready);
 		}
 		return true;
+	}
 	default:
 		return true;
 	}
