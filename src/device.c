@@ -77,7 +77,11 @@ int zinf_device_create(const struct zinf_device_opts *opts, struct zinf_device *
 		return -EINVAL;
 	}
 	if (b == ZINF_DEVICE_BACKEND_AUTO) {
-		ngpu = zinf_device_cuda_count();
+		char why[256];
+
+		ngpu = zinf_device_cuda_probe(why, sizeof(why));
+		if (why[0])
+			zinf_logf(ZINF_LOG_WARN, "device: auto: no usable GPU: %s", why);
 		b = ngpu > 0 ? ZINF_DEVICE_BACKEND_CUDA : ZINF_DEVICE_BACKEND_HOST;
 		zinf_logf(ZINF_LOG_INFO, "device: auto: %d GPU(s) visible, using the %s backend",
 			  ngpu, backend_names[b]);

@@ -234,6 +234,10 @@ int zinf_device_cuda_open(const struct zinf_device_opts *opts, struct zinf_devic
 			  size_t errlen);
 /* GPUs visible to this process; 0 when none, or when zinf was built without CUDA. */
 int zinf_device_cuda_count(void);
+/* The same; when it is 0 although a CUDA driver is installed (one too old for the
+ * runtime zinf was built with, a GPU it cannot use), why (len bytes) gets the reason on
+ * one line, "cudaGetDeviceCount: ERROR (CUDA driver X.Y, runtime X.Y)"; else "". */
+int zinf_device_cuda_probe(char *why, size_t len);
 
 /* For backends: set up / tear down the common part once heap_base is mapped. */
 int zinf_device_init_common(struct zinf_device *dev, const struct zinf_device_ops *ops,

@@ -91,15 +91,33 @@ static int set_device(struct zinf_device *dev)
 	return CU(dev, cudaSetDevice, (to_cd(dev)->ordinal));
 }
 
-int zinf_device_cuda_count(void)
+int zinf_device_cuda_probe(char *why, size_t len)
 {
-	int n = 0;
+	int n = 0, driver = 0, runtime = 0;
+	cudaError_t err = cudaGetDeviceCount(&n);
 
-	if (cudaGetDeviceCount(&n) != cudaSuccess) {
-		(void)cudaGetLastError(); /* no driver or no device: not an error here */
+	if (len)
+		why[0] = '\0';
+	if (err == cudaSuccess)
+		return n;
+	(void)cudaGetLastError();
+	/* No driver at all is a machine without GPUs. One that is installed and still finds
+	 * none (too old for this runtime, a GPU it cannot use) is worth saying. */
+	if (cudaDriverGetVersion(&driver) != cudaSuccess || driver == 0) {
+		(void)cudaGetLastError();
 		return 0;
 	}
-	return n;
+	(void)cudaRuntimeGetVersion(&runtime);
+	if (len)
+		snprintf(why, len, "cudaGetDeviceCount: %s (CUDA driver %d.%d, runtime %d.%d)",
+			 cudaGetErrorString(err), driver / 1000, driver % 1000 / 10, runtime / 1000,
+			 runtime % 1000 / 10);
+	return 0;
+}
+
+int zinf_device_cuda_count(void)
+{
+	return zinf_device_cuda_probe(NULL, 0);
 }
 
 /* ---- copy timing ----------------------------------------------------------------------- */

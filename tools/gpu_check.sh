@@ -97,6 +97,14 @@ phase build 240 cmake --build "$build" -j "$jobs" || exit $status
 phase ctest_gpu 150 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
 grep -E "tests passed|Passed|Failed|Skipped|\*\*\*" "$out/ctest_gpu.log" | tee -a "$summary"
 cp "$build/Testing/Temporary/LastTest.log" "$out/ctest_gpu_last.log" 2>/dev/null
+# Here a GPU is expected: a test that skipped for want of one (no device, a driver too old
+# for the toolkit) fails the check instead of passing unseen.
+if grep -h "skip: no CUDA device" "$out/ctest_gpu.log" "$out/ctest_gpu_last.log" 2>/dev/null |
+	sort -u | head -n 3 | sed 's/^/  /' | grep . >"$out/no_gpu.txt"; then
+	note "ctest_gpu: tests skipped for want of a GPU:"
+	tee -a "$summary" <"$out/no_gpu.txt"
+	[ $status -ne 0 ] || status=1
+fi
 
 # ---- the demo on cuda: the demo model and config, activations on the GPU --------------------------
 demo=$(mktemp -d /var/tmp/zinf-gpu-demo.XXXXXX)

@@ -7,6 +7,7 @@
 #include <errno.h>
 
 #include "device.h"
+#include "gpu_test.h"
 #include "llama_backend.h"
 #include "test.h"
 #include "zinf/error.h"
@@ -38,8 +39,7 @@ int main(void)
 	char err[512];
 
 	zinf_log_set_level(ZINF_LOG_ERROR);
-	if (zinf_device_cuda_count() == 0)
-		T_SKIP("no CUDA device (or zinf built without CUDA)");
+	t_require_gpu();
 	zinf_llama_config_init(&c);
 	c.vocab_size = 32;
 	c.hidden_size = 16;

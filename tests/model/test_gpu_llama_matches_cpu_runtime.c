@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "device.h"
+#include "gpu_test.h"
 #include "llama_backend.h"
 #include "safetensors.h"
 #include "test.h"
@@ -334,8 +335,7 @@ int main(void)
 	struct model md;
 
 	zinf_log_set_level(ZINF_LOG_ERROR);
-	if (zinf_device_cuda_count() == 0)
-		T_SKIP("no CUDA device (or zinf built without CUDA)");
+	t_require_gpu();
 
 	/* every bias, Llama-3 RoPE, a window of 5 < T = 12 in layer 1 only, untied, fp32 */
 	base_config(&md, "biases", ZINF_DTYPE_F32);

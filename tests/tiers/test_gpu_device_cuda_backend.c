@@ -3,12 +3,15 @@
  * capped by the budget (ZINF_EBUDGET with the numbers past it), copies in every
  * direction between a cudaHostRegister'ed pinned pool and device memory come back
  * bit-exact across streams ordered by events, memset works, timing and byte counters
- * fill in, a CUDA error is translated into a one-line message naming the call. Skips
- * (77) without a GPU, and in builds without CUDA.
+ * fill in, a CUDA error is translated into a one-line message naming the call, and a
+ * driver that finds no GPU is named with its error (simulated). Skips (77) without a GPU,
+ * and in builds without CUDA.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "gpu_test.h"
 #include "pinned.h"
 #include "tiers_test.h"
 #include "zinf/error.h"
@@ -30,8 +33,7 @@ int main(void)
 	char err[512], busid[32];
 	int rc;
 
-	if (zinf_device_cuda_count() == 0)
-		T_SKIP("no CUDA device visible (or zinf built without CUDA)");
+	t_require_gpu();
 	zinf_device_opts_init(&o);
 	o.backend = ZINF_DEVICE_BACKEND_CUDA;
 	o.memory_limit = 256 * MiB;
@@ -95,6 +97,19 @@ int main(void)
 	T_CHECK(strstr(zinf_device_last_error(dev), "cudaHostRegister failed at device_cuda.c:"),
 		"%s", zinf_device_last_error(dev));
 	printf("translated: %s\n", zinf_device_last_error(dev));
+
+	/* A driver that is installed and finds no GPU is named (on the simulator: none). */
+	if (strstr(zinf_device_name(dev), "zinf CUDA simulator")) {
+		char why[256];
+
+		setenv("ZINF_CUDASIM_DEVICES", "0", 1);
+		T_CHECK(zinf_device_cuda_probe(why, sizeof(why)) == 0, "no device is counted");
+		T_CHECK(strstr(why, "cudaGetDeviceCount: ") && strstr(why, "(CUDA driver "), "%s",
+			why);
+		printf("no GPU: %s\n", why);
+		unsetenv("ZINF_CUDASIM_DEVICES");
+		T_CHECK(zinf_device_cuda_probe(why, sizeof(why)) == 1 && !why[0], "%s", why);
+	}
 
 	T_CHECK_RC(zinf_device_free(dev, d1));
 	T_CHECK_RC(zinf_device_free(dev, d2));

@@ -10,14 +10,14 @@
 #include <string.h>
 
 #include "device.h"
+#include "gpu_test.h"
 #include "test.h"
 
 static inline void require_cuda_simulator(const char *why_not_on_a_gpu)
 {
 	struct cudaDeviceProp prop;
 
-	if (zinf_device_cuda_count() == 0)
-		T_SKIP("no CUDA device (or zinf built without CUDA)");
+	t_require_gpu();
 	if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
 	    strcmp(prop.name, "zinf CUDA simulator") != 0)
 		T_SKIP("%s", why_not_on_a_gpu);

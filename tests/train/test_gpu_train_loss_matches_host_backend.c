@@ -8,6 +8,7 @@
  * peak, activations included, stays within zinf.device_memory_limit. Skips (77) without
  * a GPU (a ZINF_CUDA=SIM build runs it on the CUDA simulator). */
 #include "device.h"
+#include "gpu_test.h"
 #include "train_fixture.h"
 
 #define STEPS 3
@@ -92,8 +93,7 @@ int main(void)
 	struct tf_losses host, cuda, cuda_ckpt, cuda_cpu_ckpt, host_nvme, cuda_nvme, cuda_tf32;
 	uint64_t peak_ckpt, peak_cpu_ckpt;
 
-	if (zinf_device_cuda_count() == 0)
-		T_SKIP("no CUDA device (or zinf built without CUDA)");
+	t_require_gpu();
 	tf_setup(&d, NULL);
 	run(&d, "host", false, false, NULL, NULL, &host);
 	run(&d, "cuda", false, false, NULL, NULL, &cuda);

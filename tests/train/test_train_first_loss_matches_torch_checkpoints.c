@@ -22,6 +22,7 @@
 
 #include "../model/test_llama_net.h"
 #include "device.h"
+#include "gpu_test.h"
 #include "hf_config.h"
 #include "llama_names.h"
 #include "safetensors.h"
@@ -137,8 +138,8 @@ int main(int argc, char **argv)
 		device = argv[1] + 9;
 		argv++;
 		argc--;
-		if (!strcmp(device, "cuda") && zinf_device_cuda_count() == 0)
-			T_SKIP("no CUDA device (or zinf built without CUDA)");
+		if (!strcmp(device, "cuda"))
+			t_require_gpu();
 	}
 	T_CHECK(argc >= 3, "usage: %s [--device=cuda] ZINF_BIN FIXTURE_BASE...", argv[0]);
 	tf_setup(&d, NULL);

@@ -19,6 +19,7 @@
 #include <dirent.h>
 
 #include "device.h" /* zinf_device_cuda_count */
+#include "gpu_test.h"
 #include "train_fixture.h"
 #include "train_internal.h" /* train_state_piece_elems */
 #include "zinf/error.h"
@@ -219,8 +220,7 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "--device=cuda") == 0) {
 		device = "cuda";
-		if (zinf_device_cuda_count() == 0)
-			T_SKIP("no CUDA device (or zinf built without CUDA)");
+		t_require_gpu();
 	}
 
 	tf_setup(&d, NULL);
