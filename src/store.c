@@ -113,6 +113,8 @@ int zinf_store_create(const struct zinf_store_opts *opts, struct zinf_store **ou
 	rc = zinf_stream_create(opts->device, &s->h2d);
 	if (!rc)
 		rc = zinf_stream_create(opts->device, &s->d2h);
+	if (!rc)
+		rc = zinf_stream_create(opts->device, &s->refresh);
 	if (rc) {
 		snprintf(err, errlen, "store: cannot create copy streams: %s",
 			 zinf_device_last_error(opts->device));
@@ -134,6 +136,8 @@ static void free_homes(struct zinf_store *s)
 {
 	for (uint32_t c = 0; c < s->n_chunks; c++) {
 		struct chunk *ch = &s->chunks[c];
+		if (ch->host_registered)
+			zinf_device_host_unregister(s->o.device, ch->host, ch->io_len);
 		free(ch->host);
 		if (ch->has_extent)
 			zinf_io_extent_free(s->o.io, ch->extent);
@@ -165,6 +169,7 @@ void zinf_store_destroy(struct zinf_store *s)
 	free_homes(s);
 	zinf_stream_destroy(s->h2d);
 	zinf_stream_destroy(s->d2h);
+	zinf_stream_destroy(s->refresh);
 	for (uint32_t i = 0; i < s->n_params; i++)
 		free(s->params[i].name);
 	for (uint32_t m = 0; m < s->n_modules; m++)
@@ -365,6 +370,27 @@ static int check_budgets(struct zinf_store *s)
 	return 0;
 }
 
+/* pin_host: page-lock a chunk's host home with the device (whole pages: IO_ALIGN). */
+static int pin_home(struct zinf_store *s, struct chunk *ch)
+{
+	char a[32], b[32];
+	int rc;
+
+	if (!s->o.pin_host || !zinf_device_registers_dma(s->o.device))
+		return 0;
+	rc = zinf_device_host_register(s->o.device, ch->host, ch->io_len);
+	if (rc)
+		return store_fail(s, rc,
+				  "offload_param.pin_memory: cannot page-lock the host home of "
+				  "module %s (%s of %s so far): %s",
+				  ch->mod->name, zinf_format_bytes(ch->io_len, a, sizeof(a)),
+				  zinf_format_bytes(s->host_pinned + ch->io_len, b, sizeof(b)),
+				  zinf_device_last_error(s->o.device));
+	ch->host_registered = true;
+	s->host_pinned += ch->io_len;
+	return 0;
+}
+
 static int alloc_homes(struct zinf_store *s)
 {
 	int rc;
@@ -397,6 +423,9 @@ static int alloc_homes(struct zinf_store *s)
 						  ch->mod->name, ch->io_len);
 			memset(ch->host, 0, ch->io_len);
 			s->host_now += ch->io_len;
+			rc = pin_home(s, ch);
+			if (rc)
+				return rc;
 			break;
 		case ZINF_TIER_NVME:
 			rc = zinf_io_extent_alloc(s->o.io, ch->io_len, &ch->extent);
@@ -480,6 +509,7 @@ void zinf_store_get_stats(struct zinf_store *s, struct zinf_store_stats *out)
 	pthread_mutex_lock(&s->lock);
 	out->host_now = s->host_now;
 	out->host_peak = s->host_peak;
+	out->host_pinned = s->host_pinned;
 	out->nvme_now = s->nvme_now;
 	out->nvme_peak = s->nvme_peak;
 	memcpy(out->link, s->link, sizeof(out->link));
@@ -509,10 +539,11 @@ int zinf_store_stats_json(const struct zinf_store_stats *st, FILE *f)
 		"}, "
 		"\"pinned\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64 ", \"limit\": %" PRIu64
 		"}, "
-		"\"host\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64 "}, "
+		"\"host\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64 ", \"pinned\": %" PRIu64 "}, "
 		"\"nvme\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64 "}, \"links\": {",
 		st->device_now, st->device_peak, st->device_limit, st->pinned_now, st->pinned_peak,
-		st->pinned_limit, st->host_now, st->host_peak, st->nvme_now, st->nvme_peak);
+		st->pinned_limit, st->host_now, st->host_peak, st->host_pinned, st->nvme_now,
+		st->nvme_peak);
 	for (int l = 0; l < ZINF_LINKS; l++)
 		fprintf(f,
 			"%s\"%s\": {\"bytes\": %" PRIu64 ", \"seconds\": %.6f, \"count\": %" PRIu64

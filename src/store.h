@@ -69,6 +69,9 @@ struct zinf_store_opts {
 	uint64_t chunk_size;		/* bytes, a multiple of 4096; default 32 MiB */
 	int world_size;			/* must be 1 for now */
 	struct zinf_timeline *timeline; /* optional: NVMe reads, H2D copies (timeline.h) */
+	/* HOST home: page-lock the homes with the device (offload_param.pin_memory), so
+	 * fetches copy from them by DMA; a device that does not register (host) ignores it */
+	bool pin_host;
 	/* How long the mover sleeps when nothing is in flight and nobody kicks it (default
 	 * 1 s). Every change that gives it work kicks it, so this is only a safety net;
 	 * tests set it long, which makes a missed kick a hang instead of a slow step. */
@@ -86,6 +89,7 @@ struct zinf_store_stats {
 	uint64_t device_now, device_peak, device_limit;
 	uint64_t pinned_now, pinned_peak, pinned_limit;
 	uint64_t host_now, host_peak;
+	uint64_t host_pinned; /* of host_now, page-locked with the device (pin_host) */
 	uint64_t nvme_now, nvme_peak;
 	struct zinf_store_link_stats link[ZINF_LINKS];
 	uint64_t wait_ns; /* time zinf_store_wait spent waiting for data */

@@ -39,14 +39,15 @@ struct module;
 
 struct chunk {
 	struct module *mod;
-	uint64_t off;	 /* bytes into the module's flat buffer */
-	uint64_t len;	 /* data bytes */
-	uint64_t io_len; /* len rounded up to IO_ALIGN */
-	void *host;	 /* HOST home: (io_len) bytes */
-	void *dev_home;	 /* DEVICE home: inside the module's permanent buffer */
-	uint32_t extent; /* NVME home */
-	bool has_extent; /* NVME: extent allocated (freed on destroy) */
-	bool written;	 /* NVME: the extent holds data (else it reads as zeros) */
+	uint64_t off;	      /* bytes into the module's flat buffer */
+	uint64_t len;	      /* data bytes */
+	uint64_t io_len;      /* len rounded up to IO_ALIGN */
+	void *host;	      /* HOST home: (io_len) bytes */
+	bool host_registered; /* HOST home page-locked with the device (pin_host) */
+	void *dev_home;	      /* DEVICE home: inside the module's permanent buffer */
+	uint32_t extent;      /* NVME home */
+	bool has_extent;      /* NVME: extent allocated (freed on destroy) */
+	bool written;	      /* NVME: the extent holds data (else it reads as zeros) */
 	enum chunk_state state;
 	void *staging; /* pinned buffer while READING / COPYING */
 	struct zinf_io_req req;
@@ -89,6 +90,7 @@ struct zinf_store {
 	uint64_t err_serial; /* tags this store's messages (io/thread_error.h) */
 	uint64_t kicks;
 	struct zinf_stream *h2d, *d2h;
+	struct zinf_stream *refresh; /* write-through copies (store_sync.c), waited alone */
 
 	struct param *params;
 	uint32_t n_params, cap_params;
@@ -104,6 +106,7 @@ struct zinf_store {
 	uint64_t tick;
 
 	uint64_t host_now, host_peak, nvme_now, nvme_peak;
+	uint64_t host_pinned; /* of host_now, page-locked host homes (pin_host) */
 	struct zinf_store_link_stats link[ZINF_LINKS];
 	uint64_t wait_ns, waits, fetches, hits, evictions, param_bytes;
 };

@@ -380,7 +380,9 @@ static int module_write_nvme(struct zinf_store *s, struct module *mod, const voi
 
 /* Write-through: a module cached on the device (fetched, released, not evicted) gets the
  * new values too, so the next fetch is a hit instead of a read of what was just
- * written. The module is sync_busy: nothing fetches or evicts it meanwhile. Returns
+ * written. The module is sync_busy: nothing fetches or evicts it meanwhile. From a host
+ * home the copy is of its chunks, just written (page-locked with pin_host, where src is
+ * the caller's pageable memory); on its own stream, so it waits for no fetch. Returns
  * true when the copy is current. */
 static bool refresh_copy(struct zinf_store *s, struct module *mod, const void *const *src)
 {
@@ -393,13 +395,18 @@ static bool refresh_copy(struct zinf_store *s, struct module *mod, const void *c
 		return false;
 	}
 	pthread_mutex_unlock(&s->lock);
-	for (uint32_t i = 0; i < mod->n_params && !rc; i++) {
+	for (uint32_t c = 0; c < mod->n_chunks && !rc && s->o.param_home == ZINF_TIER_HOST; c++) {
+		const struct chunk *ch = &s->chunks[mod->first_chunk + c];
+		rc = zinf_device_memcpy_async(s->refresh, (char *)mod->dev + ch->off, ch->host,
+					      ch->len, ZINF_COPY_H2D);
+	}
+	for (uint32_t i = 0; i < mod->n_params && !rc && s->o.param_home != ZINF_TIER_HOST; i++) {
 		const struct param *p = &s->params[mod->first_param + i];
-		rc = zinf_device_memcpy_async(s->h2d, (char *)mod->dev + p->off, src[i], p->bytes,
-					      ZINF_COPY_H2D);
+		rc = zinf_device_memcpy_async(s->refresh, (char *)mod->dev + p->off, src[i],
+					      p->bytes, ZINF_COPY_H2D);
 	}
 	if (!rc)
-		rc = zinf_stream_synchronize(s->h2d);
+		rc = zinf_stream_synchronize(s->refresh);
 	if (rc) {
 		zinf_logf(ZINF_LOG_WARN, "module %s: device copy not refreshed (%s); dropped",
 			  mod->name, zinf_device_last_error(s->o.device));

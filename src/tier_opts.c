@@ -85,4 +85,5 @@ void zinf_config_store_opts(const struct zinf_config *cfg, struct zinf_store_opt
 	zinf_store_opts_init(out);
 	out->chunk_size = cfg->v.zinf.chunk_size;
 	out->param_home = home[cfg->v.zero.offload_param.device];
+	out->pin_host = cfg->v.zero.offload_param.pin_memory;
 }

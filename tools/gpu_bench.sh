@@ -6,6 +6,7 @@
 # `zinf bench train` (offloaded beside resident, alternating steps in one process):
 #   fp32    exact fp32 products (the default)
 #   tf32    zinf.tf32=true (tensor cores)
+#   pinned  tf32 with offload_param.pin_memory=true (host homes page-locked: DMA copies)
 #   ckpt    tf32 with --activation-checkpointing
 #   cpuckpt tf32, checkpointing, activation_checkpointing.cpu_checkpointing=true
 # Each writes $OUT/bench_<name>.json (zinf bench train --json) and a line to
@@ -13,7 +14,8 @@
 #
 # Environment: OUT (default gpu-check-out/), BUILD_DIR (default build-gpu), STEPS
 # (default 6), SEQ_LEN (1024), MODEL, CONFIG (the files above), DEVICE (cuda; host
-# checks the script on a machine without a GPU, with a small MODEL).
+# checks the script on a machine without a GPU, with a small MODEL), BENCHES (the names
+# above to run, in order; default all).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -25,6 +27,7 @@ seq=${SEQ_LEN:-1024}
 model=${MODEL:-docs/examples/models/bench-134m.json}
 config=${CONFIG:-docs/examples/train-bench-gpu.json}
 device=${DEVICE:-cuda}
+benches=${BENCHES:-fp32 tf32 pinned ckpt cpuckpt}
 mkdir -p "$out"
 summary="$out/bench_summary.txt"
 : >"$summary"
@@ -54,10 +57,17 @@ bench() {
 	nproc
 } >"$out/bench_machine.txt" 2>&1
 status=0
-bench fp32 150 || status=$?
-bench tf32 150 --set zinf.tf32=true || status=$?
-bench ckpt 150 --set zinf.tf32=true --activation-checkpointing || status=$?
-bench cpuckpt 150 --set zinf.tf32=true --activation-checkpointing \
-	--set activation_checkpointing.cpu_checkpointing=true || status=$?
+for b in $benches; do
+	case $b in
+	fp32) bench fp32 150 ;;
+	tf32) bench tf32 150 --set zinf.tf32=true ;;
+	pinned) bench pinned 150 --set zinf.tf32=true \
+		--set zero_optimization.offload_param.pin_memory=true ;;
+	ckpt) bench ckpt 150 --set zinf.tf32=true --activation-checkpointing ;;
+	cpuckpt) bench cpuckpt 150 --set zinf.tf32=true --activation-checkpointing \
+		--set activation_checkpointing.cpu_checkpointing=true ;;
+	*) echo "gpu_bench: unknown bench $b" | tee -a "$summary"; false ;;
+	esac || status=$?
+done
 echo "gpu_bench: done: exit $status; results in $out" | tee -a "$summary"
 exit $status

@@ -3,7 +3,9 @@
  * with parameters on NVMe agree within 1e-4 relative, with and without activation
  * checkpointing, and with the checkpoints in host memory (within 1e-6 of keeping them on
  * the device, with a device peak lower by the L - 1 layer inputs no longer there); so do
- * 3 steps in bf16 with parameters, optimizer state and gradients on NVMe; with zinf.tf32
+ * 3 steps in bf16 with parameters, optimizer state and gradients on NVMe, and in fp32
+ * with the parameters in page-locked host memory (offload_param cpu with pin_memory,
+ * copied to the device by DMA, asynchronously on the simulator too); with zinf.tf32
  * the losses stay within 1e-3; the loss moves (the updates take effect) and the device
  * peak, activations included, stays within zinf.device_memory_limit. Skips (77) without
  * a GPU (a ZINF_CUDA=SIM build runs it on the CUDA simulator). */
@@ -90,7 +92,8 @@ static void same(const struct tf_losses *a, const struct tf_losses *b, const cha
 int main(void)
 {
 	struct tf_dir d;
-	struct tf_losses host, cuda, cuda_ckpt, cuda_cpu_ckpt, host_nvme, cuda_nvme, cuda_tf32;
+	struct tf_losses host, cuda, cuda_ckpt, cuda_cpu_ckpt, host_nvme, cuda_nvme, cuda_tf32,
+		cuda_pinned;
 	uint64_t peak_ckpt, peak_cpu_ckpt;
 
 	t_require_gpu();
@@ -102,10 +105,13 @@ int main(void)
 	run(&d, "host", false, true, NULL, NULL, &host_nvme);
 	run(&d, "cuda", false, true, NULL, NULL, &cuda_nvme);
 	run(&d, "cuda", false, false, TF32, NULL, &cuda_tf32);
+	run(&d, "cuda", false, false, "zero_optimization.offload_param.device=cpu",
+	    "zero_optimization.offload_param.pin_memory=true", &cuda_pinned);
 	same(&host, &cuda, "host vs cuda");
 	same(&host, &cuda_ckpt, "host vs cuda with activation checkpointing");
 	same(&host_nvme, &cuda_nvme, "host vs cuda in bf16 with everything on NVMe");
 	same(&host, &cuda_cpu_ckpt, "host vs cuda with checkpoints in host memory");
+	same(&host, &cuda_pinned, "host vs cuda with parameters in page-locked host memory");
 	for (int i = 0; i < STEPS; i++) /* the same ops on the same data (bit for bit on the
 					  * simulator; cuBLAS promises it too, allow rounding) */
 		T_CHECK(fabs(cuda_cpu_ckpt.loss[i] - cuda_ckpt.loss[i]) <=
