@@ -24,7 +24,8 @@
 // ZINF_CUDASIM_STRICT_HOST=1 makes device memory inaccessible to the host (PROT_NONE)
 // except while the simulated device runs work, so a host read or write through a device
 // pointer, which a GPU turns into a crash or garbage, faults at once: the process prints
-// the address and a backtrace and exits 99. CTest sets it for the gpu-labelled tests.
+// the address and a backtrace and exits 99. CTest sets it for the tests of a simulator
+// build (tests/CMakeLists.txt, zinf_test_strict_host).
 //
 // ZINF_CUDASIM_FAULT=KERNEL:N makes the Nth launch of KERNEL fault when it runs, as an
 // illegal address does on a GPU: the error is sticky, the faulting kernel and all work
@@ -185,6 +186,8 @@ struct device_open {
 	}
 };
 
+struct sigaction strict_before; // the SIGSEGV handler before ours: other faults go there
+
 void strict_fault(int sig, siginfo_t *si, void *)
 {
 	char line[200];
@@ -193,7 +196,7 @@ void strict_fault(int sig, siginfo_t *si, void *)
 
 	// device_allocs is read without the lock: the process ends here either way
 	if (!is_device_ptr(si->si_addr)) {
-		signal(sig, SIG_DFL); // another fault: as if no handler were installed
+		sigaction(sig, &strict_before, NULL); // another fault: the handler before ours
 		return;
 	}
 	n = snprintf(line, sizeof(line),
@@ -215,7 +218,7 @@ __attribute__((constructor)) void strict_install(void)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = strict_fault;
 	sa.sa_flags = SA_SIGINFO;
-	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGSEGV, &sa, &strict_before);
 }
 
 // Run stream s's queued work until upto items have completed. Lock held.

@@ -499,13 +499,14 @@ int zinf_device_cuda_open(const struct zinf_device_opts *opts, struct zinf_devic
 	uint64_t size;
 	void *heap = NULL;
 	cudaError_t e;
-	int n = zinf_device_cuda_count(), rc;
-	char sz[32];
+	char sz[32], why[256];
+	int n = zinf_device_cuda_probe(why, sizeof(why)), rc;
 
 	*out = NULL;
 	if (opts->cuda_device < 0 || opts->cuda_device >= n) {
-		snprintf(err, errlen, "device: cuda device %d requested but %d GPU(s) are visible",
-			 opts->cuda_device, n);
+		snprintf(err, errlen,
+			 "device: cuda device %d requested but %d GPU(s) are visible%s%s",
+			 opts->cuda_device, n, why[0] ? ": " : "", why);
 		return ZINF_EDEVICE;
 	}
 	e = cudaSetDevice(opts->cuda_device);

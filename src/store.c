@@ -166,6 +166,8 @@ void zinf_store_destroy(struct zinf_store *s)
 		zinf_io_drain(s->o.io);
 	if (s->h2d)
 		zinf_stream_synchronize(s->h2d);
+	if (s->refresh)
+		zinf_stream_synchronize(s->refresh);
 	free_homes(s);
 	zinf_stream_destroy(s->h2d);
 	zinf_stream_destroy(s->d2h);
@@ -380,12 +382,14 @@ static int pin_home(struct zinf_store *s, struct chunk *ch)
 		return 0;
 	rc = zinf_device_host_register(s->o.device, ch->host, ch->io_len);
 	if (rc)
-		return store_fail(s, rc,
-				  "offload_param.pin_memory: cannot page-lock the host home of "
-				  "module %s (%s of %s so far): %s",
-				  ch->mod->name, zinf_format_bytes(ch->io_len, a, sizeof(a)),
-				  zinf_format_bytes(s->host_pinned + ch->io_len, b, sizeof(b)),
-				  zinf_device_last_error(s->o.device));
+		return store_fail(
+			s, rc,
+			"zero_optimization.offload_param.pin_memory: cannot page-lock the "
+			"host home of "
+			"module %s (%s of %s so far): %s",
+			ch->mod->name, zinf_format_bytes(ch->io_len, a, sizeof(a)),
+			zinf_format_bytes(s->host_pinned + ch->io_len, b, sizeof(b)),
+			zinf_device_last_error(s->o.device));
 	ch->host_registered = true;
 	s->host_pinned += ch->io_len;
 	return 0;

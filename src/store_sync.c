@@ -387,7 +387,7 @@ static int module_write_nvme(struct zinf_store *s, struct module *mod, const voi
 static bool refresh_copy(struct zinf_store *s, struct module *mod, const void *const *src)
 {
 	uint64_t t0 = store_now_ns();
-	int rc = 0;
+	int rc = 0, sync_rc;
 
 	pthread_mutex_lock(&s->lock);
 	if (mod->state != MOD_READY || !mod->dev) {
@@ -405,8 +405,11 @@ static bool refresh_copy(struct zinf_store *s, struct module *mod, const void *c
 		rc = zinf_device_memcpy_async(s->refresh, (char *)mod->dev + p->off, src[i],
 					      p->bytes, ZINF_COPY_H2D);
 	}
+	/* waited for even after a failed call: no copy queued before it may land in the
+	 * device buffer once the module's copy is dropped */
+	sync_rc = zinf_stream_synchronize(s->refresh);
 	if (!rc)
-		rc = zinf_stream_synchronize(s->refresh);
+		rc = sync_rc;
 	if (rc) {
 		zinf_logf(ZINF_LOG_WARN, "module %s: device copy not refreshed (%s); dropped",
 			  mod->name, zinf_device_last_error(s->o.device));

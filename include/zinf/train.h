@@ -122,7 +122,8 @@ struct zinf_train_result {
 	double seconds;		/* of the whole run */
 	uint64_t param_elems;
 	uint64_t peak_device_bytes, peak_pinned_bytes, device_limit_bytes, pinned_limit_bytes;
-	uint64_t nvme_read_bytes, nvme_write_bytes; /* by the steps, before the final save */
+	/* by the steps and any --save-every snapshots, before the final save */
+	uint64_t nvme_read_bytes, nvme_write_bytes;
 	/* The final save (save_dir): its time and what it read from NVMe (the masters, 4
 	 * bytes a parameter, and with save_state the moments too, 12 in all, when the
 	 * optimizer state is on NVMe). */

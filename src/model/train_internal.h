@@ -185,9 +185,10 @@ int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *
 const char *train_state_part_name(int k);
 /* dir/optimizer.safetensors (sharded at max_shard_bytes): every parameter's parts, in
  * pieces of bounded size, written while the next piece is read (train_state_write.c);
- * with model (may be NULL), each master piece into the model's writer too. */
+ * with model (may be NULL), each master piece into the model's writer too, which is
+ * ended (its files in place) before the optimizer state's, and dropped on failure. */
 int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
-				uint64_t max_shard_bytes, struct zinf_st_writer *model,
+				uint64_t max_shard_bytes, struct train_model_writer *model,
 				struct train_file_sums *sums, char *err, size_t errlen);
 /* The piece size the saves use for tm: train_state_piece_elems, or the largest tensor. */
 uint64_t train_state_piece_of(const struct train_model *tm);

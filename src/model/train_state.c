@@ -248,12 +248,7 @@ int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *
 	size_t len;
 	int rc;
 
-	rc = train_state_write_optimizer(tm, e, dir, max_shard_bytes, mw->w, sums, err, errlen);
-	if (rc) {
-		train_model_writer_drop(mw);
-		return rc;
-	}
-	rc = train_model_writer_end(tm, mw, dir, sums, err, errlen);
+	rc = train_state_write_optimizer(tm, e, dir, max_shard_bytes, mw, sums, err, errlen);
 	if (rc)
 		return rc;
 	rc = zinf_engine_progress_get(e, &prog);

@@ -169,12 +169,13 @@ uint64_t train_state_piece_of(const struct train_model *tm)
 }
 
 int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
-				uint64_t max_shard_bytes, struct zinf_st_writer *model,
+				uint64_t max_shard_bytes, struct train_model_writer *model,
 				struct train_file_sums *sums, char *err, size_t errlen)
 {
 	uint64_t piece = train_state_piece_of(tm);
-	struct state_pipe sp = {
-		.model = model, .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	struct state_pipe sp = {.model = model ? model->w : NULL,
+				.lock = PTHREAD_MUTEX_INITIALIZER,
+				.cv = PTHREAD_COND_INITIALIZER};
 	struct zinf_st_writer_opts wo;
 	pthread_t thread;
 	int rc;
@@ -219,6 +220,9 @@ int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, c
 		rc = sp.rc;
 		snprintf(err, errlen, "%s", sp.msg);
 	}
+	/* the model into place first, as a save without the state leaves it */
+	if (!rc && model)
+		rc = train_model_writer_end(tm, model, dir, sums, err, errlen);
 	if (!rc) {
 		rc = zinf_st_writer_finish(sp.w);
 		if (rc)
@@ -229,6 +233,8 @@ int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, c
 		snprintf(err, errlen, "%s: out of memory for the file list", dir);
 	}
 out:
+	if (model)
+		train_model_writer_drop(model); /* when not ended */
 	zinf_st_writer_destroy(sp.w);
 	for (int s = 0; s < 2; s++)
 		for (int k = 0; k < 3; k++)

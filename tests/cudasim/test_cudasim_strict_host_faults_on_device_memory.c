@@ -1,4 +1,4 @@
-/* With ZINF_CUDASIM_STRICT_HOST=1 (CTest sets it for every test of a simulator build) a
+/* With ZINF_CUDASIM_STRICT_HOST=1 (CTest sets it for the tests of a simulator build) a
  * host read or write through a device pointer, which a GPU turns into a crash or garbage,
  * ends the process at once with exit 99 and a line naming the address, while the device's
  * own work (copies both ways, a memset, copies queued on a stream and run by a wait) still
