@@ -30,7 +30,8 @@
 // ZINF_CUDASIM_FAULT=KERNEL:N makes the Nth launch of KERNEL fault when it runs, as an
 // illegal address does on a GPU: the error is sticky, the faulting kernel and all work
 // queued after it never run, and every later call returns cudaErrorIllegalAddress, so
-// the paths that report an asynchronous failure run here too.
+// the paths that report an asynchronous failure run here too. cudaMemcpyAsync:N does the
+// same to the Nth cudaMemcpyAsync.
 #include <errno.h>
 #include <execinfo.h>
 #include <signal.h>
@@ -336,7 +337,8 @@ enum cudaMemcpyKind copy_kind(void *dst, const void *src, size_t count, enum cud
 			return sim_error(sticky);                                                  \
 	} while (0)
 
-// Whether this launch of name is the one ZINF_CUDASIM_FAULT=KERNEL:N names. Lock held.
+// Whether this launch of name (a kernel, or cudaMemcpyAsync) is the one
+// ZINF_CUDASIM_FAULT=NAME:N names. Lock held.
 static bool fault_due(const char *name)
 {
 	const char *f = getenv("ZINF_CUDASIM_FAULT"), *colon = f ? strrchr(f, ':') : NULL;
@@ -702,6 +704,16 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaM
 	kind = copy_kind(dst, src, count, kind);
 	if (kind == cudaMemcpyDefault)
 		return sim_error(cudaErrorInvalidValue);
+	if (fault_due("cudaMemcpyAsync")) { // faults when it runs, as a bad DMA address does
+		uint64_t n = fault_seen;
+
+		enqueue_locked(stream, [n]() {
+			sim_complain("injected fault in cudaMemcpyAsync %llu (ZINF_CUDASIM_FAULT)",
+				     (unsigned long long)n);
+			sticky = cudaErrorIllegalAddress;
+		});
+		return cudaSuccess;
+	}
 	if (kind == cudaMemcpyHostToDevice && !is_pinned_range(src, count)) {
 		// pageable source: staged at the call, so it may be reused at once
 		auto staged = std::make_shared<std::vector<char>>((const char *)src,
