@@ -33,6 +33,7 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
 	out->host_peak = st.host_peak + e->state_bytes +
 			 __atomic_load_n(&e->grad_host_peak, __ATOMIC_RELAXED) +
 			 __atomic_load_n(&e->out_peak, __ATOMIC_RELAXED);
+	out->host_pinned = st.host_pinned;
 	out->nvme_now = st.nvme_now + e->nvme_state_bytes;
 	out->nvme_peak = st.nvme_peak + e->nvme_state_bytes;
 	link_from(&out->nvme_to_pinned, &st.link[ZINF_LINK_NVME_TO_PINNED]);
@@ -93,10 +94,11 @@ int zinf_stats_json(const struct zinf_stats *st, FILE *f)
 		"}, "
 		"\"pinned\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64 ", \"limit\": %" PRIu64
 		"}, "
-		"\"host\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64
+		"\"host\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64 ", \"pinned\": %" PRIu64
 		"}, \"nvme\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64 "}, \"links\": {",
 		st->device_now, st->device_peak, st->device_limit, st->pinned_now, st->pinned_peak,
-		st->pinned_limit, st->host_now, st->host_peak, st->nvme_now, st->nvme_peak);
+		st->pinned_limit, st->host_now, st->host_peak, st->host_pinned, st->nvme_now,
+		st->nvme_peak);
 	json_link(f, "nvme_to_pinned", &st->nvme_to_pinned, false);
 	json_link(f, "pinned_to_device", &st->pinned_to_device, false);
 	json_link(f, "device_to_pinned", &st->device_to_pinned, false);

@@ -191,6 +191,9 @@ int cmd_train(int argc, char **argv)
 		       (double)res.pinned_limit_bytes / 1048576.0,
 		       (double)res.nvme_read_bytes / 1048576.0,
 		       (double)res.nvme_write_bytes / 1048576.0);
+	if (!prog.quiet && res.host_pinned_bytes)
+		printf(", %.1f MiB of host homes page-locked",
+		       (double)res.host_pinned_bytes / 1048576.0);
 	if (!prog.quiet && o.save_dir)
 		printf("; saved to %s in %.1f s (NVMe read %.1f MiB)", o.save_dir, res.save_seconds,
 		       (double)res.save_nvme_read_bytes / 1048576.0);

@@ -255,6 +255,9 @@ struct zinf_stats {
 	uint64_t device_now, device_peak, device_limit; /* bytes */
 	uint64_t pinned_now, pinned_peak, pinned_limit;
 	uint64_t host_now, host_peak; /* parameters homed on the host, optimizer state */
+	/* of host_now, the parameters' host homes page-locked with the device
+	 * (offload_param.pin_memory; beside pinned_limit, which bounds the staging pool) */
+	uint64_t host_pinned;
 	uint64_t nvme_now, nvme_peak;
 	struct zinf_link_stats nvme_to_pinned, pinned_to_device, device_to_pinned, pinned_to_nvme;
 	double wait_seconds; /* compute waited for data (incl. optimizer_wait_seconds) */

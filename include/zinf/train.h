@@ -122,6 +122,7 @@ struct zinf_train_result {
 	double seconds;		/* of the whole run */
 	uint64_t param_elems;
 	uint64_t peak_device_bytes, peak_pinned_bytes, device_limit_bytes, pinned_limit_bytes;
+	uint64_t host_pinned_bytes; /* page-locked host homes (offload_param.pin_memory) */
 	/* by the steps and any --save-every snapshots, before the final save */
 	uint64_t nvme_read_bytes, nvme_write_bytes;
 	/* The final save (save_dir): its time and what it read from NVMe (the masters, 4

@@ -729,6 +729,7 @@ static void fill_result(struct train_run *r, struct zinf_train_result *res)
 	res->peak_pinned_bytes = st.pinned_peak;
 	res->device_limit_bytes = st.device_limit;
 	res->pinned_limit_bytes = st.pinned_limit;
+	res->host_pinned_bytes = st.host_pinned;
 	res->nvme_read_bytes = st.nvme_to_pinned.bytes;
 	res->nvme_write_bytes = st.pinned_to_nvme.bytes;
 }
