@@ -76,6 +76,16 @@ struct llama_rt_ops {
 	/* Synchronous copies between host memory and the runtime's memory; zero fills */
 	int (*upload)(struct llama_rt *rt, void *dst, const void *src, uint64_t bytes);
 	int (*download)(struct llama_rt *rt, void *dst, const void *src, uint64_t bytes);
+	/* Host memory for the queued copies below: page-locked where the runtime can (cuda:
+	 * copied by DMA; plain memory, with a warning, when the driver refuses), plain
+	 * memory on the cpu. host_free waits for queued copies first. */
+	int (*host_alloc)(struct llama_rt *rt, uint64_t bytes, void **out);
+	void (*host_free)(struct llama_rt *rt, void *ptr);
+	/* Copies between host_alloc memory and the runtime's, queued in order with the
+	 * runtime's work (cpu: done at once): the host must not touch the host side before
+	 * a sync, and the runtime's later work sees them done. */
+	int (*upload_queued)(struct llama_rt *rt, void *dst, const void *src, uint64_t bytes);
+	int (*download_queued)(struct llama_rt *rt, void *dst, const void *src, uint64_t bytes);
 	int (*zero)(struct llama_rt *rt, void *dst, uint64_t bytes);
 	/* fp32 views w[] of a module's weights (as zinf_llama_bind; layer names the layer
 	 * and selects its attention window). F16/BF16 are converted into the runtime's

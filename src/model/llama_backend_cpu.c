@@ -121,6 +121,11 @@ static int cpu_upload(struct llama_rt *rt, void *dst, const void *src, uint64_t 
 	return 0;
 }
 
+static int cpu_host_alloc(struct llama_rt *rt, uint64_t bytes, void **out)
+{
+	return cpu_buf_alloc(rt, bytes, out);
+}
+
 static int cpu_zero(struct llama_rt *rt, void *dst, uint64_t bytes)
 {
 	memset(dst, 0, bytes);
@@ -229,6 +234,10 @@ const struct llama_rt_ops llama_rt_cpu_ops = {
 	.buf_free = cpu_buf_free,
 	.upload = cpu_upload,
 	.download = cpu_upload,
+	.host_alloc = cpu_host_alloc,
+	.host_free = cpu_buf_free,
+	.upload_queued = cpu_upload,
+	.download_queued = cpu_upload,
 	.zero = cpu_zero,
 	.bind = cpu_bind,
 	.set_tokens = cpu_set_tokens,

@@ -32,6 +32,7 @@
 #include "llama_cuda_internal.h"
 #include "llama_ops.h"
 #include "zinf/error.h"
+#include "zinf/log.h"
 
 int crt_fail(struct cuda_rt *m, int rc, const char *fmt, ...)
 {
@@ -359,6 +360,57 @@ static int cuda_download(struct llama_rt *rt, void *dst, const void *src, uint64
 	return crt_copy(to_cuda(rt), dst, src, bytes, cudaMemcpyDeviceToHost);
 }
 
+static int cuda_host_alloc(struct llama_rt *rt, uint64_t bytes, void **out)
+{
+	struct cuda_rt *m = to_cuda(rt);
+	uint64_t len = (bytes + 4095) / 4096 * 4096;
+	cudaError_t e;
+
+	if (posix_memalign(out, 4096, len ? len : 4096)) {
+		*out = NULL;
+		return crt_fail(m, -ENOMEM,
+				"model runtime (cuda): out of host memory (%llu bytes) for %s",
+				(unsigned long long)bytes, "activation checkpoints");
+	}
+	e = cudaHostRegister(*out, len ? len : 4096, cudaHostRegisterDefault);
+	if (e != cudaSuccess) { /* pageable copies are right too, only slower */
+		(void)cudaGetLastError();
+		zinf_logf(ZINF_LOG_WARN,
+			  "model runtime (cuda): %llu bytes of host memory not page-locked (%s): "
+			  "copies to and from it go through the driver's staging",
+			  (unsigned long long)bytes, cudaGetErrorString(e));
+	}
+	return 0;
+}
+
+static void cuda_host_free(struct llama_rt *rt, void *ptr)
+{
+	if (!ptr)
+		return;
+	cudaStreamSynchronize(to_cuda(rt)->stream); /* queued copies from or into it */
+	if (cudaHostUnregister(ptr) != cudaSuccess)
+		(void)cudaGetLastError(); /* it was not page-locked */
+	free(ptr);
+}
+
+static int cuda_upload_queued(struct llama_rt *rt, void *dst, const void *src, uint64_t bytes)
+{
+	struct cuda_rt *m = to_cuda(rt);
+
+	crt_set_op(m, "upload");
+	CU(cudaMemcpyAsync, (dst, src, bytes, cudaMemcpyHostToDevice, m->stream), NULL);
+	return 0;
+}
+
+static int cuda_download_queued(struct llama_rt *rt, void *dst, const void *src, uint64_t bytes)
+{
+	struct cuda_rt *m = to_cuda(rt);
+
+	crt_set_op(m, "download");
+	CU(cudaMemcpyAsync, (dst, src, bytes, cudaMemcpyDeviceToHost, m->stream), NULL);
+	return 0;
+}
+
 static int cuda_zero(struct llama_rt *rt, void *dst, uint64_t bytes)
 {
 	struct cuda_rt *m = to_cuda(rt);
@@ -400,6 +452,10 @@ const struct llama_rt_ops llama_rt_cuda_ops = {
 	.buf_free = cuda_buf_free,
 	.upload = cuda_upload,
 	.download = cuda_download,
+	.host_alloc = cuda_host_alloc,
+	.host_free = cuda_host_free,
+	.upload_queued = cuda_upload_queued,
+	.download_queued = cuda_download_queued,
 	.zero = cuda_zero,
 	.bind = cuda_bind,
 	.set_tokens = cuda_set_tokens,

@@ -77,9 +77,9 @@ int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_
 		goto out_fail;
 	}
 	if (p->cpu_ckpt && tm->L > 1) { /* x[L-1] never leaves its buffer */
-		p->host_xs = malloc(train_pass_cpu_ckpt_bytes(tm, B, T));
-		if (!p->host_xs) {
-			rc = -ENOMEM;
+		rc = p->ops->host_alloc(p->m, train_pass_cpu_ckpt_bytes(tm, B, T),
+					(void **)&p->host_xs);
+		if (rc) {
 			snprintf(err, errlen,
 				 "model runtime: out of host memory for the activation checkpoints "
 				 "(%llu bytes: %d layer inputs x B %d x T %d x %d floats)",
@@ -116,10 +116,11 @@ void train_pass_destroy(struct train_pass *p)
 			p->ops->buf_free(p->m, p->xs);
 		if (p->d)
 			p->ops->buf_free(p->m, p->d);
+		if (p->host_xs)
+			p->ops->host_free(p->m, p->host_xs);
 		p->ops->destroy(p->m);
 	}
 	free(p->acts);
-	free(p->host_xs);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -254,11 +255,12 @@ static int forward_layers(struct train_pass *p, bool backward, char *err, size_t
 	TRY_MODEL(p->ops->embed_forward(p->m, w, layer_x(p, 0)));
 	TRY(release(p, 0, err, errlen));
 	for (int l = 0; l < L; l++) {
-		/* its input, complete (release synced), to host memory before the ring
-		 * buffer holding it takes layer l + 1's output; the last layer's input stays
-		 * (the head writes no layer input) */
+		/* its input to host memory, queued on the runtime's stream before layer l + 1
+		 * writes its output into the ring buffer holding it (the stream keeps them in
+		 * order); the last layer's input stays (the head writes no layer input) */
 		if (p->cpu_ckpt && backward && l < L - 1)
-			TRY_MODEL(p->ops->download(p->m, host_x(p, l), layer_x(p, l), nc_bytes));
+			TRY_MODEL(p->ops->download_queued(p->m, host_x(p, l), layer_x(p, l),
+							  nc_bytes));
 		TRY(fetch(p, l + 1, err, errlen));
 		TRY(bind(p, l + 1, w, err, errlen));
 		TRY_MODEL(p->ops->layer_forward(p->m, w, layer_x(p, l), layer_x(p, l + 1),
@@ -314,9 +316,11 @@ static int backward_layers(struct train_pass *p, char *err, size_t errlen)
 		TRY(grads_out(p, l + 1, err, errlen));
 		TRY(fetch(p, l + 1, err, errlen));
 		TRY(bind(p, l + 1, w, err, errlen));
-		/* the previous layer's queued work is done (grads_in); x[L-1] never left */
+		/* queued before the backward that reads it, after the previous layer's that
+		 * read the buffer (the stream keeps them in order); x[L-1] never left */
 		if (p->cpu_ckpt && l < p->tm->L - 1)
-			TRY_MODEL(p->ops->upload(p->m, layer_x(p, l), host_x(p, l), nc_bytes));
+			TRY_MODEL(
+				p->ops->upload_queued(p->m, layer_x(p, l), host_x(p, l), nc_bytes));
 		grads_of(p, l + 1, g);
 		TRY_MODEL(p->ops->layer_backward(p->m, w, layer_x(p, l), p->acts[p->ckpt ? 0 : l],
 						 p->ckpt, p->d, p->d, g));
