@@ -166,6 +166,8 @@ static int create_tiers(struct zinf_engine *e, char *err, size_t errlen)
 	rc = zinf_store_create(&sopts, &e->store, err, errlen);
 	if (!rc)
 		rc = zinf_stream_create(e->dev, &e->d2h);
+	if (!rc)
+		rc = zinf_stream_create(e->dev, &e->zero);
 	return rc;
 }
 
@@ -233,6 +235,7 @@ void zinf_engine_destroy(struct zinf_engine *e)
 	zinf_adam_destroy(e->adam_no_decay);
 	zinf_store_destroy(e->store);
 	zinf_stream_destroy(e->d2h);
+	zinf_stream_destroy(e->zero);
 	if (e->io && e->pinned)
 		zinf_io_unregister_buffer(e->io);
 	zinf_io_destroy(e->io);
@@ -452,6 +455,7 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		if (rc)
 			return rc;
 	}
+	e->grads_async = zinf_device_backend(e->dev) == ZINF_DEVICE_BACKEND_CUDA;
 	if (e->nvme_state) {
 		rc = engine_nvme_finalize(e);
 		if (rc)
@@ -554,6 +558,14 @@ int zinf_module_wait(struct zinf_engine *e, uint32_t module)
 	/* Modules fetched ahead may hold the space this fetch needs: give them up. */
 	if (rc == ZINF_EBUDGET && e->prefetch && zinf_prefetch_drop(e->prefetch) > 0)
 		rc = zinf_store_wait(e->store, e->modules[module].store_id);
+	/* and gradient buffers still being copied to pinned memory are freed once added */
+	if (rc == ZINF_EBUDGET && e->gq.started) {
+		int drc = engine_gq_drain(e);
+
+		if (drc)
+			return drc;
+		rc = zinf_store_wait(e->store, e->modules[module].store_id);
+	}
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	e->modules[module].t_ready = zinf_timeline_now_ns();
@@ -615,13 +627,20 @@ int zinf_module_grads(struct zinf_engine *e, uint32_t module)
 	rc = zinf_store_alloc_scratch(e->store, m->grad_bytes, &m->grads);
 	if (rc == ZINF_EBUDGET && e->prefetch && zinf_prefetch_drop(e->prefetch) > 0)
 		rc = zinf_store_alloc_scratch(e->store, m->grad_bytes, &m->grads);
+	if (rc == ZINF_EBUDGET && e->gq.started) { /* buffers still being copied */
+		int drc = engine_gq_drain(e);
+
+		if (drc)
+			return drc;
+		rc = zinf_store_alloc_scratch(e->store, m->grad_bytes, &m->grads);
+	}
 	if (rc == ZINF_EBUDGET)
 		return engine_fail(e, rc, "module %u gradients: %s", module,
 				   zinf_store_last_error(e->store));
 	if (!rc)
-		rc = zinf_device_memset_async(e->d2h, m->grads, 0, m->grad_bytes);
+		rc = zinf_device_memset_async(e->zero, m->grads, 0, m->grad_bytes);
 	if (!rc)
-		rc = zinf_stream_synchronize(e->d2h);
+		rc = zinf_stream_synchronize(e->zero);
 	if (rc)
 		return engine_fail(e, rc, "module %u gradients: %s", module,
 				   zinf_device_last_error(e->dev));
@@ -656,6 +675,12 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 	if (rc)
 		return engine_fail(e, rc, "module %u gradients: pinned staging: %s", module,
 				   zinf_pinned_last_error(e->pinned));
+	if (e->gq.started && e->grads_async) { /* copied and added in the background */
+		void *grads = m->grads;
+
+		m->grads = NULL;
+		return engine_gq_submit(e, module, stage, grads);
+	}
 	t0 = zinf_timeline_now_ns();
 	rc = zinf_device_memcpy_async(e->d2h, stage, m->grads, m->grad_bytes, ZINF_COPY_D2H);
 	if (!rc)
@@ -669,7 +694,7 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 	zinf_store_free_scratch(e->store, m->grads);
 	m->grads = NULL;
 	if (e->gq.started) /* added in the background; the stage goes with them */
-		return engine_gq_submit(e, module, stage);
+		return engine_gq_submit(e, module, stage, NULL);
 	rc = engine_grads_add(e, module, stage);
 	zinf_pinned_free(e->pinned, stage);
 	return rc;

@@ -1,10 +1,14 @@
 /*
  * Gradients added in the background (zinf.overlap_gradients). zinf_module_grads_ready
- * copies a module's gradients from the device to pinned memory, frees the device buffer
- * and queues the copy; this worker adds it to the fp32 accumulators (host memory, or the
- * sub-groups on NVMe of engine_grad.c) and frees the pinned buffer, while the model goes
- * on with the next module's backward. Modules are added in the order they were queued,
- * so the sums are the same, bit for bit, as when the model's thread adds them itself.
+ * queues the copy of a module's gradients from the device to pinned memory (on the
+ * engine's d2h stream, with an event after it) and the module; this worker waits for
+ * the copy, frees the device buffer, adds the gradients to the fp32 accumulators (host
+ * memory, or the sub-groups on NVMe of engine_grad.c) and frees the pinned buffer, while
+ * the model goes on with the next module's backward: on a GPU the copy runs beside that
+ * compute instead of holding the model's thread. Modules are added in the order they
+ * were queued, so the sums are the same, bit for bit, as when the model's thread adds
+ * them itself. A device buffer still being copied counts against the device budget:
+ * zinf_module_grads drains the queue when the next buffer does not fit.
  *
  * At most EGQ_DEPTH modules wait; one more waits for room (and pinned memory is bounded
  * anyway: the copy's buffer comes out of the pinned pool, which waits for frees). Every
@@ -42,8 +46,20 @@ static void *worker(void *arg)
 			break;
 		job = q->jobs[q->head];
 		pthread_mutex_unlock(&q->lock);
+		rc = job.grads ? zinf_event_synchronize(q->copied[q->head]) : 0;
 		t0 = zinf_timeline_now_ns();
-		rc = engine_grads_add(e, job.module, job.stage);
+		if (job.grads) {
+			zinf_timeline_add(e->timeline, ZINF_TRACK_D2H, e->modules[job.module].name,
+					  job.t_copy, t0);
+			zinf_store_free_scratch(e->store, job.grads);
+		}
+		if (rc) { /* the module's gradients never arrived: the step is dropped */
+			e->grads_lost = true;
+			rc = engine_fail(e, rc, "module %u gradients: copy to pinned memory: %s",
+					 job.module, zinf_device_last_error(e->dev));
+		} else {
+			rc = engine_grads_add(e, job.module, job.stage);
+		}
 		zinf_pinned_free(e->pinned, job.stage);
 		zinf_timeline_add(e->timeline, ZINF_TRACK_OPTIMIZER, "add gradients", t0,
 				  zinf_timeline_now_ns());
@@ -65,6 +81,12 @@ int engine_gq_start(struct zinf_engine *e)
 	struct egradq *q = &e->gq;
 	int rc;
 
+	for (int i = 0; i < EGQ_DEPTH; i++) {
+		rc = q->copied[i] ? 0 : zinf_event_create(e->dev, &q->copied[i]);
+		if (rc)
+			return engine_fail(e, rc, "gradients: events: %s",
+					   zinf_device_last_error(e->dev));
+	}
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_cond_init(&q->cv, NULL);
 	rc = pthread_create(&q->thread, NULL, worker, e);
@@ -90,11 +112,12 @@ static int take_error(struct zinf_engine *e)
 	return rc;
 }
 
-int engine_gq_submit(struct zinf_engine *e, uint32_t m, void *stage)
+int engine_gq_submit(struct zinf_engine *e, uint32_t m, void *stage, void *grads)
 {
 	struct egradq *q = &e->gq;
 	uint64_t t0 = zinf_timeline_now_ns(), t1;
 	bool waited = false;
+	unsigned slot;
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
@@ -102,11 +125,27 @@ int engine_gq_submit(struct zinf_engine *e, uint32_t m, void *stage)
 		waited = true;
 		pthread_cond_wait(&q->cv, &q->lock);
 	}
-	q->jobs[(q->head + q->n) % EGQ_DEPTH] = (struct egq_job){.module = m, .stage = stage};
+	/* the slot is this thread's until n counts it: the worker takes only queued ones */
+	slot = (q->head + q->n) % EGQ_DEPTH;
+	pthread_mutex_unlock(&q->lock);
+	t1 = zinf_timeline_now_ns();
+	rc = grads ? zinf_device_memcpy_async(e->d2h, stage, grads, e->modules[m].grad_bytes,
+					      ZINF_COPY_D2H)
+		   : 0;
+	if (!rc && grads)
+		rc = zinf_event_record(q->copied[slot], e->d2h);
+	if (rc) { /* nothing queued for the worker: wait for what was, and give both back */
+		zinf_stream_synchronize(e->d2h);
+		zinf_store_free_scratch(e->store, grads);
+		zinf_pinned_free(e->pinned, stage);
+		return engine_fail(e, rc, "module %u gradients: %s", m,
+				   zinf_device_last_error(e->dev));
+	}
+	pthread_mutex_lock(&q->lock);
+	q->jobs[slot] = (struct egq_job){.module = m, .stage = stage, .grads = grads, .t_copy = t1};
 	q->n++;
 	pthread_cond_broadcast(&q->cv);
-	if (waited) {
-		t1 = zinf_timeline_now_ns();
+	if (waited) { /* until the slot was free */
 		q->wait_ns += t1 - t0;
 		zinf_timeline_add(e->timeline, ZINF_TRACK_WAIT, "gradients queue", t0, t1);
 	}
@@ -144,4 +183,8 @@ void engine_gq_stop(struct zinf_engine *e)
 	pthread_mutex_destroy(&q->lock);
 	pthread_cond_destroy(&q->cv);
 	q->started = false;
+	for (int i = 0; i < EGQ_DEPTH; i++) {
+		zinf_event_destroy(q->copied[i]);
+		q->copied[i] = NULL;
+	}
 }

@@ -145,13 +145,17 @@ struct eopt {
 };
 
 /* Gradients added in the background (zinf.overlap_gradients; engine_gradq.c):
- * zinf_module_grads_ready copies a module's gradients to pinned memory and queues them;
- * a worker thread adds them to the accumulators while backward goes on. */
+ * zinf_module_grads_ready queues the copy of a module's gradients to pinned memory and
+ * the module; a worker thread waits for the copy, frees the device buffer and adds them
+ * to the accumulators while backward goes on. */
 #define EGQ_DEPTH 2 /* modules waiting to be added, at most */
 
 struct egq_job {
 	uint32_t module;
-	void *stage; /* pinned: the module's gradients, laid out as its device buffer */
+	void *stage;	 /* pinned: the module's gradients, laid out as its device buffer */
+	void *grads;	 /* the device buffer being copied into stage (freed by the worker);
+			  * NULL: stage holds the gradients already */
+	uint64_t t_copy; /* when the copy was queued */
 };
 
 struct egradq {
@@ -160,7 +164,8 @@ struct egradq {
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	struct egq_job jobs[EGQ_DEPTH];
-	unsigned head, n; /* queued, the worker's at jobs[head] */
+	struct zinf_event *copied[EGQ_DEPTH]; /* jobs[i]'s copy is done */
+	unsigned head, n;		      /* queued, the worker's at jobs[head] */
 	bool quit;
 	int error;	   /* the first failure not reported yet */
 	char msg[512];	   /* its message */
@@ -201,7 +206,11 @@ struct zinf_engine {
 	struct zinf_pinned *pinned;
 	struct zinf_io *io;
 	struct zinf_store *store;
-	struct zinf_stream *d2h;
+	struct zinf_stream *d2h;  /* gradients to pinned memory */
+	struct zinf_stream *zero; /* gradient buffers cleared (not behind d2h's copies) */
+	/* gradients copied to pinned memory in the background (gq started, a GPU): the
+	 * copy runs beside the next module's compute; the host backend copies at once */
+	bool grads_async;
 	struct zinf_adam *adam_decay, *adam_no_decay;
 	struct zinf_loss_scaler scaler;
 	bool fp16;
@@ -295,11 +304,13 @@ char *engine_msg(struct zinf_engine *e);
  * accumulators. A failure on NVMe gradients marks the step's gradients lost. */
 int engine_grads_add(struct zinf_engine *e, uint32_t m, const void *stage);
 
-/* engine_gradq.c: the gradient worker. start at finalize (gq.on); submit hands over a
- * pinned stage (freed by the worker) and may wait for room; drain waits until every
- * queued module is added. Both return a failure of the worker not reported yet (once). */
+/* engine_gradq.c: the gradient worker. start at finalize (gq.on); submit queues the copy
+ * of module m's gradients (grads, its device buffer, complete) into a pinned stage and
+ * hands both over (the worker frees them; grads NULL: stage holds them already), and may
+ * wait for room; drain waits until every queued module is added. Both return a failure
+ * of the worker not reported yet (once); a failed submit has freed both. */
 int engine_gq_start(struct zinf_engine *e);
-int engine_gq_submit(struct zinf_engine *e, uint32_t m, void *stage);
+int engine_gq_submit(struct zinf_engine *e, uint32_t m, void *stage, void *grads);
 int engine_gq_drain(struct zinf_engine *e);
 void engine_gq_stop(struct zinf_engine *e);
 bool engine_gq_on_worker(const struct zinf_engine *e);
