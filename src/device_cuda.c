@@ -297,7 +297,12 @@ static int cuda_event_record(struct zinf_event *ze, struct zinf_stream *zs)
 
 static int cuda_event_query(struct zinf_event *ze)
 {
-	cudaError_t err = cudaEventQuery(((struct cuda_event *)ze)->e);
+	int rc = set_device(ze->dev); /* any thread, as in cuda_event_synchronize */
+	cudaError_t err;
+
+	if (rc)
+		return rc;
+	err = cudaEventQuery(((struct cuda_event *)ze)->e);
 
 	if (err == cudaErrorNotReady) {
 		(void)cudaGetLastError();
@@ -309,7 +314,11 @@ static int cuda_event_query(struct zinf_event *ze)
 
 static int cuda_event_synchronize(struct zinf_event *ze)
 {
-	return CU(ze->dev, cudaEventSynchronize, (((struct cuda_event *)ze)->e));
+	/* the caller may be any thread: one that never set the device would bring up a
+	 * context on GPU 0 */
+	int rc = set_device(ze->dev);
+
+	return rc ? rc : CU(ze->dev, cudaEventSynchronize, (((struct cuda_event *)ze)->e));
 }
 
 /* ---- work ------------------------------------------------------------------------------ */

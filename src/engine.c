@@ -404,6 +404,27 @@ uint64_t engine_dtype_bytes(enum zinf_dtype t)
 	return t == ZINF_DTYPE_F32 ? 4 : 2;
 }
 
+/* Gradient copies in the background (engine_gradq.c) on a GPU whose budget is roomy: at
+ * least GRADS_ASYNC_ROOM times the largest module's gradient buffer. A buffer being
+ * copied keeps its device memory, and the next one then lands below it: in a tight
+ * budget the space left would split in two when the first is freed, and a module that
+ * fits with copies made at once would not (the review's 4-layer case at 1100 KiB). */
+#define GRADS_ASYNC_ROOM 8
+
+static bool grads_async_fits(struct zinf_engine *e)
+{
+	struct zinf_device_stats ds;
+	uint64_t largest = 0;
+
+	if (zinf_device_backend(e->dev) != ZINF_DEVICE_BACKEND_CUDA)
+		return false;
+	for (uint32_t m = 0; m < e->n_modules; m++)
+		if (e->modules[m].grad_bytes > largest)
+			largest = e->modules[m].grad_bytes;
+	zinf_device_get_stats(e->dev, &ds);
+	return ds.limit / GRADS_ASYNC_ROOM >= largest;
+}
+
 int zinf_engine_finalize(struct zinf_engine *e)
 {
 	uint64_t total = 0, off = 0;
@@ -455,7 +476,7 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		if (rc)
 			return rc;
 	}
-	e->grads_async = zinf_device_backend(e->dev) == ZINF_DEVICE_BACKEND_CUDA;
+	e->grads_async = grads_async_fits(e);
 	if (e->nvme_state) {
 		rc = engine_nvme_finalize(e);
 		if (rc)

@@ -54,7 +54,7 @@ static void *worker(void *arg)
 			zinf_store_free_scratch(e->store, job.grads);
 		}
 		if (rc) { /* the module's gradients never arrived: the step is dropped */
-			e->grads_lost = true;
+			__atomic_store_n(&e->grads_lost, true, __ATOMIC_RELAXED);
 			rc = engine_fail(e, rc, "module %u gradients: copy to pinned memory: %s",
 					 job.module, zinf_device_last_error(e->dev));
 		} else {
@@ -134,7 +134,9 @@ int engine_gq_submit(struct zinf_engine *e, uint32_t m, void *stage, void *grads
 		   : 0;
 	if (!rc && grads)
 		rc = zinf_event_record(q->copied[slot], e->d2h);
-	if (rc) { /* nothing queued for the worker: wait for what was, and give both back */
+	if (rc) { /* nothing queued for the worker: wait for what was, and give both back;
+		   * the module's gradients are lost, so is the step */
+		__atomic_store_n(&e->grads_lost, true, __ATOMIC_RELAXED);
 		zinf_stream_synchronize(e->d2h);
 		zinf_store_free_scratch(e->store, grads);
 		zinf_pinned_free(e->pinned, stage);

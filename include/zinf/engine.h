@@ -181,11 +181,13 @@ int zinf_module_grads(struct zinf_engine *e, uint32_t module);
 /* Device address of a parameter's fp32 gradient buffer, between zinf_module_grads and
  * zinf_module_grads_ready; NULL otherwise. */
 float *zinf_param_grad(struct zinf_engine *e, uint32_t param);
-/* The module's gradients for this micro-batch are final: copy them off the device, free
- * the device buffers and add them to the gradient accumulators. With
- * zinf.overlap_gradients (the default) the adding runs on a background thread and this
- * returns after the copy; a failure there is returned by a later grads_ready or by
- * zinf_engine_sync / zinf_step (once). */
+/* The module's gradients for this micro-batch are final (the model's writes done): copy
+ * them off the device, free the device buffers and add them to the gradient
+ * accumulators. With zinf.overlap_gradients (the default) the adding runs on a
+ * background thread and this returns after the copy; on a GPU with a roomy budget it
+ * returns once the copy is queued, and the background thread frees the device buffers
+ * after it. A failure there is returned by a later grads_ready or by zinf_engine_sync /
+ * zinf_step (once). */
 int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module);
 
 /* The factor the model multiplies its loss by before backward (fp16 loss scaling; 1
