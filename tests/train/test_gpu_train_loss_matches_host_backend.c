@@ -3,7 +3,9 @@
  * with parameters on NVMe agree within 1e-4 relative, with and without activation
  * checkpointing, and with the checkpoints in host memory (within 1e-6 of keeping them on
  * the device, with a device peak lower by the L - 1 layer inputs no longer there); so do
- * 3 steps in bf16 with parameters, optimizer state and gradients on NVMe, and in fp32
+ * 3 steps in bf16 with parameters, optimizer state and gradients on NVMe (and, for a
+ * 4-layer model, bit for bit whether gradients are copied in the background or at
+ * once), and in fp32
  * with the parameters in page-locked host memory (offload_param cpu with pin_memory,
  * copied to the device by DMA, asynchronously on the simulator too); with zinf.tf32
  * the losses stay within 1e-3; the loss moves (the updates take effect) and the device
@@ -46,15 +48,18 @@ static void write_ds(struct tf_dir *d, const char *device, bool nvme_all)
 #define CPU_CKPT "activation_checkpointing.cpu_checkpointing=true"
 #define TF32 "zinf.tf32=true"
 
-/* Prefetching off: no module fetched ahead by the background mover, whose timing would
- * otherwise decide the device peak between two runs. */
+/* Prefetching off and gradients copied at once: no module fetched ahead by the
+ * background mover and no gradient buffer freed by the gradient worker, whose timing
+ * would otherwise decide the device peak between two runs. */
 #define NO_PREFETCH "zero_optimization.stage3_prefetch_bucket_size=0"
+#define GRADS_AT_ONCE "zinf.overlap_gradients=false"
 
-/* One run; set, set2: NULL or a --set KEY=VALUE each. Returns the peak device bytes. */
+/* One run; set, set2: NULL or a --set KEY=VALUE each (NO_PREFETCH brings GRADS_AT_ONCE
+ * along). Returns the peak device bytes. */
 static uint64_t run(struct tf_dir *d, const char *device, bool ckpt, bool nvme_all, const char *set,
 		    const char *set2, struct tf_losses *l)
 {
-	const char *sets[2];
+	const char *sets[3];
 	struct zinf_train_opts o;
 	struct zinf_train_result res;
 	int n = 0;
@@ -63,6 +68,8 @@ static uint64_t run(struct tf_dir *d, const char *device, bool ckpt, bool nvme_a
 		sets[n++] = set;
 	if (set2)
 		sets[n++] = set2;
+	if (set && !strcmp(set, NO_PREFETCH))
+		sets[n++] = GRADS_AT_ONCE;
 	write_ds(d, device, nvme_all);
 	tf_opts(d, &o, STEPS, l);
 	o.activation_checkpointing = ckpt;
@@ -82,6 +89,42 @@ static uint64_t run(struct tf_dir *d, const char *device, bool ckpt, bool nvme_a
 	return res.peak_device_bytes;
 }
 
+/* A 4-layer model (hidden 64) in bf16 on cuda at a budget just over the 8x rule for
+ * copying gradients in the background (largest gradient buffer 144.5 KiB): with
+ * zinf.overlap_gradients, the device buffers being copied are freed by the gradient
+ * worker after their copy, and the next ones land beside them; with it off, copied at
+ * once. The same operations on the same data: bit-identical losses (with
+ * ZINF_DEVICE_POISON=1, as CI runs the simulator, a buffer freed before its copy ran
+ * is reused and the losses differ). */
+static void four_layers(struct tf_dir *d, bool overlap, struct tf_losses *l)
+{
+	const char *sets[2] = {"zinf.device_memory_limit=1600KiB",
+			       overlap ? "zinf.overlap_gradients=true"
+				       : "zinf.overlap_gradients=false"};
+	struct zinf_train_opts o;
+	struct zinf_train_result res;
+	char model[192];
+	FILE *f;
+
+	snprintf(model, sizeof(model), "%s/four.json", d->root);
+	f = fopen(model, "w");
+	T_CHECK(f != NULL, "write %s", model);
+	fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 64,"
+		   " \"intermediate_size\": 128, \"num_hidden_layers\": 4,"
+		   " \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+		   " \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-5}\n");
+	fclose(f);
+	write_ds(d, "cuda", true);
+	tf_opts(d, &o, STEPS, l);
+	o.init_config = model;
+	o.config_sets = sets;
+	o.n_config_sets = 2;
+	tf_run(&o, &res);
+	T_CHECK(l->n == STEPS, "four layers: %d steps reported", l->n);
+	printf("cuda, 4 layers, overlap_gradients %d: losses %.9g %.9g %.9g\n", overlap, l->loss[0],
+	       l->loss[1], l->loss[2]);
+}
+
 static void same(const struct tf_losses *a, const struct tf_losses *b, const char *what)
 {
 	for (int i = 0; i < STEPS; i++)
@@ -93,7 +136,7 @@ int main(void)
 {
 	struct tf_dir d;
 	struct tf_losses host, cuda, cuda_ckpt, cuda_cpu_ckpt, host_nvme, cuda_nvme, cuda_tf32,
-		cuda_pinned;
+		cuda_pinned, four_async, four_sync;
 	uint64_t peak_ckpt, peak_cpu_ckpt;
 
 	t_require_gpu();
@@ -112,6 +155,12 @@ int main(void)
 	same(&host_nvme, &cuda_nvme, "host vs cuda in bf16 with everything on NVMe");
 	same(&host, &cuda_cpu_ckpt, "host vs cuda with checkpoints in host memory");
 	same(&host, &cuda_pinned, "host vs cuda with parameters in page-locked host memory");
+	four_layers(&d, true, &four_async);
+	four_layers(&d, false, &four_sync);
+	for (int i = 0; i < STEPS; i++)
+		T_CHECK(four_async.loss[i] == four_sync.loss[i],
+			"4 layers: step %d loss %.9g with gradients copied in the background, %.9g at once",
+			i + 1, four_async.loss[i], four_sync.loss[i]);
 	for (int i = 0; i < STEPS; i++) /* the same ops on the same data (bit for bit on the
 					  * simulator; cuBLAS promises it too, allow rounding) */
 		T_CHECK(fabs(cuda_cpu_ckpt.loss[i] - cuda_ckpt.loss[i]) <=
