@@ -5,7 +5,8 @@
  * the device, with a device peak lower by the L - 1 layer inputs no longer there); so do
  * 3 steps in bf16 with parameters, optimizer state and gradients on NVMe (and, for a
  * 4-layer model, bit for bit whether gradients are copied in the background or at
- * once), and in fp32
+ * once, and with its layer inputs checkpointed in host memory, where the ring of two
+ * device buffers wraps), and in fp32
  * with the parameters in page-locked host memory (offload_param cpu with pin_memory,
  * copied to the device by DMA, asynchronously on the simulator too); with zinf.tf32
  * the losses stay within 1e-3; the loss moves (the updates take effect) and the device
@@ -96,11 +97,11 @@ static uint64_t run(struct tf_dir *d, const char *device, bool ckpt, bool nvme_a
  * once. The same operations on the same data: bit-identical losses (with
  * ZINF_DEVICE_POISON=1, as CI runs the simulator, a buffer freed before its copy ran
  * is reused and the losses differ). */
-static void four_layers(struct tf_dir *d, bool overlap, struct tf_losses *l)
+static void four_layers(struct tf_dir *d, bool overlap, bool cpu_ckpt, struct tf_losses *l)
 {
-	const char *sets[2] = {"zinf.device_memory_limit=1600KiB",
-			       overlap ? "zinf.overlap_gradients=true"
-				       : "zinf.overlap_gradients=false"};
+	const char *sets[3] = {
+		"zinf.device_memory_limit=1600KiB",
+		overlap ? "zinf.overlap_gradients=true" : "zinf.overlap_gradients=false", CPU_CKPT};
 	struct zinf_train_opts o;
 	struct zinf_train_result res;
 	char model[192];
@@ -118,11 +119,13 @@ static void four_layers(struct tf_dir *d, bool overlap, struct tf_losses *l)
 	tf_opts(d, &o, STEPS, l);
 	o.init_config = model;
 	o.config_sets = sets;
-	o.n_config_sets = 2;
+	o.n_config_sets = cpu_ckpt ? 3 : 2;
+	o.activation_checkpointing = cpu_ckpt;
 	tf_run(&o, &res);
 	T_CHECK(l->n == STEPS, "four layers: %d steps reported", l->n);
-	printf("cuda, 4 layers, overlap_gradients %d: losses %.9g %.9g %.9g\n", overlap, l->loss[0],
-	       l->loss[1], l->loss[2]);
+	printf("cuda, 4 layers, overlap_gradients %d, checkpoints in host memory %d: losses %.9g "
+	       "%.9g %.9g\n",
+	       overlap, cpu_ckpt, l->loss[0], l->loss[1], l->loss[2]);
 }
 
 static void same(const struct tf_losses *a, const struct tf_losses *b, const char *what)
@@ -136,7 +139,7 @@ int main(void)
 {
 	struct tf_dir d;
 	struct tf_losses host, cuda, cuda_ckpt, cuda_cpu_ckpt, host_nvme, cuda_nvme, cuda_tf32,
-		cuda_pinned, four_async, four_sync;
+		cuda_pinned, four_async, four_sync, four_cpu_ckpt;
 	uint64_t peak_ckpt, peak_cpu_ckpt;
 
 	t_require_gpu();
@@ -155,8 +158,13 @@ int main(void)
 	same(&host_nvme, &cuda_nvme, "host vs cuda in bf16 with everything on NVMe");
 	same(&host, &cuda_cpu_ckpt, "host vs cuda with checkpoints in host memory");
 	same(&host, &cuda_pinned, "host vs cuda with parameters in page-locked host memory");
-	four_layers(&d, true, &four_async);
-	four_layers(&d, false, &four_sync);
+	four_layers(&d, true, false, &four_async);
+	four_layers(&d, false, false, &four_sync);
+	four_layers(&d, true, true, &four_cpu_ckpt);
+	for (int i = 0; i < STEPS; i++)
+		T_CHECK(four_cpu_ckpt.loss[i] == four_sync.loss[i],
+			"4 layers: step %d loss %.9g with checkpoints in host memory, %.9g without",
+			i + 1, four_cpu_ckpt.loss[i], four_sync.loss[i]);
 	for (int i = 0; i < STEPS; i++)
 		T_CHECK(four_async.loss[i] == four_sync.loss[i],
 			"4 layers: step %d loss %.9g with gradients copied in the background, %.9g at once",
