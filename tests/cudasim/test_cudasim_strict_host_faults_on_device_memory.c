@@ -3,7 +3,7 @@
  * ends the process at once with exit 99 and a line naming the address, while the device's
  * own work (copies both ways, a memset, copies queued on a stream and run by a wait) still
  * reads and writes device memory. A fault elsewhere (a NULL pointer) stays an ordinary
- * SIGSEGV. */
+ * SIGSEGV (or a sanitizer's report). */
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -104,11 +104,14 @@ int main(void)
 	status = in_child(child_write, line, sizeof(line));
 	T_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 99, "a host write: status %#x", status);
 
-	/* another fault is left alone */
+	/* another fault goes to the handler before the simulator's: none (a SIGSEGV), or a
+	 * sanitizer's, which reports it and exits non-zero */
 	target = NULL;
 	status = in_child(child_read, line, sizeof(line));
-	T_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "a NULL read: status %#x, %s",
-		status, line);
+	T_CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV) ||
+			(WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
+			 WEXITSTATUS(status) != 99 && !strstr(line, "touched device memory")),
+		"a NULL read: status %#x, %s", status, line);
 
 	CK(cudaStreamDestroy(s));
 	CK(cudaHostUnregister(pinned));
