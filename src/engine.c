@@ -404,7 +404,7 @@ uint64_t engine_dtype_bytes(enum zinf_dtype t)
 	return t == ZINF_DTYPE_F32 ? 4 : 2;
 }
 
-/* Gradient copies in the background (engine_gradq.c) on a GPU whose budget is roomy: at
+/* Gradient copies in the background (engine_gradq.c, started) on a GPU whose budget is roomy: at
  * least GRADS_ASYNC_ROOM times the largest module's gradient buffer. A buffer being
  * copied keeps its device memory, and the next one then lands below it: in a tight
  * budget the space left would split in two when the first is freed, and a module that
@@ -416,7 +416,7 @@ static bool grads_async_fits(struct zinf_engine *e)
 	struct zinf_device_stats ds;
 	uint64_t largest = 0;
 
-	if (zinf_device_backend(e->dev) != ZINF_DEVICE_BACKEND_CUDA)
+	if (!e->gq.started || zinf_device_backend(e->dev) != ZINF_DEVICE_BACKEND_CUDA)
 		return false;
 	for (uint32_t m = 0; m < e->n_modules; m++)
 		if (e->modules[m].grad_bytes > largest)
@@ -580,7 +580,7 @@ int zinf_module_wait(struct zinf_engine *e, uint32_t module)
 	if (rc == ZINF_EBUDGET && e->prefetch && zinf_prefetch_drop(e->prefetch) > 0)
 		rc = zinf_store_wait(e->store, e->modules[module].store_id);
 	/* and gradient buffers still being copied to pinned memory are freed once added */
-	if (rc == ZINF_EBUDGET && e->gq.started) {
+	if (rc == ZINF_EBUDGET && e->grads_async) {
 		int drc = engine_gq_drain(e);
 
 		if (drc)
@@ -648,7 +648,7 @@ int zinf_module_grads(struct zinf_engine *e, uint32_t module)
 	rc = zinf_store_alloc_scratch(e->store, m->grad_bytes, &m->grads);
 	if (rc == ZINF_EBUDGET && e->prefetch && zinf_prefetch_drop(e->prefetch) > 0)
 		rc = zinf_store_alloc_scratch(e->store, m->grad_bytes, &m->grads);
-	if (rc == ZINF_EBUDGET && e->gq.started) { /* buffers still being copied */
+	if (rc == ZINF_EBUDGET && e->grads_async) { /* buffers still being copied */
 		int drc = engine_gq_drain(e);
 
 		if (drc)
@@ -696,7 +696,7 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 	if (rc)
 		return engine_fail(e, rc, "module %u gradients: pinned staging: %s", module,
 				   zinf_pinned_last_error(e->pinned));
-	if (e->gq.started && e->grads_async) { /* copied and added in the background */
+	if (e->grads_async) { /* copied and added in the background */
 		void *grads = m->grads;
 
 		m->grads = NULL;

@@ -7,8 +7,10 @@
  * the model goes on with the next module's backward: on a GPU the copy runs beside that
  * compute instead of holding the model's thread. Modules are added in the order they
  * were queued, so the sums are the same, bit for bit, as when the model's thread adds
- * them itself. A device buffer still being copied counts against the device budget:
- * zinf_module_grads drains the queue when the next buffer does not fit.
+ * them itself. (The copy is queued only on a GPU with a roomy budget, grads_async;
+ * otherwise grads_ready copies at once and hands over the stage alone.) A device buffer
+ * still being copied counts against the device budget: zinf_module_grads and
+ * zinf_module_wait drain the queue when what they need does not fit.
  *
  * At most EGQ_DEPTH modules wait; one more waits for room (and pinned memory is bounded
  * anyway: the copy's buffer comes out of the pinned pool, which waits for frees). Every

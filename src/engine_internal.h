@@ -208,8 +208,8 @@ struct zinf_engine {
 	struct zinf_store *store;
 	struct zinf_stream *d2h;  /* gradients to pinned memory */
 	struct zinf_stream *zero; /* gradient buffers cleared (not behind d2h's copies) */
-	/* gradients copied to pinned memory in the background (gq started, a GPU): the
-	 * copy runs beside the next module's compute; the host backend copies at once */
+	/* gradients copied to pinned memory in the background (gq started, a GPU, a roomy
+	 * budget: engine.c): the copy runs beside the next module's compute */
 	bool grads_async;
 	struct zinf_adam *adam_decay, *adam_no_decay;
 	struct zinf_loss_scaler scaler;

@@ -384,9 +384,8 @@ static int pin_home(struct zinf_store *s, struct chunk *ch)
 	if (rc)
 		return store_fail(
 			s, rc,
-			"zero_optimization.offload_param.pin_memory: cannot page-lock the "
-			"host home of "
-			"module %s (%s of %s so far): %s",
+			"zero_optimization.offload_param.pin_memory: "
+			"cannot page-lock the host home of module %s (%s of %s so far): %s",
 			ch->mod->name, zinf_format_bytes(ch->io_len, a, sizeof(a)),
 			zinf_format_bytes(s->host_pinned + ch->io_len, b, sizeof(b)),
 			zinf_device_last_error(s->o.device));

@@ -395,15 +395,18 @@ static bool refresh_copy(struct zinf_store *s, struct module *mod, const void *c
 		return false;
 	}
 	pthread_mutex_unlock(&s->lock);
-	for (uint32_t c = 0; c < mod->n_chunks && !rc && s->o.param_home == ZINF_TIER_HOST; c++) {
-		const struct chunk *ch = &s->chunks[mod->first_chunk + c];
-		rc = zinf_device_memcpy_async(s->refresh, (char *)mod->dev + ch->off, ch->host,
-					      ch->len, ZINF_COPY_H2D);
-	}
-	for (uint32_t i = 0; i < mod->n_params && !rc && s->o.param_home != ZINF_TIER_HOST; i++) {
-		const struct param *p = &s->params[mod->first_param + i];
-		rc = zinf_device_memcpy_async(s->refresh, (char *)mod->dev + p->off, src[i],
-					      p->bytes, ZINF_COPY_H2D);
+	if (s->o.param_home == ZINF_TIER_HOST) {
+		for (uint32_t c = 0; c < mod->n_chunks && !rc; c++) {
+			const struct chunk *ch = &s->chunks[mod->first_chunk + c];
+			rc = zinf_device_memcpy_async(s->refresh, (char *)mod->dev + ch->off,
+						      ch->host, ch->len, ZINF_COPY_H2D);
+		}
+	} else {
+		for (uint32_t i = 0; i < mod->n_params && !rc; i++) {
+			const struct param *p = &s->params[mod->first_param + i];
+			rc = zinf_device_memcpy_async(s->refresh, (char *)mod->dev + p->off, src[i],
+						      p->bytes, ZINF_COPY_H2D);
+		}
 	}
 	/* waited for even after a failed call: no copy queued before it may land in the
 	 * device buffer once the module's copy is dropped */

@@ -368,9 +368,8 @@ static int cuda_host_alloc(struct llama_rt *rt, uint64_t bytes, void **out)
 
 	if (posix_memalign(out, 4096, len ? len : 4096)) {
 		*out = NULL;
-		return crt_fail(m, -ENOMEM,
-				"model runtime (cuda): out of host memory (%llu bytes) for %s",
-				(unsigned long long)bytes, "activation checkpoints");
+		return crt_fail(m, -ENOMEM, "model runtime (cuda): out of host memory (%llu bytes)",
+				(unsigned long long)bytes);
 	}
 	e = cudaHostRegister(*out, len ? len : 4096, cudaHostRegisterDefault);
 	if (e != cudaSuccess) { /* pageable copies are right too, only slower */

@@ -185,8 +185,8 @@ int train_state_save(struct train_model *tm, struct zinf_engine *e, const char *
 const char *train_state_part_name(int k);
 /* dir/optimizer.safetensors (sharded at max_shard_bytes): every parameter's parts, in
  * pieces of bounded size, written while the next piece is read (train_state_write.c);
- * with model (may be NULL), each master piece into the model's writer too, which is
- * ended (its files in place) before the optimizer state's, and dropped on failure. */
+ * each master piece into the model's writer too, which is ended (its files in place)
+ * before the optimizer state's, and dropped on failure. */
 int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, const char *dir,
 				uint64_t max_shard_bytes, struct train_model_writer *model,
 				struct train_file_sums *sums, char *err, size_t errlen);

@@ -5,7 +5,7 @@
  * 96 MiB at most, where whole tensors would take 12 bytes a parameter of the largest
  * one: 12.6 GB for a 70B model's embedding). A writer thread writes one piece while the
  * next is read from the parameters' tier (NVMe or host memory), the two alternating
- * between the two buffer sets. When the model is saved with the state, its writer takes the
+ * between the two buffer sets. The model, saved with the state, has its writer take the
  * masters from the same pieces, so the state is read once (12 bytes a parameter, not 4
  * more for a pass of its own).
  */
@@ -31,7 +31,7 @@ struct piece {
 
 struct state_pipe {
 	struct zinf_st_writer *w;
-	struct zinf_st_writer *model; /* NULL, or the model's: masters, rounded to its dtype */
+	struct zinf_st_writer *model; /* the model's: masters, rounded to its dtype */
 	pthread_mutex_t lock;
 	pthread_cond_t cv;
 	struct piece slot[2]; /* pieces alternate between them, in order */
@@ -62,7 +62,7 @@ static void *pipe_writer(void *arg)
 		for (int j = 0; j < 3 && !rc; j++)
 			rc = zinf_st_writer_write(sp->w, 3 * s->index + j, s->first, s->n,
 						  s->part[j], ZINF_ST_F32);
-		if (!rc && sp->model) {
+		if (!rc) {
 			failed = sp->model;
 			rc = zinf_st_writer_write(sp->model, s->index, s->first, s->n, s->part[0],
 						  ZINF_ST_F32);
@@ -173,7 +173,7 @@ int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, c
 				struct train_file_sums *sums, char *err, size_t errlen)
 {
 	uint64_t piece = train_state_piece_of(tm);
-	struct state_pipe sp = {.model = model ? model->w : NULL,
+	struct state_pipe sp = {.model = model->w,
 				.lock = PTHREAD_MUTEX_INITIALIZER,
 				.cv = PTHREAD_COND_INITIALIZER};
 	struct zinf_st_writer_opts wo;
@@ -221,7 +221,7 @@ int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, c
 		snprintf(err, errlen, "%s", sp.msg);
 	}
 	/* the model into place first, as a save without the state leaves it */
-	if (!rc && model)
+	if (!rc)
 		rc = train_model_writer_end(tm, model, dir, sums, err, errlen);
 	if (!rc) {
 		rc = zinf_st_writer_finish(sp.w);
@@ -233,8 +233,7 @@ int train_state_write_optimizer(struct train_model *tm, struct zinf_engine *e, c
 		snprintf(err, errlen, "%s: out of memory for the file list", dir);
 	}
 out:
-	if (model)
-		train_model_writer_drop(model); /* when not ended */
+	train_model_writer_drop(model); /* when not ended */
 	zinf_st_writer_destroy(sp.w);
 	for (int s = 0; s < 2; s++)
 		for (int k = 0; k < 3; k++)

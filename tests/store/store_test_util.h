@@ -90,6 +90,33 @@ static inline void t_tiers_down(struct t_tiers *t)
 	}
 }
 
+/* On the CUDA device (the simulator in a ZINF_CUDA=SIM build): a store with host homes,
+ * page-locked with pin, in 256 KiB chunks, holding one module "layer.0" of one bf16
+ * parameter "w" of 300 x 1777 (1066200 bytes: five chunks), finalized. */
+static inline void t_cuda_host_store_up(struct zinf_device **dev, struct zinf_store **s, bool pin,
+					uint32_t *m, uint32_t *p)
+{
+	uint64_t shape[2] = {300, 1777};
+	struct zinf_device_opts dopts;
+	struct zinf_store_opts sopts;
+	char err[512];
+
+	zinf_device_opts_init(&dopts);
+	dopts.backend = ZINF_DEVICE_BACKEND_CUDA;
+	dopts.memory_limit = 64ull << 20;
+	T_CHECK(zinf_device_create(&dopts, dev, err, sizeof(err)) == 0, "device: %s", err);
+	zinf_store_opts_init(&sopts);
+	sopts.device = *dev;
+	sopts.param_home = ZINF_TIER_HOST;
+	sopts.chunk_size = 256ull << 10;
+	sopts.pin_host = pin;
+	sopts.mover_idle_ns = 60ull * 1000000000ull;
+	T_CHECK(zinf_store_create(&sopts, s, err, sizeof(err)) == 0, "store: %s", err);
+	T_CHECK_RC(zinf_store_module_add(*s, "layer.0", m));
+	T_CHECK_RC(zinf_store_param_add(*s, *m, "w", ZINF_DTYPE_BF16, 2, shape, p));
+	T_CHECK(zinf_store_finalize(*s) == 0, "%s", zinf_store_last_error(*s));
+}
+
 /* Fill len bytes from (seed): the contents version `seed` of a parameter. */
 static inline void t_fill(void *buf, uint64_t len, uint64_t seed)
 {

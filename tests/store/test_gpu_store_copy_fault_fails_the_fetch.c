@@ -7,30 +7,14 @@
 
 int main(void)
 {
-	uint64_t shape[2] = {300, 1777}; /* bf16, five 256 KiB chunks */
-	struct zinf_device_opts dopts;
-	struct zinf_store_opts sopts;
 	struct zinf_device *dev;
 	struct zinf_store *s;
 	uint32_t m, p;
-	char err[512];
 	int rc;
 
 	zinf_log_set_level(ZINF_LOG_ERROR);
 	require_cuda_simulator("faults are injected by the CUDA simulator");
-	zinf_device_opts_init(&dopts);
-	dopts.backend = ZINF_DEVICE_BACKEND_CUDA;
-	dopts.memory_limit = 64ull << 20;
-	T_CHECK(zinf_device_create(&dopts, &dev, err, sizeof(err)) == 0, "device: %s", err);
-	zinf_store_opts_init(&sopts);
-	sopts.device = dev;
-	sopts.param_home = ZINF_TIER_HOST;
-	sopts.chunk_size = 256ull << 10;
-	sopts.mover_idle_ns = 60ull * 1000000000ull;
-	T_CHECK(zinf_store_create(&sopts, &s, err, sizeof(err)) == 0, "store: %s", err);
-	T_CHECK_RC(zinf_store_module_add(s, "layer.0", &m));
-	T_CHECK_RC(zinf_store_param_add(s, m, "w", ZINF_DTYPE_BF16, 2, shape, &p));
-	T_CHECK(zinf_store_finalize(s) == 0, "%s", zinf_store_last_error(s));
+	t_cuda_host_store_up(&dev, &s, false, &m, &p);
 
 	T_CHECK(setenv("ZINF_CUDASIM_FAULT", "cudaMemcpyAsync:1", 1) == 0, "setenv");
 	T_CHECK_RC(zinf_store_fetch(s, m));

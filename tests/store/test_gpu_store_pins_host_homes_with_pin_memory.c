@@ -24,30 +24,14 @@ static void d2h(struct zinf_device *dev, void *dst, const void *src, uint64_t n)
 
 static void run(bool pin)
 {
-	uint64_t shape[2] = {300, 1777}; /* bf16: 1066200 B, five 256 KiB chunks */
-	struct zinf_device_opts dopts;
-	struct zinf_store_opts sopts;
 	struct zinf_store_stats st, before;
 	struct zinf_device *dev;
 	struct zinf_store *s;
 	uint32_t m, p;
 	void *src, *got;
 	uint64_t n;
-	char err[512];
 
-	zinf_device_opts_init(&dopts);
-	dopts.backend = ZINF_DEVICE_BACKEND_CUDA;
-	dopts.memory_limit = 64ull << 20;
-	T_CHECK(zinf_device_create(&dopts, &dev, err, sizeof(err)) == 0, "device: %s", err);
-	zinf_store_opts_init(&sopts);
-	sopts.device = dev;
-	sopts.param_home = ZINF_TIER_HOST;
-	sopts.chunk_size = 256ull << 10;
-	sopts.pin_host = pin;
-	T_CHECK(zinf_store_create(&sopts, &s, err, sizeof(err)) == 0, "store: %s", err);
-	T_CHECK_RC(zinf_store_module_add(s, "mod", &m));
-	T_CHECK_RC(zinf_store_param_add(s, m, "w", ZINF_DTYPE_BF16, 2, shape, &p));
-	T_CHECK(zinf_store_finalize(s) == 0, "%s", zinf_store_last_error(s));
+	t_cuda_host_store_up(&dev, &s, pin, &m, &p);
 
 	zinf_store_get_stats(s, &st);
 	T_CHECK(st.chunks == 5 && st.host_now > 0, "%u chunks, %llu host bytes", st.chunks,

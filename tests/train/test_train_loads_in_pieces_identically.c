@@ -61,18 +61,6 @@ static void same(const struct tf_losses *a, const struct tf_losses *b, const cha
 			what, i + 1, a->loss[i], b->loss[i]);
 }
 
-static void same_file(const char *a, const char *b)
-{
-	char *x, *y;
-	size_t nx, ny;
-
-	tf_read_all(a, &x, &nx);
-	tf_read_all(b, &y, &ny);
-	T_CHECK(nx == ny && memcmp(x, y, nx) == 0, "%s and %s differ", a, b);
-	free(x);
-	free(y);
-}
-
 static void check(struct tf_dir *d, const char *home, bool bf16)
 {
 	static const enum zinf_dtype saves[] = {ZINF_DTYPE_BF16, ZINF_DTYPE_F16, ZINF_DTYPE_F32};
@@ -93,7 +81,7 @@ static void check(struct tf_dir *d, const char *home, bool bf16)
 		cut_without_reads(cw, cp, what);
 		snprintf(fa, sizeof(fa), "%s/model.safetensors", sa);
 		snprintf(fb, sizeof(fb), "%s/model.safetensors", sb);
-		same_file(fa, fb);
+		tf_same_file(fa, fb);
 
 		cw = run(d, sa, NULL, saves[k], UINT64_MAX, &whole);
 		cp = run(d, sa, NULL, saves[k], 777, &pieces);

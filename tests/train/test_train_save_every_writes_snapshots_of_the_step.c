@@ -7,19 +7,6 @@
 #include "train_fixture.h"
 #include "zinf/error.h"
 
-static void same_file(const char *a, const char *b)
-{
-	char *x, *y;
-	size_t nx, ny;
-
-	tf_read_all(a, &x, &nx);
-	tf_read_all(b, &y, &ny);
-	T_CHECK(nx == ny && memcmp(x, y, nx) == 0, "%s and %s differ (%zu, %zu bytes)", a, b, nx,
-		ny);
-	free(x);
-	free(y);
-}
-
 static void on_step(const struct zinf_train_step *s, void *user)
 {
 	uint64_t *saved = user;
@@ -71,10 +58,10 @@ int main(void)
 			T_CHECK(saved == 0, "no snapshot without --save-every");
 			snprintf(a, sizeof(a), "%s/checkpoint-%d/model.safetensors", every, k);
 			snprintf(b, sizeof(b), "%s/model.safetensors", upto);
-			same_file(a, b);
+			tf_same_file(a, b);
 			snprintf(a, sizeof(a), "%s/checkpoint-%d/config.json", every, k);
 			snprintf(b, sizeof(b), "%s/config.json", upto);
-			same_file(a, b);
+			tf_same_file(a, b);
 			snprintf(a, sizeof(a), "%s/checkpoint-%d.partial", every, k);
 			T_CHECK(stat(a, &st) != 0, "%s is left", a);
 		}

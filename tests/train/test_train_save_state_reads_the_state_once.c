@@ -17,19 +17,6 @@ static void run(struct tf_dir *d, const char *save, bool state, struct zinf_trai
 	T_CHECK(res->save_seconds > 0, "%s: the save's time is %g s", save, res->save_seconds);
 }
 
-static void same_file(const char *a, const char *b)
-{
-	char *x, *y;
-	size_t nx, ny;
-
-	tf_read_all(a, &x, &nx);
-	tf_read_all(b, &y, &ny);
-	T_CHECK(nx == ny && memcmp(x, y, nx) == 0, "%s (%zu B) and %s (%zu B) differ", a, nx, b,
-		ny);
-	free(x);
-	free(y);
-}
-
 int main(void)
 {
 	struct zinf_train_result model, state;
@@ -58,10 +45,10 @@ int main(void)
 
 	snprintf(a, sizeof(a), "%s/model.safetensors", save_m);
 	snprintf(b, sizeof(b), "%s/model.safetensors", save_s);
-	same_file(a, b);
+	tf_same_file(a, b);
 	snprintf(a, sizeof(a), "%s/config.json", save_m);
 	snprintf(b, sizeof(b), "%s/config.json", save_s);
-	same_file(a, b);
+	tf_same_file(a, b);
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }

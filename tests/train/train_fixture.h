@@ -134,6 +134,20 @@ static inline void tf_read_all(const char *path, char **data, size_t *len)
 	fclose(f);
 }
 
+/* Files a and b hold the same bytes. */
+static inline void tf_same_file(const char *a, const char *b)
+{
+	char *x, *y;
+	size_t nx, ny;
+
+	tf_read_all(a, &x, &nx);
+	tf_read_all(b, &y, &ny);
+	T_CHECK(nx == ny && memcmp(x, y, nx) == 0, "%s (%zu bytes) and %s (%zu bytes) differ", a,
+		nx, b, ny);
+	free(x);
+	free(y);
+}
+
 static inline void tf_write_all(const char *path, const char *data, size_t len)
 {
 	FILE *f = fopen(path, "wb");
