@@ -113,19 +113,31 @@ static int make_save_dir(struct train_run *r, char *err, size_t errlen)
 	return lock_save_dir(r, err, errlen);
 }
 
-/* --save-every must not write over an earlier run's checkpoints (or a partial one). */
+/* --save-every must not write over an earlier run's checkpoints (or a partial one); a
+ * final save a stopped run did not finish is removed. */
 static int check_snapshots(const struct zinf_train_opts *o, uint64_t first_step, char *err,
 			   size_t errlen)
 {
 	char path[4200];
 	struct stat st;
 
+	snprintf(path, sizeof(path), "%s/%s", o->save_dir, TRAIN_FINAL_PARTIAL);
+	if (lstat(path, &st) == 0 &&
+	    train_snapshot_remove_partial(o->save_dir, TRAIN_FINAL_PARTIAL, "--save")) {
+		snprintf(err, errlen,
+			 "%s: holds files zinf did not write, where the final save is written "
+			 "(remove it first)",
+			 path);
+		return -EEXIST;
+	}
+
 	for (uint64_t k = o->save_every; o->save_every && k < o->steps; k += o->save_every)
 		for (int partial = 0; partial < 2 && k >= first_step; partial++) {
 			snapshot_path(o, k, partial, path, sizeof(path));
 			/* a save a stopped run cut short is garbage, unless it holds foreign files */
 			if (partial && stat(path, &st) == 0 &&
-			    train_snapshot_remove_partial(o->save_dir, strrchr(path, '/') + 1) == 0)
+			    train_snapshot_remove_partial(o->save_dir, strrchr(path, '/') + 1,
+							  "--save-every") == 0)
 				continue;
 			if (stat(path, &st) == 0) {
 				snprintf(err, errlen,
@@ -710,9 +722,15 @@ static int save_final(struct train_run *r, struct zinf_train_result *res, char *
 	double t0 = now_seconds();
 	struct zinf_stats st;
 	int rc = make_save_dir(r, err, errlen);
+	char staging[4200];
 
+	/* written aside and moved in once complete: an earlier save there stays whole until
+	 * then */
+	snprintf(staging, sizeof(staging), "%s/%s", r->o->save_dir, TRAIN_FINAL_PARTIAL);
 	if (!rc)
-		rc = save_to(r, r->o->save_dir, r->o->steps, err, errlen);
+		rc = save_to(r, staging, r->o->steps, err, errlen);
+	if (!rc)
+		rc = train_save_publish(r->o->save_dir, TRAIN_FINAL_PARTIAL, err, errlen);
 	zinf_engine_get_stats(r->e, &st);
 	res->save_nvme_read_bytes = st.nvme_to_pinned.bytes - res->nvme_read_bytes;
 	res->save_seconds = now_seconds() - t0;

@@ -215,7 +215,7 @@ int train_state_data_crc(const char *path, uint32_t *out, char *err, size_t errl
 int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *dir,
 		     const struct train_state *st, char *err, size_t errlen);
 
-/* ---- --save-total-limit (train_rotate.c) ------------------------------------------------- */
+/* ---- the save directory: --save-total-limit, .partial saves (train_rotate.c) ------------- */
 
 /* Keep the newest keep checkpoint-<k> directories of save_dir with k <= step (this run's
  * snapshot at step and the older ones), remove the others of those that hold only files
@@ -223,9 +223,19 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
  * Returns 0, or a negative code when save_dir cannot be listed. */
 int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, char *err,
 			   size_t errlen);
-/* Remove save_dir/name, a checkpoint-<step>.partial a stopped run left, if it holds only
- * files a save writes (or their NAME.tmp); 0 removed, 1 kept (with a warning). */
-int train_snapshot_remove_partial(const char *save_dir, const char *name);
+/* Remove save_dir/name, a checkpoint-<step>.partial or final.partial a stopped run left,
+ * if it holds only files a save writes (or their NAME.tmp); 0 removed, 1 kept (with a
+ * warning naming what, the flag that asked). */
+int train_snapshot_remove_partial(const char *save_dir, const char *name, const char *what);
+
+/* Where the final save is written before train_save_publish moves it into save_dir. */
+#define TRAIN_FINAL_PARTIAL "final.partial"
+
+/* Move the complete save in save_dir/name into save_dir: the earlier state file removed
+ * first, an earlier save's model or optimizer files that the new ones supersede removed,
+ * every file renamed (the state file last), save_dir fsynced, name removed. 0, or a
+ * negative code with err naming the file. */
+int train_save_publish(const char *save_dir, const char *name, char *err, size_t errlen);
 
 /* ---- one micro-batch through the engine (train_pass.c) ----------------------------------- */
 

@@ -1,4 +1,6 @@
 /*
+ * The save directory's housekeeping.
+ *
  * zinf train --save-total-limit: after each --save-every snapshot, keep the newest N
  * save_dir/checkpoint-<step> directories and remove the older ones, as the Hugging Face
  * Trainer's save_total_limit does, counting this run's snapshot and the older ones (a
@@ -7,6 +9,10 @@
  * files named as a save names them; one holding anything else is kept whole, with a
  * warning. Every removal is relative to save_dir's descriptor and follows no link. The
  * state file goes first, so a checkpoint removed in part never reads as complete.
+ *
+ * The final save is written into save_dir/final.partial and its files then renamed into
+ * save_dir, the state file last (train_save_publish): until then an earlier save there
+ * stays whole, and a run killed while it writes leaves only the .partial directory.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -204,16 +210,171 @@ out:
 	return rc;
 }
 
-int train_snapshot_remove_partial(const char *save_dir, const char *name)
+int train_snapshot_remove_partial(const char *save_dir, const char *name, const char *what)
 {
 	int parent = open(save_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
 
 	if (parent < 0)
 		return 1;
-	rc = remove_snapshot(parent, save_dir, name, true, "--save-every");
+	rc = remove_snapshot(parent, save_dir, name, true, what);
 	close(parent);
 	if (rc == 0)
 		zinf_logf(ZINF_LOG_INFO, "%s/%s: removed, a save a stopped run did not finish",
 			  save_dir, name);
+	return rc;
+}
+
+/* Which safetensors a saved file's name is of: 1 the model's, 2 the optimizer state's, 0
+ * neither (config.json, the state file). */
+static int saved_kind(const char *name)
+{
+	return !strncmp(name, "model", 5) ? 1 : !strncmp(name, "optimizer", 9) ? 2 : 0;
+}
+
+/* Move order: the safetensors, config.json, the state file last. */
+static int publish_rank(const char *name)
+{
+	return !strcmp(name, TRAIN_STATE_FILE) ? 2 : !strcmp(name, "config.json") ? 1 : 0;
+}
+
+static int by_publish_rank(const void *a, const void *b)
+{
+	const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+	int rx = publish_rank(x), ry = publish_rank(y);
+
+	return rx != ry ? rx - ry : strcmp(x, y);
+}
+
+/* Does the list of n names hold name? */
+static bool listed(char *const *names, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(names[i], name))
+			return true;
+	return false;
+}
+
+/* The saved files of save_dir (fd parent) that the new save's names supersede: those
+ * of a prefix (model, optimizer) the new save writes that it does not write itself (an
+ * earlier save's single file beside new shards, or shards of another count). Regular
+ * files only, never through a link. */
+static int remove_superseded(int parent, const char *save_dir, char *const *names, size_t n)
+{
+	int fd = dup(parent);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	struct stat st;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		int kind = saved_kind(de->d_name);
+		bool ours = false;
+
+		if (!kind || !saved_file(de->d_name) || listed(names, n, de->d_name))
+			continue;
+		for (size_t i = 0; i < n && !ours; i++)
+			ours = saved_kind(names[i]) == kind;
+		if (ours && fstatat(parent, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode) && unlinkat(parent, de->d_name, 0) == 0)
+			zinf_logf(ZINF_LOG_INFO, "%s: removed %s, an earlier save's", save_dir,
+				  de->d_name);
+	}
+	closedir(d);
+	return 0;
+}
+
+/* Rename dir/name/file (fd) to dir/file (parent). */
+static int move_in(int fd, int parent, const char *dir, const char *name, const char *file,
+		   char *err, size_t errlen)
+{
+	int rc;
+
+	if (!renameat(fd, file, parent, file))
+		return 0;
+	rc = -errno;
+	snprintf(err, errlen, "%s/%s/%s: cannot move it into %s: %s", dir, name, file, dir,
+		 strerror(errno));
+	return rc;
+}
+
+int train_save_publish(const char *save_dir, const char *name, char *err, size_t errlen)
+{
+	int parent = open(save_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd = -1, rc = 0;
+	char **names = NULL, **grown;
+	size_t n = 0, cap = 0, k;
+	struct dirent *de;
+	DIR *d = NULL;
+
+	if (parent >= 0)
+		fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		rc = -errno;
+		snprintf(err, errlen, "%s/%s: cannot open the save to move it into place: %s",
+			 save_dir, name, strerror(errno));
+		goto out;
+	}
+	while ((de = readdir(d))) {
+		if (!saved_file(de->d_name))
+			continue; /* ".", ".." (and nothing else a finished save holds) */
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			grown = realloc(names, cap * sizeof(*names));
+			if (!grown)
+				goto oom;
+			names = grown;
+		}
+		names[n] = strdup(de->d_name);
+		if (!names[n])
+			goto oom;
+		n++;
+	}
+	qsort(names, n, sizeof(*names), by_publish_rank);
+	/* the earlier save's state first: from here until the new one's is in place the
+	 * directory reads as a save without a state */
+	if (unlinkat(parent, TRAIN_STATE_FILE, 0) && errno != ENOENT) {
+		rc = -errno;
+		snprintf(err, errlen, "%s/%s: cannot remove the earlier state: %s", save_dir,
+			 TRAIN_STATE_FILE, strerror(errno));
+		goto out;
+	}
+	/* the new files; then the earlier ones they supersede; the state last */
+	for (k = 0; k < n && publish_rank(names[k]) < 2 && !rc; k++)
+		rc = move_in(fd, parent, save_dir, name, names[k], err, errlen);
+	if (!rc) {
+		rc = remove_superseded(parent, save_dir, names, n);
+		if (rc)
+			snprintf(err, errlen, "%s: cannot list it: %s", save_dir, strerror(-rc));
+	}
+	for (; k < n && !rc; k++)
+		rc = move_in(fd, parent, save_dir, name, names[k], err, errlen);
+	if (rc)
+		goto out;
+	if (fsync(parent)) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: fsync: %s", save_dir, strerror(errno));
+		goto out;
+	}
+	if (unlinkat(parent, name, AT_REMOVEDIR))
+		zinf_logf(ZINF_LOG_WARN, "%s/%s: cannot remove it: %s", save_dir, name,
+			  strerror(errno));
+	goto out;
+oom:
+	rc = -ENOMEM;
+	snprintf(err, errlen, "%s/%s: out of memory for its file list", save_dir, name);
+out:
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	if (d)
+		closedir(d);
+	else if (fd >= 0)
+		close(fd);
+	if (parent >= 0)
+		close(parent);
 	return rc;
 }
