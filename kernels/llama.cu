@@ -364,71 +364,73 @@ extern "C" cudaError_t zinf_cuda_llama_swiglu_backward(float *dgate, float *dup,
 
 // ---- attention softmax -------------------------------------------------------------------
 
-// First key row t of a (B, T) block sees.
+// First key query t sees.
 static __device__ int window_lo(int t, int window)
 {
 	return window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
 }
 
-// One block per (b, t) row of the (B, T, T) scores of head h.
-__global__ void attn_softmax_forward_kernel(float *p, float *lse, int T, int nh, int h, int window)
+// One thread block per (b, i) row of an attention block's scores (B, rows, nk): query
+// t = r0 + i; column u is key k0 + u, seen for u in [lo(t) - k0, t - k0].
+__global__ void attn_softmax_forward_kernel(float *p, float *lse, zinf_cuda_attn_block a)
 {
 	__shared__ float shf[ROW_THREADS];
-	int b = blockIdx.x / T, t = blockIdx.x % T, lo = window_lo(t, window);
-	float *pr = p + (size_t)blockIdx.x * T;
+	int b = blockIdx.x / a.rows, t = a.r0 + blockIdx.x % a.rows;
+	int lo = window_lo(t, a.window) - a.k0, hi = t - a.k0;
+	float *pr = p + (size_t)blockIdx.x * a.nk;
 	float mx = -INFINITY, sum = 0.0f;
 
-	for (int u = lo + threadIdx.x; u <= t; u += blockDim.x)
+	for (int u = lo + threadIdx.x; u <= hi; u += blockDim.x)
 		mx = fmaxf(mx, pr[u]);
 	mx = block_max(mx, shf);
-	for (int u = lo + threadIdx.x; u <= t; u += blockDim.x)
+	for (int u = lo + threadIdx.x; u <= hi; u += blockDim.x)
 		sum += expf(pr[u] - mx);
 	sum = block_sum(sum, shf);
-	for (int u = threadIdx.x; u < T; u += blockDim.x)
-		pr[u] = u >= lo && u <= t ? expf(pr[u] - mx) / sum : 0.0f;
+	for (int u = threadIdx.x; u < a.nk; u += blockDim.x)
+		pr[u] = u >= lo && u <= hi ? expf(pr[u] - mx) / sum : 0.0f;
 	if (threadIdx.x == 0)
-		lse[((size_t)b * nh + h) * T + t] = mx + logf(sum);
+		lse[((size_t)b * a.nh + a.h) * a.T + t] = mx + logf(sum);
 }
 
-__global__ void attn_softmax_backward_kernel(float *p, float *ds, const float *lse, int T, int nh,
-					     int h, int window, float scale)
+__global__ void attn_softmax_backward_kernel(float *p, float *ds, const float *lse,
+					     zinf_cuda_attn_block a, float scale)
 {
 	__shared__ double sh[ROW_THREADS];
-	int b = blockIdx.x / T, t = blockIdx.x % T, lo = window_lo(t, window);
-	float *pr = p + (size_t)blockIdx.x * T, *dr = ds + (size_t)blockIdx.x * T;
-	float l = lse[((size_t)b * nh + h) * T + t];
+	int b = blockIdx.x / a.rows, t = a.r0 + blockIdx.x % a.rows;
+	int lo = window_lo(t, a.window) - a.k0, hi = t - a.k0;
+	float *pr = p + (size_t)blockIdx.x * a.nk, *dr = ds + (size_t)blockIdx.x * a.nk;
+	float l = lse[((size_t)b * a.nh + a.h) * a.T + t];
 	double dsum = 0.0;
 
-	for (int u = threadIdx.x; u < T; u += blockDim.x) {
-		float pv = u >= lo && u <= t ? expf(pr[u] - l) : 0.0f;
+	for (int u = threadIdx.x; u < a.nk; u += blockDim.x) {
+		float pv = u >= lo && u <= hi ? expf(pr[u] - l) : 0.0f;
 		pr[u] = pv;
 		dsum += (double)pv * dr[u];
 	}
 	dsum = block_sum(dsum, sh);
 	float d = (float)dsum;
-	for (int u = threadIdx.x; u < T; u += blockDim.x)
-		dr[u] = u >= lo && u <= t ? pr[u] * (dr[u] - d) * scale : 0.0f;
+	for (int u = threadIdx.x; u < a.nk; u += blockDim.x)
+		dr[u] = u >= lo && u <= hi ? pr[u] * (dr[u] - d) * scale : 0.0f;
 }
 
-extern "C" cudaError_t zinf_cuda_llama_attn_softmax_forward(float *p, float *lse, int B, int T,
-							    int nh, int h, int window,
+extern "C" cudaError_t zinf_cuda_llama_attn_softmax_forward(float *p, float *lse,
+							    const zinf_cuda_attn_block *a,
 							    cudaStream_t s)
 {
-	if (B <= 0 || T <= 0)
+	if (a->B <= 0 || a->rows <= 0)
 		return cudaSuccess;
-	ZINF_LAUNCH(attn_softmax_forward_kernel, B * T, ROW_THREADS, s)(p, lse, T, nh, h, window);
+	ZINF_LAUNCH(attn_softmax_forward_kernel, a->B * a->rows, ROW_THREADS, s)(p, lse, *a);
 	return cudaGetLastError();
 }
 
 extern "C" cudaError_t zinf_cuda_llama_attn_softmax_backward(float *p, float *ds, const float *lse,
-							     int B, int T, int nh, int h,
-							     int window, float scale,
-							     cudaStream_t s)
+							     const zinf_cuda_attn_block *a,
+							     float scale, cudaStream_t s)
 {
-	if (B <= 0 || T <= 0)
+	if (a->B <= 0 || a->rows <= 0)
 		return cudaSuccess;
-	ZINF_LAUNCH(attn_softmax_backward_kernel, B * T, ROW_THREADS, s)
-	(p, ds, lse, T, nh, h, window, scale);
+	ZINF_LAUNCH(attn_softmax_backward_kernel, a->B * a->rows, ROW_THREADS, s)
+	(p, ds, lse, *a, scale);
 	return cudaGetLastError();
 }
 

@@ -64,17 +64,26 @@ cudaError_t zinf_cuda_llama_swiglu_backward(float *dgate, float *dup, const floa
 					    const float *gate, const float *up, size_t n,
 					    cudaStream_t s);
 
-/* Attention of query head h for the B sequences at once. p (B, T, T): the scaled scores
- * q k^T / sqrt(hd) on entry, the probabilities on return; row t sees keys j with
- * lo(t) <= j <= t, lo(t) = max(0, t - window + 1) when window > 0, else 0; the rest is
- * 0. lse (B, nh, T) receives each row's log-sum-exp at [(b * nh + h) * T + t]. */
-cudaError_t zinf_cuda_llama_attn_softmax_forward(float *p, float *lse, int B, int T, int nh, int h,
-						 int window, cudaStream_t s);
-/* Backward of the same: p holds the scores again on entry (probabilities on return,
- * rebuilt as exp(s - lse)); ds holds dp = dout v^T on entry and receives
+/* A block of attention: query rows [r0, r0 + rows) of query head h (of nh) against keys
+ * [k0, k0 + nk), for the B sequences of T tokens at once. Query t sees keys j with
+ * lo(t) <= j <= t, lo(t) = max(0, t - window + 1) when window > 0, else 0; a block's keys
+ * cover those of its rows (k0 <= lo(r0), k0 + nk >= r0 + rows). */
+struct zinf_cuda_attn_block {
+	int B, T, nh, h, window;
+	int r0, rows, k0, nk;
+};
+
+/* p (B, rows, nk): the scaled scores q k^T / sqrt(hd) of a block on entry (column u is key
+ * k0 + u), the probabilities on return, 0 where a key is not seen. lse (B, nh, T)
+ * receives each row's log-sum-exp at [(b * nh + h) * T + t]. */
+cudaError_t zinf_cuda_llama_attn_softmax_forward(float *p, float *lse,
+						 const struct zinf_cuda_attn_block *a,
+						 cudaStream_t s);
+/* Backward of the same: p holds the block's scores again on entry (probabilities on
+ * return, rebuilt as exp(s - lse)); ds holds dp = dout v^T on entry and receives
  * ds = p * (dp - sum(p * dp)) * scale (0 where masked). */
-cudaError_t zinf_cuda_llama_attn_softmax_backward(float *p, float *ds, const float *lse, int B,
-						  int T, int nh, int h, int window, float scale,
+cudaError_t zinf_cuda_llama_attn_softmax_backward(float *p, float *ds, const float *lse,
+						  const struct zinf_cuda_attn_block *a, float scale,
 						  cudaStream_t s);
 
 /* Per row r of logits (n, V): lse[r] = logsumexp (sum in double); rowloss[r] =

@@ -55,7 +55,12 @@ struct llama_rt_opts {
 	struct llama_rt_mem mem; /* cuda: device memory for buffers and activations */
 	int cuda_device;	 /* cuda: ordinal */
 	bool tf32;		 /* cuda: TF32 tensor-core matrix products (zinf.tf32) */
+	/* cuda: most bytes of one attention score buffer, (B, rows, T) floats; the query
+	 * rows go in blocks of as many as fit (0: LLAMA_ATTN_SCORES_BYTES) */
+	uint64_t attn_scores_bytes;
 };
+
+#define LLAMA_ATTN_SCORES_BYTES (128ull << 20)
 
 void llama_rt_opts_init(struct llama_rt_opts *opts);
 

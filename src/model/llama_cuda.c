@@ -99,6 +99,18 @@ static void dev_free(struct cuda_rt *m, void *p)
 		cudaFree(p);
 }
 
+/* Query rows per block of attention: all T when a (B, T, T) score buffer fits in bytes,
+ * else as many as fit (at least 1; a multiple of 64 from 64 up, for the matrix products'
+ * tiles). */
+static int attn_rows_of(int B, int T, uint64_t bytes)
+{
+	uint64_t row = (uint64_t)B * T * sizeof(float), rows = bytes / row;
+
+	if (rows >= (uint64_t)T)
+		return T;
+	return rows >= 64 ? (int)(rows / 64 * 64) : rows ? (int)rows : 1;
+}
+
 /* Carve bytes at *off of base (NULL: only count), 256-byte aligned. */
 static void *carve(void *base, uint64_t *off, uint64_t bytes)
 {
@@ -131,8 +143,8 @@ static uint64_t runtime_layout(struct cuda_rt *m, void *base)
 	m->dv = CARVE_F(base, &off, N * kvd);
 	m->dctx = CARVE_F(base, &off, N * qd);
 	m->yscratch = CARVE_F(base, &off, N * C);
-	m->att_p = CARVE_F(base, &off, B * T * T);
-	m->att_ds = CARVE_F(base, &off, B * T * T);
+	m->att_p = CARVE_F(base, &off, B * (uint64_t)m->attn_rows * T);
+	m->att_ds = CARVE_F(base, &off, B * (uint64_t)m->attn_rows * T);
 	m->xf = CARVE_F(base, &off, N * C);
 	m->rstdf = CARVE_F(base, &off, N);
 	m->logits = CARVE_F(base, &off, (uint64_t)m->head_rows * V);
@@ -278,6 +290,8 @@ static int cuda_create(const struct zinf_llama_config *cfg, const struct llama_r
 		m->head_rows = opts->llama.head_chunk_bytes / row_bytes
 				       ? (int)(opts->llama.head_chunk_bytes / row_bytes)
 				       : 1;
+	m->attn_rows = attn_rows_of(
+		B, T, opts->attn_scores_bytes ? opts->attn_scores_bytes : LLAMA_ATTN_SCORES_BYTES);
 	snprintf(m->op, sizeof(m->op), "create");
 	rc = cuda_setup(m, opts->cuda_device);
 	if (rc) {

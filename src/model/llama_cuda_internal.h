@@ -27,7 +27,8 @@ struct cuda_rt {
 	float *wscratch;	 /* fp32 copies of the bound module's bf16/fp16 weights */
 	uint64_t wscratch_elems; /* the largest module; 0 when created for fp32 weights */
 	float *dh, *dxn, *dact, *dgate, *dup, *dq, *dk, *dv, *dctx, *yscratch;
-	float *att_p, *att_ds; /* (B, T, T) scores/probabilities and their gradients */
+	int attn_rows;	       /* query rows per block of attention (T: all at once) */
+	float *att_p, *att_ds; /* (B, attn_rows, T) scores/probabilities and their gradients */
 	float *xf, *rstdf, *logits, *lse;
 	double *rowloss; /* (N) per-row loss of the head forward */
 	int32_t *tokens, *targets;

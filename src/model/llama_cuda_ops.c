@@ -70,24 +70,52 @@ static int attn_window(const struct cuda_rt *m)
 									     : 0;
 }
 
+/* The block of query rows [r0, r0 + attn_rows) of head h (fewer at the end) and the keys
+ * they see: from the first key row r0 sees (0 without a window) to the last row. Keys
+ * beyond a row are masked in its block, so causal attention computes about half of the
+ * (T, T) scores when T spans several blocks. */
+static void attn_block(const struct cuda_rt *m, int h, int r0, struct zinf_cuda_attn_block *ab)
+{
+	int window = attn_window(m);
+
+	ab->B = m->B;
+	ab->T = m->T;
+	ab->nh = m->cfg.num_attention_heads;
+	ab->h = h;
+	ab->window = window;
+	ab->r0 = r0;
+	ab->rows = m->T - r0 < m->attn_rows ? m->T - r0 : m->attn_rows;
+	ab->k0 = window > 0 && r0 - window + 1 > 0 ? r0 - window + 1 : 0;
+	ab->nk = r0 + ab->rows - ab->k0;
+}
+
 static int attention_forward(struct cuda_rt *m, struct cuda_acts *a)
 {
 	const struct zinf_llama_config *cfg = &m->cfg;
 	int B = m->B, T = m->T, nh = cfg->num_attention_heads, hd = cfg->head_dim;
 	int rep = nh / cfg->num_key_value_heads, qs = nh * hd, ks = cfg->num_key_value_heads * hd;
-	long long tt = (long long)T * T, tq = (long long)T * qs, tk = (long long)T * ks;
+	long long tq = (long long)T * qs, tk = (long long)T * ks;
 	float scale = 1.0f / sqrtf((float)hd);
-	int window = attn_window(m);
+	struct zinf_cuda_attn_block ab;
 
 	for (int h = 0; h < nh; h++) {
-		int g = h / rep;
+		size_t kvo = (size_t)(h / rep) * hd;
 
-		TRY(gemm(m, "attention scores", false, true, T, T, hd, scale, a->q + h * hd, qs, tq,
-			 a->k + g * hd, ks, tk, 0.0f, m->att_p, T, tt, B));
-		CU(zinf_cuda_llama_attn_softmax_forward,
-		   (m->att_p, a->lse, B, T, nh, h, window, m->stream), "attention softmax");
-		TRY(gemm(m, "attention output", false, false, T, hd, T, 1.0f, m->att_p, T, tt,
-			 a->v + g * hd, ks, tk, 0.0f, a->ctx + h * hd, qs, tq, B));
+		for (int r0 = 0; r0 < T; r0 += m->attn_rows) {
+			long long sp;
+
+			attn_block(m, h, r0, &ab);
+			sp = (long long)ab.rows * ab.nk;
+			TRY(gemm(m, "attention scores", false, true, ab.rows, ab.nk, hd, scale,
+				 a->q + (size_t)r0 * qs + (size_t)h * hd, qs, tq,
+				 a->k + (size_t)ab.k0 * ks + kvo, ks, tk, 0.0f, m->att_p, ab.nk, sp,
+				 B));
+			CU(zinf_cuda_llama_attn_softmax_forward, (m->att_p, a->lse, &ab, m->stream),
+			   "attention softmax");
+			TRY(gemm(m, "attention output", false, false, ab.rows, hd, ab.nk, 1.0f,
+				 m->att_p, ab.nk, sp, a->v + (size_t)ab.k0 * ks + kvo, ks, tk, 0.0f,
+				 a->ctx + (size_t)r0 * qs + (size_t)h * hd, qs, tq, B));
+		}
 	}
 	return 0;
 }
@@ -98,31 +126,40 @@ static int attention_backward(struct cuda_rt *m, struct cuda_acts *a)
 	const struct zinf_llama_config *cfg = &m->cfg;
 	int B = m->B, T = m->T, nh = cfg->num_attention_heads, hd = cfg->head_dim;
 	int rep = nh / cfg->num_key_value_heads, qs = nh * hd, ks = cfg->num_key_value_heads * hd;
-	long long tt = (long long)T * T, tq = (long long)T * qs, tk = (long long)T * ks;
+	long long tq = (long long)T * qs, tk = (long long)T * ks;
 	float scale = 1.0f / sqrtf((float)hd);
-	int window = attn_window(m);
 	size_t kv_bytes = (size_t)m->N * ks * sizeof(float);
+	struct zinf_cuda_attn_block ab;
 
 	CU(cudaMemsetAsync, (m->dk, 0, kv_bytes, m->stream), "attention dk");
 	CU(cudaMemsetAsync, (m->dv, 0, kv_bytes, m->stream), "attention dv");
 	for (int h = 0; h < nh; h++) {
-		int g = h / rep;
-		const float *kg = a->k + g * hd, *vg = a->v + g * hd, *qh = a->q + h * hd;
-		float *dout = m->dctx + h * hd;
+		size_t kvo = (size_t)(h / rep) * hd;
 
-		TRY(gemm(m, "attention scores", false, true, T, T, hd, scale, qh, qs, tq, kg, ks,
-			 tk, 0.0f, m->att_p, T, tt, B));
-		TRY(gemm(m, "attention dp", false, true, T, T, hd, 1.0f, dout, qs, tq, vg, ks, tk,
-			 0.0f, m->att_ds, T, tt, B));
-		CU(zinf_cuda_llama_attn_softmax_backward,
-		   (m->att_p, m->att_ds, a->lse, B, T, nh, h, window, scale, m->stream),
-		   "attention softmax backward");
-		TRY(gemm(m, "attention dq", false, false, T, hd, T, 1.0f, m->att_ds, T, tt, kg, ks,
-			 tk, 0.0f, m->dq + h * hd, qs, tq, B));
-		TRY(gemm(m, "attention dk", true, false, T, hd, T, 1.0f, m->att_ds, T, tt, qh, qs,
-			 tq, 1.0f, m->dk + g * hd, ks, tk, B));
-		TRY(gemm(m, "attention dv", true, false, T, hd, T, 1.0f, m->att_p, T, tt, dout, qs,
-			 tq, 1.0f, m->dv + g * hd, ks, tk, B));
+		for (int r0 = 0; r0 < T; r0 += m->attn_rows) {
+			size_t qo = (size_t)r0 * qs + (size_t)h * hd, ko;
+			const float *qh = a->q + qo, *dout = m->dctx + qo, *kg, *vg;
+			long long sp;
+
+			attn_block(m, h, r0, &ab);
+			sp = (long long)ab.rows * ab.nk;
+			ko = (size_t)ab.k0 * ks + kvo;
+			kg = a->k + ko;
+			vg = a->v + ko;
+			TRY(gemm(m, "attention scores", false, true, ab.rows, ab.nk, hd, scale, qh,
+				 qs, tq, kg, ks, tk, 0.0f, m->att_p, ab.nk, sp, B));
+			TRY(gemm(m, "attention dp", false, true, ab.rows, ab.nk, hd, 1.0f, dout, qs,
+				 tq, vg, ks, tk, 0.0f, m->att_ds, ab.nk, sp, B));
+			CU(zinf_cuda_llama_attn_softmax_backward,
+			   (m->att_p, m->att_ds, a->lse, &ab, scale, m->stream),
+			   "attention softmax backward");
+			TRY(gemm(m, "attention dq", false, false, ab.rows, hd, ab.nk, 1.0f,
+				 m->att_ds, ab.nk, sp, kg, ks, tk, 0.0f, m->dq + qo, qs, tq, B));
+			TRY(gemm(m, "attention dk", true, false, ab.nk, hd, ab.rows, 1.0f,
+				 m->att_ds, ab.nk, sp, qh, qs, tq, 1.0f, m->dk + ko, ks, tk, B));
+			TRY(gemm(m, "attention dv", true, false, ab.nk, hd, ab.rows, 1.0f, m->att_p,
+				 ab.nk, sp, dout, qs, tq, 1.0f, m->dv + ko, ks, tk, B));
+		}
 	}
 	return 0;
 }

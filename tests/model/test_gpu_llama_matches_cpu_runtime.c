@@ -1,7 +1,7 @@
 /* The cuda model runtime computes what the cpu runtime computes: on tiny configs covering
  * GQA, q/k/v/o and MLP biases, Llama-3 RoPE scaling, a sliding window shorter than T in
- * some layers, tied and untied LM heads, a chunked head, ignored targets and fp32, bf16 and
- * fp16 weights, every layer output, the loss, the gradient flowing back after the head and
+ * some layers, tied and untied LM heads, a chunked head, attention in blocks of query rows
+ * (with and without a window), ignored targets and fp32, bf16 and fp16 weights, every layer output, the loss, the gradient flowing back after the head and
  * after each layer, and every parameter gradient agree within 1e-4 relative error, where
  * the error of a tensor is max|cuda - cpu| / max|cpu| (normalised by the tensor's largest
  * magnitude, so tiny elements do not inflate it). Every comparison is printed with its
@@ -25,6 +25,7 @@ struct model {
 	struct zinf_llama_config cfg;
 	enum zinf_dtype dtype;
 	uint64_t head_chunk_bytes;
+	uint64_t attn_scores_bytes; /* 0: the default (all T rows in one block here) */
 	int B, T;
 	const char *name;
 	float *master[NMOD][ZINF_LLAMA_MAX_PARAMS]; /* host fp32 values (rounded to dtype) */
@@ -171,6 +172,7 @@ static void side_run(struct side *sd, const struct model *md)
 
 	llama_rt_opts_init(&opts);
 	opts.llama.head_chunk_bytes = md->head_chunk_bytes;
+	opts.attn_scores_bytes = md->attn_scores_bytes;
 	opts.weight_dtype = md->dtype;
 	T_CHECK(sd->ops->create(&md->cfg, &opts, md->B, md->T, &sd->rt, err, sizeof(err)) == 0,
 		"%s: %s runtime: %s", md->name, sd->ops->name, err);
@@ -352,17 +354,21 @@ int main(void)
 	md.cfg.max_window_layers = 1;
 	check_model(&md, 1);
 
-	/* tied LM head, bf16 weights, head in chunks of 5 rows of N = 24 */
+	/* tied LM head, bf16 weights, head in chunks of 5 rows of N = 24, attention in blocks
+	 * of 5 query rows of T = 12 (the last 2) */
 	base_config(&md, "tied-bf16", ZINF_DTYPE_BF16);
 	md.cfg.tie_word_embeddings = true;
 	md.head_chunk_bytes = 5ull * md.cfg.vocab_size * sizeof(float);
+	md.attn_scores_bytes = 5ull * md.B * md.T * sizeof(float);
 	check_model(&md, 2);
 
-	/* fp16 weights, q/k/v biases (qwen2), a window of 4 in every layer */
+	/* fp16 weights, q/k/v biases (qwen2), a window of 4 in every layer, attention in
+	 * blocks of 3 query rows (each block's keys start 3 before its first row) */
 	base_config(&md, "qwen2-f16", ZINF_DTYPE_F16);
 	md.cfg.attention_bias = true;
 	md.cfg.sliding_window = 4;
 	md.cfg.max_window_layers = 0;
+	md.attn_scores_bytes = 3ull * md.B * md.T * sizeof(float);
 	check_model(&md, 3);
 
 	T_CHECK(failures == 0, "%d tensors differ by more than %g relative (see above)", failures,
