@@ -193,8 +193,9 @@ void zinf_device_account_copy(struct zinf_device *dev, enum zinf_copy_dir dir, u
 
 /* ---- memory -------------------------------------------------------------------------- */
 
-/* Fill a new allocation with 0xff before it is handed out (ZINF_DEVICE_POISON); the fill
- * is not counted in memset_bytes, which stays the callers' own. */
+/* Fill an allocation with 0xff before it is handed out and again when it is freed
+ * (ZINF_DEVICE_POISON); the fill is not counted in memset_bytes, which stays the callers'
+ * own. */
 static int poison(struct zinf_device *dev, void *p, uint64_t bytes)
 {
 	char need[32];
@@ -209,7 +210,7 @@ static int poison(struct zinf_device *dev, void *p, uint64_t bytes)
 	pthread_mutex_unlock(&dev->poison_lock);
 	if (rc)
 		return zinf_device_set_error(
-			dev, rc, "device alloc of %s: ZINF_DEVICE_POISON fill: %s",
+			dev, rc, "device: ZINF_DEVICE_POISON fill of %s: %s",
 			zinf_format_bytes(bytes, need, sizeof(need)), zinf_device_last_error(dev));
 	return 0;
 }
@@ -288,6 +289,12 @@ int zinf_device_free(struct zinf_device *dev, void *ptr)
 			dev->name);
 	if (dev->ops->check_idle) {
 		rc = dev->ops->check_idle(dev, ptr, len);
+		if (rc)
+			return rc;
+	}
+	/* work still queued on the memory (a free before its event) then reads 0xff */
+	if (dev->poison) {
+		rc = poison(dev, ptr, len);
 		if (rc)
 			return rc;
 	}
