@@ -209,9 +209,9 @@ static int poison(struct zinf_device *dev, void *p, uint64_t bytes)
 		__atomic_fetch_sub(&dev->memset_bytes, bytes, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&dev->poison_lock);
 	if (rc)
-		return zinf_device_set_error(
-			dev, rc, "device: ZINF_DEVICE_POISON fill of %s: %s",
-			zinf_format_bytes(bytes, need, sizeof(need)), zinf_device_last_error(dev));
+		return zinf_device_set_error(dev, rc, "device: ZINF_DEVICE_POISON fill of %s: %s",
+					     zinf_format_bytes(bytes, need, sizeof(need)),
+					     zinf_device_last_error(dev));
 	return 0;
 }
 

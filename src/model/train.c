@@ -61,6 +61,7 @@ struct train_run {
 	struct train_state ck;	/* resume_dir's state */
 	uint64_t first_step;	/* 1, or after resume_dir's step */
 	int save_lock;		/* -1, or the flock on save_dir/.zinf-save.lock, held to the end */
+	bool save_dir_made;	/* save_dir did not exist: removed again if the run fails */
 };
 
 /* ---- setup: every check before anything runs ------------------------------------------- */
@@ -99,12 +100,40 @@ static int lock_save_dir(struct train_run *r, char *err, size_t errlen)
 	return 0;
 }
 
+/* A --model or --resume directory that a stopped run was moving its final save into:
+ * the move is finished first, under the directory's save lock. */
+static int finish_stopped_save(const char *dir, const char *flag, char *err, size_t errlen)
+{
+	char path[4200];
+	struct stat st;
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, TRAIN_FINAL_READY);
+	if (lstat(path, &st))
+		return 0;
+	snprintf(path, sizeof(path), "%s/.zinf-save.lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB)) {
+		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		snprintf(err, errlen, "%s: %s: %s", dir, flag,
+			 rc == -EBUSY ? "a live zinf train is saving into it" : strerror(-rc));
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	rc = train_save_recover(dir, err, errlen);
+	close(fd);
+	return rc;
+}
+
 /* The save directory made if missing, and locked. */
 static int make_save_dir(struct train_run *r, char *err, size_t errlen)
 {
 	int rc;
 
-	if (mkdir(r->o->save_dir, 0755) && errno != EEXIST) {
+	if (mkdir(r->o->save_dir, 0755) == 0) {
+		r->save_dir_made = true;
+	} else if (errno != EEXIST) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: --save: cannot create: %s", r->o->save_dir,
 			 strerror(errno));
@@ -113,33 +142,31 @@ static int make_save_dir(struct train_run *r, char *err, size_t errlen)
 	return lock_save_dir(r, err, errlen);
 }
 
-/* --save-every must not write over an earlier run's checkpoints (or a partial one); a
- * final save a stopped run did not finish is removed. */
+/* --save-every must not write over an earlier run's checkpoints (or a partial one); the
+ * final save a stopped run left is moved in, or removed when it was not complete. */
 static int check_snapshots(const struct zinf_train_opts *o, uint64_t first_step, char *err,
 			   size_t errlen)
 {
-	char path[4200];
+	int rc = train_save_recover(o->save_dir, err, errlen);
+	char path[4200], why[400];
 	struct stat st;
 
-	snprintf(path, sizeof(path), "%s/%s", o->save_dir, TRAIN_FINAL_PARTIAL);
-	if (lstat(path, &st) == 0 &&
-	    train_snapshot_remove_partial(o->save_dir, TRAIN_FINAL_PARTIAL, "--save")) {
-		snprintf(err, errlen,
-			 "%s: holds files zinf did not write, where the final save is written "
-			 "(remove it first)",
-			 path);
-		return -EEXIST;
-	}
-
+	if (rc)
+		return rc;
 	for (uint64_t k = o->save_every; o->save_every && k < o->steps; k += o->save_every)
 		for (int partial = 0; partial < 2 && k >= first_step; partial++) {
 			snapshot_path(o, k, partial, path, sizeof(path));
 			/* a save a stopped run cut short is garbage, unless it holds foreign files */
-			if (partial && stat(path, &st) == 0 &&
-			    train_snapshot_remove_partial(o->save_dir, strrchr(path, '/') + 1,
-							  "--save-every") == 0)
-				continue;
-			if (stat(path, &st) == 0) {
+			if (partial && lstat(path, &st) == 0) {
+				if (train_snapshot_remove_partial(o->save_dir,
+								  strrchr(path, '/') + 1, why,
+								  sizeof(why)) == 0)
+					continue;
+				snprintf(err, errlen, "%s: --save-every: %s (remove it first)",
+					 path, why);
+				return -EEXIST;
+			}
+			if (lstat(path, &st) == 0) {
 				snprintf(err, errlen,
 					 "%s: --save-every would write over it (remove it first)",
 					 path);
@@ -212,8 +239,8 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 	if (o->resume_dir && o->save_dir && same_dir(o->resume_dir, o->save_dir)) {
 		snprintf(
 			err, errlen,
-			"%s: --save is the --resume directory (a save would replace the checkpoint "
-			"before it is complete: save elsewhere)",
+			"%s: --save is the --resume directory (the final save would replace the "
+			"checkpoint it resumes from: save elsewhere)",
 			o->save_dir);
 		return -EINVAL;
 	}
@@ -234,7 +261,7 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 		}
 		snprintf(parent, sizeof(parent), "%s", o->save_dir);
 		if (stat(dirname(parent), &st) || !S_ISDIR(st.st_mode)) {
-			snprintf(err, errlen, "%s: --save: parent directory does not exist",
+			snprintf(err, errlen, "%s: --save: its parent is not a directory",
 				 o->save_dir);
 			return -ENOENT;
 		}
@@ -387,10 +414,13 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
 	const struct zinf_hf_config *hf = &r->tm.hf;
-	struct stat st;
 	int rc;
 
 	rc = check_opts(o, err, errlen);
+	if (!rc && o->model_dir)
+		rc = finish_stopped_save(o->model_dir, "--model", err, errlen);
+	if (!rc && o->resume_dir)
+		rc = finish_stopped_save(o->resume_dir, "--resume", err, errlen);
 	/* every file the resume reads is checked against the state's list first */
 	if (!rc && o->resume_dir)
 		rc = train_state_read(o->resume_dir, &r->ck, err, errlen);
@@ -421,9 +451,10 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		rc = setup_data(r, &r->eval, o->eval_data_path, false, err, errlen);
 	if (!rc)
 		rc = setup_state(r, err, errlen);
-	/* an existing save directory is locked before its .partial snapshots are looked at */
-	if (!rc && o->save_dir && stat(o->save_dir, &st) == 0)
-		rc = lock_save_dir(r, err, errlen);
+	/* the save directory is made (so a path that cannot be is refused now) and locked
+	 * before its .partial snapshots are looked at */
+	if (!rc && o->save_dir)
+		rc = make_save_dir(r, err, errlen);
 	if (!rc && o->save_dir)
 		rc = check_snapshots(o, r->first_step, err, errlen);
 	if (rc)
@@ -474,8 +505,14 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	return rc;
 }
 
-static void finish(struct train_run *r)
+static void finish(struct train_run *r, bool failed)
 {
+	if (failed && r->save_dir_made) { /* as it was: no directory (unless it holds more) */
+		char path[4200];
+		snprintf(path, sizeof(path), "%s/.zinf-save.lock", r->o->save_dir);
+		unlink(path);
+		rmdir(r->o->save_dir);
+	}
 	if (r->save_lock >= 0)
 		close(r->save_lock);
 	if (r->pass.m)
@@ -730,7 +767,7 @@ static int save_final(struct train_run *r, struct zinf_train_result *res, char *
 	if (!rc)
 		rc = save_to(r, staging, r->o->steps, err, errlen);
 	if (!rc)
-		rc = train_save_publish(r->o->save_dir, TRAIN_FINAL_PARTIAL, err, errlen);
+		rc = train_save_publish(r->o->save_dir, err, errlen);
 	zinf_engine_get_stats(r->e, &st);
 	res->save_nvme_read_bytes = st.nvme_to_pinned.bytes - res->nvme_read_bytes;
 	res->save_seconds = now_seconds() - t0;
@@ -793,6 +830,6 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 		rc = save_final(&r, res, err, errlen);
 out:
 	res->seconds = now_seconds() - t0;
-	finish(&r);
+	finish(&r, rc != 0);
 	return rc;
 }

@@ -223,19 +223,28 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
  * Returns 0, or a negative code when save_dir cannot be listed. */
 int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, char *err,
 			   size_t errlen);
-/* Remove save_dir/name, a checkpoint-<step>.partial or final.partial a stopped run left,
- * if it holds only files a save writes (or their NAME.tmp); 0 removed, 1 kept (with a
- * warning naming what, the flag that asked). */
-int train_snapshot_remove_partial(const char *save_dir, const char *name, const char *what);
+/* Remove save_dir/name, a checkpoint-<step>.partial a stopped run left, if it holds only
+ * files a save writes (or their NAME.tmp); 0 removed, 1 kept, with the reason in why. */
+int train_snapshot_remove_partial(const char *save_dir, const char *name, char *why, size_t whylen);
 
-/* Where the final save is written before train_save_publish moves it into save_dir. */
+/* The final save: written into save_dir/TRAIN_FINAL_PARTIAL, committed by renaming it
+ * TRAIN_FINAL_READY (with TRAIN_FINAL_LIST, its files), moved into save_dir, and the
+ * emptied directory renamed TRAIN_FINAL_DONE and removed. */
 #define TRAIN_FINAL_PARTIAL "final.partial"
+#define TRAIN_FINAL_READY "final.ready"
+#define TRAIN_FINAL_DONE "final.done"
+#define TRAIN_FINAL_LIST "zinf_files.txt"
 
-/* Move the complete save in save_dir/name into save_dir: the earlier state file removed
- * first, an earlier save's model or optimizer files that the new ones supersede removed,
- * every file renamed (the state file last), save_dir fsynced, name removed. 0, or a
- * negative code with err naming the file. */
-int train_save_publish(const char *save_dir, const char *name, char *err, size_t errlen);
+/* Commit the complete save in save_dir/TRAIN_FINAL_PARTIAL and move it into save_dir: the
+ * earlier state file removed first, an earlier save's model and optimizer files that the
+ * new ones do not replace removed, every file renamed in (the state file last), save_dir
+ * fsynced. 0, or a negative code with err naming the file. */
+int train_save_publish(const char *save_dir, char *err, size_t errlen);
+/* Before a run saves into save_dir (holding its lock): finish moving in a committed save
+ * a stopped run left (TRAIN_FINAL_READY), and remove a TRAIN_FINAL_PARTIAL or
+ * TRAIN_FINAL_DONE it left if they hold only files a save writes. 0, or a negative code
+ * with err (one line: a directory holding anything else is refused, and kept). */
+int train_save_recover(const char *save_dir, char *err, size_t errlen);
 
 /* ---- one micro-batch through the engine (train_pass.c) ----------------------------------- */
 

@@ -10,9 +10,12 @@
  * warning. Every removal is relative to save_dir's descriptor and follows no link. The
  * state file goes first, so a checkpoint removed in part never reads as complete.
  *
- * The final save is written into save_dir/final.partial and its files then renamed into
- * save_dir, the state file last (train_save_publish): until then an earlier save there
- * stays whole, and a run killed while it writes leaves only the .partial directory.
+ * The final save is written into save_dir/final.partial; once complete, a list of its
+ * files is written beside them and the directory renamed final.ready (the commit), then
+ * its files are renamed into save_dir, the state file last, and the emptied directory is
+ * renamed final.done and removed (train_save_publish). Until the commit an earlier save
+ * there stays whole; a run stopped after it has its save moved in by the next run
+ * (train_save_recover), every step of the move being one that can be done again.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -80,13 +83,14 @@ static bool saved_file(const char *name)
 	return false;
 }
 
-/* A file name a save that did not finish leaves: a saved file, or one's NAME.tmp. */
+/* A file name a save that did not finish leaves: a saved file, or one's NAME.tmp, or the
+ * final save's list of its files. */
 static bool partial_file(const char *name)
 {
 	size_t n = strlen(name);
 	char base[256];
 
-	if (saved_file(name))
+	if (saved_file(name) || !strcmp(name, TRAIN_FINAL_LIST))
 		return true;
 	if (n <= 4 || n - 4 >= sizeof(base) || strcmp(name + n - 4, ".tmp"))
 		return false;
@@ -95,27 +99,29 @@ static bool partial_file(const char *name)
 	return saved_file(base);
 }
 
-/* Snapshot name in save_dir (fd parent): removed if it is a real directory (not a link)
- * holding only regular files a save writes, and config.json (for a snapshot under its
- * final name; a .partial one, cut short, may also hold the writers' NAME.tmp files and
- * lack config.json). Everything is relative to the parent's descriptor and never
- * follows a link, so nothing outside save_dir is touched. 0 removed, 1 kept (logged as
- * what: the flag that asked). */
-static int remove_snapshot(int parent, const char *save_dir, const char *name, bool partial,
-			   const char *what)
+/* Snapshot name in a save directory (fd parent): removed if it is a real directory (not
+ * a link) holding only regular files a save writes, and config.json (for a snapshot under
+ * its final name; a .partial one, cut short, may also hold the writers' NAME.tmp files
+ * and lack config.json). Everything is relative to the parent's descriptor and never
+ * follows a link, so nothing outside the save directory is touched. 0 removed, 1 kept,
+ * with the reason in why. */
+static int remove_snapshot(int parent, const char *name, bool partial, char *why, size_t whylen)
 {
 	char foreign[300] = "";
 	bool has_config = false;
 	struct dirent *de;
 	struct stat st;
-	int fd;
-	DIR *d;
+	int fd = -1;
+	DIR *d = NULL;
 
-	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+		fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
-		zinf_logf(ZINF_LOG_WARN, "%s/%s: %s: kept, not a directory zinf wrote (%s)",
-			  save_dir, name, what, strerror(errno));
+		snprintf(why, whylen, "%s",
+			 fd >= 0	       ? strerror(errno)
+			 : S_ISLNK(st.st_mode) ? "a symbolic link, not a directory zinf wrote"
+					       : "not a directory zinf wrote");
 		if (fd >= 0)
 			close(fd);
 		return 1;
@@ -129,8 +135,8 @@ static int remove_snapshot(int parent, const char *save_dir, const char *name, b
 		has_config |= !strcmp(de->d_name, "config.json");
 	}
 	if (foreign[0] || (!has_config && !partial)) {
-		zinf_logf(ZINF_LOG_WARN, "%s/%s: %s: kept, it holds %s, which zinf did not write",
-			  save_dir, name, what, foreign[0] ? foreign : "no config.json");
+		snprintf(why, whylen, "it holds %s, which zinf did not write",
+			 foreign[0] ? foreign : "no config.json");
 		closedir(d);
 		return 1;
 	}
@@ -144,8 +150,7 @@ static int remove_snapshot(int parent, const char *save_dir, const char *name, b
 			unlinkat(fd, de->d_name, 0);
 	closedir(d);
 	if (unlinkat(parent, name, AT_REMOVEDIR)) {
-		zinf_logf(ZINF_LOG_WARN, "%s/%s: %s: cannot remove it: %s", save_dir, name, what,
-			  strerror(errno));
+		snprintf(why, whylen, "cannot remove it: %s", strerror(errno));
 		return 1;
 	}
 	return 0;
@@ -197,9 +202,12 @@ int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, c
 	}
 	if (n > keep) {
 		qsort(list, n, sizeof(*list), newest_first);
-		for (size_t i = keep; i < n; i++)
-			remove_snapshot(parent, save_dir, list[i].name, false,
-					"--save-total-limit");
+		for (size_t i = keep; i < n; i++) {
+			char why[400];
+			if (remove_snapshot(parent, list[i].name, false, why, sizeof(why)))
+				zinf_logf(ZINF_LOG_WARN, "%s/%s: --save-total-limit: kept, %s",
+					  save_dir, list[i].name, why);
+		}
 	}
 out:
 	if (d)
@@ -210,19 +218,23 @@ out:
 	return rc;
 }
 
-int train_snapshot_remove_partial(const char *save_dir, const char *name, const char *what)
+int train_snapshot_remove_partial(const char *save_dir, const char *name, char *why, size_t whylen)
 {
 	int parent = open(save_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
 
-	if (parent < 0)
+	if (parent < 0) {
+		snprintf(why, whylen, "%s", strerror(errno));
 		return 1;
-	rc = remove_snapshot(parent, save_dir, name, true, what);
+	}
+	rc = remove_snapshot(parent, name, true, why, whylen);
 	close(parent);
 	if (rc == 0)
 		zinf_logf(ZINF_LOG_INFO, "%s/%s: removed, a save a stopped run did not finish",
 			  save_dir, name);
 	return rc;
 }
+
+/* ---- the final save: written aside, committed, moved in ------------------------------- */
 
 /* Which safetensors a saved file's name is of: 1 the model's, 2 the optimizer state's, 0
  * neither (config.json, the state file). */
@@ -245,20 +257,122 @@ static int by_publish_rank(const void *a, const void *b)
 	return rx != ry ? rx - ry : strcmp(x, y);
 }
 
-/* Does the list of n names hold name? */
-static bool listed(char *const *names, size_t n, const char *name)
+struct name_list {
+	char **names;
+	size_t n, cap;
+};
+
+static void name_list_free(struct name_list *l)
 {
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(names[i], name))
+	for (size_t i = 0; i < l->n; i++)
+		free(l->names[i]);
+	free(l->names);
+	memset(l, 0, sizeof(*l));
+}
+
+static int name_list_add(struct name_list *l, const char *name, size_t len)
+{
+	char **grown;
+
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 16;
+		grown = realloc(l->names, l->cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		l->names = grown;
+	}
+	l->names[l->n] = strndup(name, len);
+	if (!l->names[l->n])
+		return -ENOMEM;
+	l->n++;
+	return 0;
+}
+
+static bool listed(const struct name_list *l, const char *name)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (!strcmp(l->names[i], name))
 			return true;
 	return false;
 }
 
-/* The saved files of save_dir (fd parent) that the new save's names supersede: those
- * of a prefix (model, optimizer) the new save writes that it does not write itself (an
- * earlier save's single file beside new shards, or shards of another count). Regular
- * files only, never through a link. */
-static int remove_superseded(int parent, const char *save_dir, char *const *names, size_t n)
+/* The files a save wrote into the directory fd, in move order. */
+static int list_saved(int fd, struct name_list *l)
+{
+	int dfd = dup(fd), rc = 0;
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		rc = -errno;
+		if (dfd >= 0)
+			close(dfd);
+		return rc;
+	}
+	while ((de = readdir(d)) && !rc)
+		if (saved_file(de->d_name))
+			rc = name_list_add(l, de->d_name, strlen(de->d_name));
+	closedir(d);
+	if (!rc)
+		qsort(l->names, l->n, sizeof(*l->names), by_publish_rank);
+	return rc;
+}
+
+/* The list a committed save keeps of its files (TRAIN_FINAL_LIST, one name a line), in
+ * move order; every name must be one a save writes. */
+static int read_list(int fd, struct name_list *l)
+{
+	char buf[1 << 16];
+	ssize_t len;
+	int lf = openat(fd, TRAIN_FINAL_LIST, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), rc = 0;
+
+	if (lf < 0)
+		return -errno;
+	len = read(lf, buf, sizeof(buf) - 1);
+	close(lf);
+	if (len < 0 || len == (ssize_t)sizeof(buf) - 1)
+		return len < 0 ? -EIO : -EFBIG;
+	buf[len] = 0;
+	for (char *line = buf, *end; *line && !rc; line = end + 1) {
+		end = strchr(line, '\n');
+		if (!end)
+			return -EBADMSG;
+		*end = 0;
+		rc = saved_file(line) ? name_list_add(l, line, strlen(line)) : -EBADMSG;
+	}
+	if (!rc)
+		qsort(l->names, l->n, sizeof(*l->names), by_publish_rank);
+	return rc;
+}
+
+/* Write the list of l's names into the directory fd, durably. */
+static int write_list(int fd, const struct name_list *l)
+{
+	int lf = openat(fd, TRAIN_FINAL_LIST, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			0644),
+	    rc = 0;
+	FILE *f = lf >= 0 ? fdopen(lf, "w") : NULL;
+
+	if (!f) {
+		rc = -errno;
+		if (lf >= 0)
+			close(lf);
+		return rc;
+	}
+	for (size_t i = 0; i < l->n; i++)
+		fprintf(f, "%s\n", l->names[i]);
+	if (fflush(f) || fsync(lf))
+		rc = -errno;
+	if (fclose(f) && !rc)
+		rc = -errno;
+	return rc;
+}
+
+/* The saved model and optimizer files of the save directory (fd parent) that the new
+ * save's list does not name: an earlier save's single file beside new shards, shards of
+ * another count, an optimizer state the new save has none of (without its state file it
+ * is of no use). Regular files only, never through a link. */
+static void remove_superseded(int parent, const char *save_dir, const struct name_list *l)
 {
 	int fd = dup(parent);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -268,113 +382,135 @@ static int remove_superseded(int parent, const char *save_dir, char *const *name
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
-		return -errno;
+		return; /* the listing failed: the earlier files stay, harmless */
 	}
-	while ((de = readdir(d))) {
-		int kind = saved_kind(de->d_name);
-		bool ours = false;
-
-		if (!kind || !saved_file(de->d_name) || listed(names, n, de->d_name))
-			continue;
-		for (size_t i = 0; i < n && !ours; i++)
-			ours = saved_kind(names[i]) == kind;
-		if (ours && fstatat(parent, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	while ((de = readdir(d)))
+		if (saved_kind(de->d_name) && saved_file(de->d_name) && !listed(l, de->d_name) &&
+		    fstatat(parent, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISREG(st.st_mode) && unlinkat(parent, de->d_name, 0) == 0)
 			zinf_logf(ZINF_LOG_INFO, "%s: removed %s, an earlier save's", save_dir,
 				  de->d_name);
-	}
 	closedir(d);
-	return 0;
 }
 
-/* Rename dir/name/file (fd) to dir/file (parent). */
-static int move_in(int fd, int parent, const char *dir, const char *name, const char *file,
-		   char *err, size_t errlen)
+/* Move the committed save save_dir/TRAIN_FINAL_READY into save_dir. Every step can be
+ * done again after a stop part-way (the list, not the directory's listing, names the new
+ * files): the earlier state file removed, the earlier files the new ones supersede
+ * removed, each new file renamed in unless it already was (the state file last), and
+ * the emptied directory renamed to TRAIN_FINAL_DONE and removed. */
+static int move_in(int parent, const char *save_dir, char *err, size_t errlen)
 {
-	int rc;
+	struct name_list l = {0};
+	char why[400];
+	struct stat st;
+	int fd = openat(parent, TRAIN_FINAL_READY, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int rc = fd >= 0 ? read_list(fd, &l) : -errno;
 
-	if (!renameat(fd, file, parent, file))
-		return 0;
-	rc = -errno;
-	snprintf(err, errlen, "%s/%s/%s: cannot move it into %s: %s", dir, name, file, dir,
-		 strerror(errno));
-	return rc;
-}
-
-int train_save_publish(const char *save_dir, const char *name, char *err, size_t errlen)
-{
-	int parent = open(save_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd = -1, rc = 0;
-	char **names = NULL, **grown;
-	size_t n = 0, cap = 0, k;
-	struct dirent *de;
-	DIR *d = NULL;
-
-	if (parent >= 0)
-		fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
-		rc = -errno;
-		snprintf(err, errlen, "%s/%s: cannot open the save to move it into place: %s",
-			 save_dir, name, strerror(errno));
+	if (rc) {
+		snprintf(err, errlen, "%s/%s: cannot read its file list %s: %s", save_dir,
+			 TRAIN_FINAL_READY, TRAIN_FINAL_LIST, strerror(-rc));
 		goto out;
 	}
-	while ((de = readdir(d))) {
-		if (!saved_file(de->d_name))
-			continue; /* ".", ".." (and nothing else a finished save holds) */
-		if (n == cap) {
-			cap = cap ? 2 * cap : 16;
-			grown = realloc(names, cap * sizeof(*names));
-			if (!grown)
-				goto oom;
-			names = grown;
-		}
-		names[n] = strdup(de->d_name);
-		if (!names[n])
-			goto oom;
-		n++;
-	}
-	qsort(names, n, sizeof(*names), by_publish_rank);
-	/* the earlier save's state first: from here until the new one's is in place the
-	 * directory reads as a save without a state */
 	if (unlinkat(parent, TRAIN_STATE_FILE, 0) && errno != ENOENT) {
 		rc = -errno;
 		snprintf(err, errlen, "%s/%s: cannot remove the earlier state: %s", save_dir,
 			 TRAIN_STATE_FILE, strerror(errno));
 		goto out;
 	}
-	/* the new files; then the earlier ones they supersede; the state last */
-	for (k = 0; k < n && publish_rank(names[k]) < 2 && !rc; k++)
-		rc = move_in(fd, parent, save_dir, name, names[k], err, errlen);
-	if (!rc) {
-		rc = remove_superseded(parent, save_dir, names, n);
+	remove_superseded(parent, save_dir, &l);
+	for (size_t i = 0; i < l.n && !rc; i++) {
+		const char *f = l.names[i];
+		bool moved = fstatat(fd, f, &st, AT_SYMLINK_NOFOLLOW) && errno == ENOENT &&
+			     fstatat(parent, f, &st, AT_SYMLINK_NOFOLLOW) == 0; /* before a stop */
+
+		/* the rest is in, durably, before the state */
+		if (publish_rank(f) == 2 && fsync(parent))
+			rc = -errno;
+		if (!rc && !moved && renameat(fd, f, parent, f))
+			rc = -errno;
 		if (rc)
-			snprintf(err, errlen, "%s: cannot list it: %s", save_dir, strerror(-rc));
+			snprintf(err, errlen, "%s/%s/%s: cannot move it into %s: %s", save_dir,
+				 TRAIN_FINAL_READY, f, save_dir, strerror(-rc));
 	}
-	for (; k < n && !rc; k++)
-		rc = move_in(fd, parent, save_dir, name, names[k], err, errlen);
 	if (rc)
 		goto out;
-	if (fsync(parent)) {
+	if (renameat(parent, TRAIN_FINAL_READY, parent, TRAIN_FINAL_DONE) || fsync(parent)) {
 		rc = -errno;
-		snprintf(err, errlen, "%s: fsync: %s", save_dir, strerror(errno));
+		snprintf(err, errlen, "%s/%s: cannot mark it moved in: %s", save_dir,
+			 TRAIN_FINAL_READY, strerror(errno));
 		goto out;
 	}
-	if (unlinkat(parent, name, AT_REMOVEDIR))
-		zinf_logf(ZINF_LOG_WARN, "%s/%s: cannot remove it: %s", save_dir, name,
-			  strerror(errno));
-	goto out;
-oom:
-	rc = -ENOMEM;
-	snprintf(err, errlen, "%s/%s: out of memory for its file list", save_dir, name);
+	if (remove_snapshot(parent, TRAIN_FINAL_DONE, true, why, sizeof(why)))
+		zinf_logf(ZINF_LOG_WARN, "%s/%s: left, %s", save_dir, TRAIN_FINAL_DONE, why);
 out:
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	if (d)
-		closedir(d);
-	else if (fd >= 0)
+	name_list_free(&l);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+int train_save_publish(const char *save_dir, char *err, size_t errlen)
+{
+	int parent = open(save_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), fd = -1, rc;
+	struct name_list l = {0};
+
+	if (parent >= 0)
+		fd = openat(parent, TRAIN_FINAL_PARTIAL,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	rc = fd >= 0 ? list_saved(fd, &l) : -errno;
+	if (!rc)
+		rc = write_list(fd, &l);
+	/* the commit: from here the save is complete, and a stopped run's is moved in by
+	 * the next one */
+	if (!rc &&
+	    (renameat(parent, TRAIN_FINAL_PARTIAL, parent, TRAIN_FINAL_READY) || fsync(parent)))
+		rc = -errno;
+	if (rc)
+		snprintf(err, errlen, "%s/%s: cannot commit the save: %s", save_dir,
+			 TRAIN_FINAL_PARTIAL, strerror(-rc));
+	else
+		rc = move_in(parent, save_dir, err, errlen);
+	name_list_free(&l);
+	if (fd >= 0)
 		close(fd);
 	if (parent >= 0)
 		close(parent);
+	return rc;
+}
+
+int train_save_recover(const char *save_dir, char *err, size_t errlen)
+{
+	static const char *const dirs[] = {TRAIN_FINAL_DONE, TRAIN_FINAL_READY,
+					   TRAIN_FINAL_PARTIAL};
+	int parent = open(save_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+	struct stat st;
+	char why[400];
+
+	if (parent < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: --save: cannot open it: %s", save_dir, strerror(errno));
+		return rc;
+	}
+	for (int i = 0; i < 3 && !rc; i++) {
+		if (fstatat(parent, dirs[i], &st, AT_SYMLINK_NOFOLLOW))
+			continue;
+		if (i == 1 && S_ISDIR(st.st_mode)) {
+			rc = move_in(parent, save_dir, err, errlen);
+			if (!rc)
+				zinf_logf(ZINF_LOG_INFO,
+					  "%s: moved in the complete save a stopped run left in %s",
+					  save_dir, TRAIN_FINAL_READY);
+		} else if (remove_snapshot(parent, dirs[i], true, why, sizeof(why))) {
+			rc = -EEXIST;
+			snprintf(err, errlen,
+				 "%s/%s: %s (a save is written there: remove it first)", save_dir,
+				 dirs[i], why);
+		} else {
+			zinf_logf(ZINF_LOG_INFO, "%s/%s: removed, %s", save_dir, dirs[i],
+				  i ? "a save a stopped run did not finish"
+				    : "a save already moved in");
+		}
+	}
+	close(parent);
 	return rc;
 }

@@ -4,7 +4,12 @@
  * zinf_state.json) and no other, and it still resumes. The final save is written into
  * DIR/final.partial and moved in only once complete; the next run into DIR removes the
  * final.partial the killed one left and ends with the files of an uninterrupted run, the
- * earlier save's shards and index files (superseded by single files) removed.
+ * earlier save's shards and index files (superseded by single files) removed. A run
+ * killed once its save is complete (DIR/final.ready, while it is moved in; and stopped
+ * again after one more file moved) has it moved in by the next run that reads DIR
+ * (--resume DIR here; a run saving into DIR does it too): then DIR holds the
+ * uninterrupted run's files and no other. A final.partial holding
+ * a file zinf did not write is refused on one line, and kept.
  *
  * Usage: test_train_killed_final_save_keeps_the_earlier_save ZINF_BIN */
 #include <dirent.h>
@@ -115,11 +120,29 @@ static void copy_dir(const char *from, const char *to)
 	T_CHECK(system(cmd) == 0, "%s", cmd);
 }
 
+/* Start the later run into a copy of the earlier save, kill it once dir/name exists; true
+ * when dir/name is still there (the kill landed while it was). */
+static bool kill_when(const char *earlier, const char *save, const char *name)
+{
+	char path[400], extra[700];
+	int status;
+	pid_t pid;
+
+	copy_dir(earlier, save);
+	snprintf(path, sizeof(path), "%s/%s", save, name);
+	snprintf(extra, sizeof(extra), "--save '%s' --save-state", save);
+	pid = start(4, extra);
+	while (access(path, F_OK) != 0 && waitpid(pid, &status, WNOHANG) == 0)
+		usleep(50);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return access(path, F_OK) == 0;
+}
+
 int main(int argc, char **argv)
 {
 	char earlier[300], whole[300], save[300], extra[700], partial[400];
 	bool landed = false;
-	int status;
 
 	T_CHECK(argc == 2, "usage: %s ZINF_BIN", argv[0]);
 	zinf_bin = argv[1];
@@ -144,17 +167,9 @@ int main(int argc, char **argv)
 	/* the later run into a copy of the earlier save, killed as soon as its final save
 	 * starts (tried until a kill lands inside it) */
 	for (int i = 0; i < 8 && !landed; i++) {
-		pid_t pid;
 		snprintf(save, sizeof(save), "%s/killed-%d", d.root, i);
 		snprintf(partial, sizeof(partial), "%s/final.partial", save);
-		copy_dir(earlier, save);
-		snprintf(extra, sizeof(extra), "--save '%s' --save-state", save);
-		pid = start(4, extra);
-		while (access(partial, F_OK) != 0 && waitpid(pid, &status, WNOHANG) == 0)
-			usleep(100);
-		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
-		landed = access(partial, F_OK) == 0;
+		landed = kill_when(earlier, save, "final.partial");
 		fprintf(stderr, "try %d: the kill landed %s the final save\n", i,
 			landed ? "inside" : "outside");
 		if (!landed) {
@@ -167,6 +182,32 @@ int main(int argc, char **argv)
 		T_CHECK(run(3, extra) == 0, "%s: the earlier save does not resume", save);
 	}
 	T_CHECK(landed, "no kill landed inside the final save in 8 tries");
+
+	/* killed while the complete save is moved in: the next run moves it in */
+	landed = false;
+	for (int i = 0; i < 20 && !landed; i++) {
+		char moving[300];
+		snprintf(moving, sizeof(moving), "%s/moving-%d", d.root, i);
+		landed = kill_when(earlier, moving, "final.ready");
+		fprintf(stderr, "try %d: the kill landed %s the move\n", i,
+			landed ? "inside" : "outside");
+		T_CHECK(landed || !exists(moving, "final.partial"), "%s: killed before", moving);
+		if (landed) { /* and stopped again right after moving the model in */
+			char from[400], to[400];
+			snprintf(from, sizeof(from), "%s/final.ready/model.safetensors", moving);
+			snprintf(to, sizeof(to), "%s/model.safetensors", moving);
+			T_CHECK(access(from, F_OK) != 0 || rename(from, to) == 0, "rename %s",
+				from);
+		}
+		if (landed) {
+			snprintf(extra, sizeof(extra), "--resume '%s'", moving);
+			T_CHECK(run(5, extra) == 0, "%s: does not resume", moving);
+		}
+		T_CHECK(!exists(moving, "final.ready") && !exists(moving, "final.done"),
+			"%s: the move is left", moving);
+		same_dir(whole, moving);
+	}
+	T_CHECK(landed, "no kill landed inside the move in 20 tries");
 
 	/* going on into the same directory: the partial one removed, the later save's
 	 * files, the earlier save's shards and index files gone */
