@@ -60,25 +60,37 @@ static int cmd_help(int argc, char **argv)
 	return ZINF_EXIT_USAGE;
 }
 
-/* When OpenBLAS did not recognise this CPU and runs generic kernels, run again with
- * OPENBLAS_CORETYPE naming the faster core the CPU supports (it is read only when
- * OpenBLAS loads; zinf_blas_core_suggested() is NULL once it is set, so this happens at
- * most once). Not when started through the dynamic loader named as the program (no
- * interpreter base: /proc/self/exe is then the loader). If the exec fails, go on as we
- * are. */
-static void rerun_with_faster_blas(char **argv)
+/* Run again with the environment the libraries read only as they load, where it is
+ * missing:
+ * - OPENBLAS_CORETYPE naming the faster core the CPU supports, when OpenBLAS did not
+ *   recognise this CPU and runs generic kernels (zinf_blas_core_suggested() is NULL once
+ *   it is set);
+ * - OMP_WAIT_POLICY=passive, when neither it nor GOMP_SPINCOUNT is set: libgomp's
+ *   default spins its idle workers, which then hold the cores the engine's copy, I/O and
+ *   OpenBLAS threads need (the demo took 6.6x as long on 2 cores, docs/benchmarks.md).
+ * Both are set once, so this happens at most once. Not when started through the dynamic
+ * loader named as the program (no interpreter base: /proc/self/exe is then the loader).
+ * If the exec fails, go on as we are. */
+static void rerun_with_fast_defaults(char **argv)
 {
 	const char *core = zinf_blas_core_suggested();
+	bool passive = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
 
-	if (!core || !getauxval(AT_BASE) || setenv("OPENBLAS_CORETYPE", core, 1))
+	if ((!core && !passive) || !getauxval(AT_BASE))
+		return;
+	if ((core && setenv("OPENBLAS_CORETYPE", core, 1)) ||
+	    (passive && setenv("OMP_WAIT_POLICY", "passive", 1)))
 		return;
 	execv("/proc/self/exe", argv);
-	unsetenv("OPENBLAS_CORETYPE");
+	if (core)
+		unsetenv("OPENBLAS_CORETYPE");
+	if (passive)
+		unsetenv("OMP_WAIT_POLICY");
 }
 
 int main(int argc, char **argv)
 {
-	rerun_with_faster_blas(argv);
+	rerun_with_fast_defaults(argv);
 	if (argc < 2) {
 		usage(stderr);
 		return ZINF_EXIT_USAGE;
