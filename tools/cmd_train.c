@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,8 @@ const char cmd_train_usage[] =
 	"  --save-state             saves also hold the optimizer state, for --resume\n"
 	"  --save-total-limit N     keep the newest N checkpoint-<step> (with --save-every)\n"
 	"  --log-json FILE          one JSON object per line per optimizer step\n"
-	"  -q, --quiet              no progress output\n";
+	"  -q, --quiet              no progress output\n"
+	"SIGINT (Ctrl-C) or SIGTERM: stop after the step in progress, clean up, exit 130/143.\n";
 
 struct progress {
 	FILE *f;
@@ -121,6 +123,33 @@ static void on_step(const struct zinf_train_step *s, void *user)
 	fflush(p->f);
 }
 
+static volatile sig_atomic_t stop_signal;
+
+/* SIGINT, SIGTERM: the run stops before its next step and tears down (its NVMe run
+ * directory removed, so the next run is not refused); the handler then gives the signal
+ * back its default action, so a second one stops the process at once. */
+static void on_stop_signal(int sig)
+{
+	static const char msg[] =
+		"\nzinf train: stopping after this step (the same signal again: at once)\n";
+
+	stop_signal = sig;
+	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+		return;
+}
+
+static void catch_stop_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;
+	sa.sa_flags = SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
 int cmd_train(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -174,10 +203,14 @@ int cmd_train(int argc, char **argv)
 	o.on_step = on_step;
 	o.on_step_user = &prog;
 	prog.tty = isatty(fileno(stdout));
+	o.stop = &stop_signal;
+	catch_stop_signals();
 	if (zinf_train_run(&o, &res, err, sizeof(err))) {
 		if (prog.drawn)
 			fputc('\n', stdout);
 		fprintf(stderr, "zinf train: %s\n", err);
+		if (res.stopped) /* as the signal's own exit would say */
+			return 128 + stop_signal;
 		return res.bad_input ? ZINF_EXIT_USAGE : ZINF_EXIT_FAIL;
 	}
 	if (!prog.quiet)

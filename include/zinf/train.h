@@ -108,6 +108,12 @@ struct zinf_train_opts {
 	const char *log_json_path;
 	zinf_train_step_fn on_step;
 	void *on_step_user;
+	/* When non-NULL: once *stop is nonzero (a signal handler may set it: a
+	 * volatile sig_atomic_t, an int on Linux) the run stops
+	 * before its next step (the one in progress, with its report and snapshot, ends
+	 * first), without the final save, tears down as at the end (the NVMe run directory
+	 * removed) and returns -EINTR with result->stopped set. */
+	const volatile int *stop;
 };
 
 void zinf_train_opts_init(struct zinf_train_opts *opts);
@@ -133,6 +139,7 @@ struct zinf_train_result {
 	/* On failure: true when the input was at fault (a missing or malformed file, an
 	 * invalid option or config; the CLI exits 2), false for a failure while running. */
 	bool bad_input;
+	bool stopped; /* opts.stop asked, and the run stopped (-EINTR) */
 };
 
 /* Run the training opts describes. Returns 0, or a negative code with one line in err

@@ -237,11 +237,10 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (o->resume_dir && o->save_dir && same_dir(o->resume_dir, o->save_dir)) {
-		snprintf(
-			err, errlen,
-			"%s: --save is the --resume directory (the final save would replace the "
-			"checkpoint it resumes from: save elsewhere)",
-			o->save_dir);
+		snprintf(err, errlen,
+			 "%s: --save is the --resume directory (the final save would replace the "
+			 "checkpoint it resumes from: save elsewhere)",
+			 o->save_dir);
 		return -EINVAL;
 	}
 	if (o->save_state && !o->save_dir) {
@@ -723,6 +722,11 @@ static int run_loop(struct train_run *r, struct zinf_train_result *res, char *er
 		report(r, &s, err, errlen);
 	}
 	for (uint64_t step = r->first_step; step <= o->steps; step++) {
+		if (o->stop && *o->stop) {
+			snprintf(err, errlen, "stopped before step %llu of %llu (asked to stop)",
+				 (unsigned long long)step, (unsigned long long)o->steps);
+			return -EINTR;
+		}
 		rc = train_step(r, step, &s, err, errlen);
 		if (rc)
 			return rc;
@@ -820,6 +824,10 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 		goto out;
 	}
 	rc = run_loop(&r, res, err, errlen);
+	if (rc == -EINTR) {
+		res->stopped = true;
+		goto out;
+	}
 	if (rc) {
 		/* A token out of the vocabulary shows only when its batch is read. */
 		res->bad_input = rc == ZINF_EFORMAT;
