@@ -292,14 +292,11 @@ int zinf_device_free(struct zinf_device *dev, void *ptr)
 		if (rc)
 			return rc;
 	}
-	/* work still queued on the memory (a free before its event) then reads 0xff */
-	if (dev->poison) {
-		rc = poison(dev, ptr, len);
-		if (rc)
-			return rc;
-	}
+	/* work still queued on the memory (a free before its event) then reads 0xff; freed
+	 * even if the fill fails */
+	rc = dev->poison ? poison(dev, ptr, len) : 0;
 	zinf_arena_free(&dev->heap, off, NULL);
-	return 0;
+	return rc;
 }
 
 bool zinf_device_owns(struct zinf_device *dev, const void *ptr, uint64_t len)

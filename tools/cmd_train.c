@@ -49,7 +49,8 @@ const char cmd_train_usage[] =
 	"  --save-total-limit N     keep the newest N checkpoint-<step> (with --save-every)\n"
 	"  --log-json FILE          one JSON object per line per optimizer step\n"
 	"  -q, --quiet              no progress output\n"
-	"SIGINT (Ctrl-C) or SIGTERM: stop after the step in progress, clean up, exit 130/143.\n";
+	"SIGINT (Ctrl-C) or SIGTERM: stop after the step in progress, clean up, then end by\n"
+	"the signal (status 130/143 in a shell).\n";
 
 struct progress {
 	FILE *f;
@@ -209,8 +210,12 @@ int cmd_train(int argc, char **argv)
 		if (prog.drawn)
 			fputc('\n', stdout);
 		fprintf(stderr, "zinf train: %s\n", err);
-		if (res.stopped) /* as the signal's own exit would say */
+		if (res.stopped) { /* cleaned up: now end by the signal, so a calling shell
+				    * script stops too (its default action since the first) */
+			fflush(NULL);
+			raise(stop_signal);
 			return 128 + stop_signal;
+		}
 		return res.bad_input ? ZINF_EXIT_USAGE : ZINF_EXIT_FAIL;
 	}
 	if (!prog.quiet)

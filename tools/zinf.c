@@ -78,10 +78,9 @@ static void rerun_with_fast_defaults(char **argv)
 
 	if ((!core && !passive) || !getauxval(AT_BASE))
 		return;
-	if ((core && setenv("OPENBLAS_CORETYPE", core, 1)) ||
-	    (passive && setenv("OMP_WAIT_POLICY", "passive", 1)))
-		return;
-	execv("/proc/self/exe", argv);
+	if ((!core || !setenv("OPENBLAS_CORETYPE", core, 1)) &&
+	    (!passive || !setenv("OMP_WAIT_POLICY", "passive", 1)))
+		execv("/proc/self/exe", argv);
 	if (core)
 		unsetenv("OPENBLAS_CORETYPE");
 	if (passive)

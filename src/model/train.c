@@ -22,6 +22,7 @@
 #include "train_internal.h"
 #include "zinf/config.h"
 #include "zinf/error.h"
+#include "zinf/log.h"
 
 void zinf_train_opts_init(struct zinf_train_opts *opts)
 {
@@ -673,6 +674,17 @@ static int save_to(struct train_run *r, const char *dir, uint64_t step, char *er
 	return rc;
 }
 
+/* After a save into save_dir/name failed: remove what it wrote (a warning if it cannot:
+ * the next run into save_dir removes it). */
+static void drop_partial(const char *save_dir, const char *name)
+{
+	char why[400];
+
+	if (train_snapshot_remove_partial(save_dir, name, why, sizeof(why)))
+		zinf_logf(ZINF_LOG_WARN, "%s/%s: the failed save's files are left: %s", save_dir,
+			  name, why);
+}
+
 /* --save-every: the model after this step into save_dir/checkpoint-<step>, written under
  * a .partial name and renamed once complete. */
 static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t errlen)
@@ -692,6 +704,8 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 	snapshot_path(o, step, true, partial, sizeof(partial));
 	snapshot_path(o, step, false, done, sizeof(done));
 	rc = save_to(r, partial, step, err, errlen);
+	if (rc)
+		drop_partial(o->save_dir, strrchr(partial, '/') + 1);
 	if (!rc && rename(partial, done)) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: cannot rename to %s: %s", partial, done,
@@ -702,6 +716,16 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 	return rc;
 }
 
+/* opts.stop set: -EINTR, naming the step not run. */
+static int stop_asked(const struct zinf_train_opts *o, uint64_t step, char *err, size_t errlen)
+{
+	if (!o->stop || !*o->stop)
+		return 0;
+	snprintf(err, errlen, "stopped before step %llu of %llu (asked to stop)",
+		 (unsigned long long)step, (unsigned long long)o->steps);
+	return -EINTR;
+}
+
 static int run_loop(struct train_run *r, struct zinf_train_result *res, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
@@ -709,6 +733,9 @@ static int run_loop(struct train_run *r, struct zinf_train_result *res, char *er
 	double t0 = now_seconds();
 	int rc;
 
+	rc = stop_asked(o, r->first_step, err, errlen);
+	if (rc)
+		return rc;
 	if (o->eval_data_path) {
 		memset(&s, 0, sizeof(s));
 		s.steps = o->steps;
@@ -722,12 +749,9 @@ static int run_loop(struct train_run *r, struct zinf_train_result *res, char *er
 		report(r, &s, err, errlen);
 	}
 	for (uint64_t step = r->first_step; step <= o->steps; step++) {
-		if (o->stop && *o->stop) {
-			snprintf(err, errlen, "stopped before step %llu of %llu (asked to stop)",
-				 (unsigned long long)step, (unsigned long long)o->steps);
-			return -EINTR;
-		}
-		rc = train_step(r, step, &s, err, errlen);
+		rc = stop_asked(o, step, err, errlen);
+		if (!rc)
+			rc = train_step(r, step, &s, err, errlen);
 		if (rc)
 			return rc;
 		s.elapsed_seconds = now_seconds() - t0;
@@ -768,9 +792,12 @@ static int save_final(struct train_run *r, struct zinf_train_result *res, char *
 	/* written aside and moved in once complete: an earlier save there stays whole until
 	 * then */
 	snprintf(staging, sizeof(staging), "%s/%s", r->o->save_dir, TRAIN_FINAL_PARTIAL);
-	if (!rc)
+	if (!rc) {
 		rc = save_to(r, staging, r->o->steps, err, errlen);
-	if (!rc)
+		if (rc) /* not committed: what it wrote is of no use */
+			drop_partial(r->o->save_dir, TRAIN_FINAL_PARTIAL);
+	}
+	if (!rc) /* a failure from here leaves a committed save the next run moves in */
 		rc = train_save_publish(r->o->save_dir, err, errlen);
 	zinf_engine_get_stats(r->e, &st);
 	res->save_nvme_read_bytes = st.nvme_to_pinned.bytes - res->nvme_read_bytes;
@@ -824,7 +851,7 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 		goto out;
 	}
 	rc = run_loop(&r, res, err, errlen);
-	if (rc == -EINTR) {
+	if (rc == -EINTR && opts->stop && *opts->stop) {
 		res->stopped = true;
 		goto out;
 	}

@@ -114,12 +114,14 @@ static int remove_snapshot(int parent, const char *name, bool partial, char *why
 	int fd = -1;
 	DIR *d = NULL;
 
-	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+	bool found = fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+
+	if (found && S_ISDIR(st.st_mode))
 		fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
 		snprintf(why, whylen, "%s",
-			 fd >= 0	       ? strerror(errno)
+			 !found || fd >= 0     ? strerror(errno)
 			 : S_ISLNK(st.st_mode) ? "a symbolic link, not a directory zinf wrote"
 					       : "not a directory zinf wrote");
 		if (fd >= 0)
@@ -329,9 +331,10 @@ static int read_list(int fd, struct name_list *l)
 	if (lf < 0)
 		return -errno;
 	len = read(lf, buf, sizeof(buf) - 1);
+	rc = len < 0 ? -errno : len == (ssize_t)sizeof(buf) - 1 ? -EFBIG : 0;
 	close(lf);
-	if (len < 0 || len == (ssize_t)sizeof(buf) - 1)
-		return len < 0 ? -EIO : -EFBIG;
+	if (rc)
+		return rc;
 	buf[len] = 0;
 	for (char *line = buf, *end; *line && !rc; line = end + 1) {
 		end = strchr(line, '\n');
@@ -393,6 +396,26 @@ static void remove_superseded(int parent, const char *save_dir, const struct nam
 	closedir(d);
 }
 
+/* Is name in the committed save's directory (fd) or already in the save directory? */
+static bool in_ready_or_dir(int fd, int parent, const char *name)
+{
+	struct stat st;
+
+	return fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+	       fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* The list names the state file, and it has left the committed save's directory for the
+ * save directory: the move stopped after its last rename. */
+static bool state_moved(int fd, int parent, const struct name_list *l)
+{
+	struct stat st;
+
+	return listed(l, TRAIN_STATE_FILE) &&
+	       fstatat(fd, TRAIN_STATE_FILE, &st, AT_SYMLINK_NOFOLLOW) && errno == ENOENT &&
+	       fstatat(parent, TRAIN_STATE_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 /* Move the committed save save_dir/TRAIN_FINAL_READY into save_dir. Every step can be
  * done again after a stop part-way (the list, not the directory's listing, names the new
  * files): the earlier state file removed, the earlier files the new ones supersede
@@ -411,7 +434,23 @@ static int move_in(int parent, const char *save_dir, char *err, size_t errlen)
 			 TRAIN_FINAL_READY, TRAIN_FINAL_LIST, strerror(-rc));
 		goto out;
 	}
-	if (unlinkat(parent, TRAIN_STATE_FILE, 0) && errno != ENOENT) {
+	/* nothing is removed unless every listed file is there to move in, or moved in */
+	for (size_t i = 0; i < l.n && !rc; i++)
+		if (!in_ready_or_dir(fd, parent, l.names[i]))
+			rc = -ENOENT;
+	if (rc || !listed(&l, "config.json")) {
+		rc = -EBADMSG;
+		snprintf(err, errlen,
+			 "%s/%s: its file list %s names no config.json, or a file that is in "
+			 "neither %s nor %s (move or remove it by hand)",
+			 save_dir, TRAIN_FINAL_READY, TRAIN_FINAL_LIST, TRAIN_FINAL_READY,
+			 save_dir);
+		goto out;
+	}
+	/* the earlier state goes first; unless the new one is in already (a stop after its
+	 * rename: then the rest is in too) */
+	if (!state_moved(fd, parent, &l) && unlinkat(parent, TRAIN_STATE_FILE, 0) &&
+	    errno != ENOENT) {
 		rc = -errno;
 		snprintf(err, errlen, "%s/%s: cannot remove the earlier state: %s", save_dir,
 			 TRAIN_STATE_FILE, strerror(errno));
@@ -460,6 +499,8 @@ int train_save_publish(const char *save_dir, char *err, size_t errlen)
 	rc = fd >= 0 ? list_saved(fd, &l) : -errno;
 	if (!rc)
 		rc = write_list(fd, &l);
+	if (!rc && fsync(fd)) /* the list's name too, before the commit */
+		rc = -errno;
 	/* the commit: from here the save is complete, and a stopped run's is moved in by
 	 * the next one */
 	if (!rc &&

@@ -71,7 +71,7 @@ static bool exists(const char *dir, const char *name)
 }
 
 /* Every regular file of ref is in dir with the same bytes, and dir holds no other
- * (the lock file and final.partial aside). */
+ * (the lock file and final.* aside). */
 static void same_dir(const char *ref, const char *dir)
 {
 	const char *both[2] = {ref, dir};
@@ -84,7 +84,7 @@ static void same_dir(const char *ref, const char *dir)
 		while ((de = readdir(dd))) {
 			char a[600], b[600];
 			struct stat st;
-			if (de->d_name[0] == '.' || !strcmp(de->d_name, "final.partial"))
+			if (de->d_name[0] == '.' || !strncmp(de->d_name, "final.", 6))
 				continue;
 			snprintf(a, sizeof(a), "%s/%s", both[k], de->d_name);
 			snprintf(b, sizeof(b), "%s/%s", both[1 - k], de->d_name);
@@ -141,7 +141,7 @@ static bool kill_when(const char *earlier, const char *save, const char *name)
 
 int main(int argc, char **argv)
 {
-	char earlier[300], whole[300], save[300], extra[700], partial[400];
+	char earlier[300], whole[300], save[300], extra[1400], partial[400];
 	bool landed = false;
 
 	T_CHECK(argc == 2, "usage: %s ZINF_BIN", argv[0]);
@@ -192,19 +192,30 @@ int main(int argc, char **argv)
 		fprintf(stderr, "try %d: the kill landed %s the move\n", i,
 			landed ? "inside" : "outside");
 		T_CHECK(landed || !exists(moving, "final.partial"), "%s: killed before", moving);
-		if (landed) { /* and stopped again right after moving the model in */
-			char from[400], to[400];
-			snprintf(from, sizeof(from), "%s/final.ready/model.safetensors", moving);
-			snprintf(to, sizeof(to), "%s/model.safetensors", moving);
-			T_CHECK(access(from, F_OK) != 0 || rename(from, to) == 0, "rename %s",
-				from);
-		}
 		if (landed) {
-			snprintf(extra, sizeof(extra), "--resume '%s'", moving);
-			T_CHECK(run(5, extra) == 0, "%s: does not resume", moving);
+			/* and stopped again right after moving the model in (a copy), or right
+			 * after moving the last file, the state (another copy) */
+			char cmd[2400], one[320], all[320];
+			snprintf(one, sizeof(one), "%s-one", moving);
+			snprintf(all, sizeof(all), "%s-all", moving);
+			snprintf(
+				cmd, sizeof(cmd),
+				"cp -a '%s' '%s' && cp -a '%s' '%s' && cd '%s/final.ready' && "
+				"{ [ ! -e model.safetensors ] || mv model.safetensors ..; } && "
+				"cd '%s/final.ready' && for f in *; do [ \"$f\" = zinf_files.txt ] || "
+				"mv \"$f\" ..; done",
+				moving, one, moving, all, one, all);
+			T_CHECK(system(cmd) == 0, "%s", cmd);
+			T_CHECK(exists(all, "zinf_state.json"), "%s: no state moved in", all);
+			for (int k = 0; k < 3; k++) {
+				const char *dir = k == 0 ? moving : k == 1 ? one : all;
+				snprintf(extra, sizeof(extra), "--resume '%s'", dir);
+				T_CHECK(run(5, extra) == 0, "%s: does not resume", dir);
+				T_CHECK(!exists(dir, "final.ready") && !exists(dir, "final.done"),
+					"%s: the move is left", dir);
+				same_dir(whole, dir);
+			}
 		}
-		T_CHECK(!exists(moving, "final.ready") && !exists(moving, "final.done"),
-			"%s: the move is left", moving);
 		same_dir(whole, moving);
 	}
 	T_CHECK(landed, "no kill landed inside the move in 20 tries");
@@ -225,6 +236,18 @@ int main(int argc, char **argv)
 	snprintf(extra, sizeof(extra), "--save '%s' --save-state", save);
 	T_CHECK(run(4, extra) == 2, "a final.partial with a foreign file is not refused");
 	T_CHECK(exists(partial, "notes.txt"), "the foreign file is gone");
+	same_dir(whole, save);
+
+	/* a committed save whose list names a file that is nowhere is refused before
+	 * anything is removed */
+	snprintf(
+		extra, sizeof(extra),
+		"rm -r '%s' && mkdir '%s/final.ready' && "
+		"printf 'model-00001-of-00002.safetensors\\nconfig.json\\n' >'%s/final.ready/zinf_files.txt'",
+		partial, save, save);
+	T_CHECK(system(extra) == 0, "%s", extra);
+	snprintf(extra, sizeof(extra), "--save '%s' --save-state", save);
+	T_CHECK(run(4, extra) == 2, "a final.ready naming missing files is not refused");
 	same_dir(whole, save);
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
