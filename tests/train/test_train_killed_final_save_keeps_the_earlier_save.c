@@ -50,16 +50,9 @@ static int run(int steps, const char *extra)
 static pid_t start(int steps, const char *extra)
 {
 	char cmd[2048];
-	pid_t pid;
 
 	command(cmd, sizeof(cmd), steps, extra);
-	pid = fork();
-	T_CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	return pid;
+	return tf_spawn(cmd);
 }
 
 static bool exists(const char *dir, const char *name)

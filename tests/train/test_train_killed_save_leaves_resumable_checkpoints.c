@@ -39,12 +39,7 @@ static pid_t start(const char *save)
 		 "exec '%s' train --init '%s' %s --steps %d --save '%s' --save-every 1 "
 		 "--save-state --set zinf.remove_stale_run_dir=true >/dev/null 2>&1",
 		 zinf_bin, d.model, base, STEPS, save);
-	pid = fork();
-	T_CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
+	pid = tf_spawn(cmd);
 	return pid;
 }
 

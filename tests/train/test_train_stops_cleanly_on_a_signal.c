@@ -58,12 +58,7 @@ static void stop_with(int sig)
 		 "exec '%s' train --init '%s' --config '%s' --data '%s' --data-format text "
 		 "--seq-len 16 --steps 1000000 -q --log-json '%s' --save '%s' >/dev/null 2>'%s'",
 		 zinf_bin, d.model, d.ds, d.data, log, save, errpath);
-	pid = fork();
-	T_CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
+	pid = tf_spawn(cmd);
 	while (count_lines(log) < 1) {
 		T_CHECK(waitpid(pid, &status, WNOHANG) == 0, "the run ended before a step");
 		usleep(1000);

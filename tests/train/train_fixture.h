@@ -155,6 +155,19 @@ static inline void tf_write_all(const char *path, const char *data, size_t len)
 	T_CHECK(f && fwrite(data, 1, len, f) == len && fclose(f) == 0, "write %s", path);
 }
 
+/* Start cmd through the shell in a child process; its pid. */
+static inline pid_t tf_spawn(const char *cmd)
+{
+	pid_t pid = fork();
+
+	T_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
 static inline void tf_cleanup(struct tf_dir *d)
 {
 	char cmd[256];
