@@ -661,10 +661,12 @@ static int walk_object(struct zinf_config *cfg, const cJSON *obj, const char *pr
 					 path);
 			continue;
 		}
+		/* DeepSpeed's None ("offload_param": null, "number_checkpoints": null in its
+		 * documented examples): as if not given, the default applies */
+		if (cJSON_IsNull(child))
+			continue;
 		if (k->type == ZK_OBJECT) {
 			int rc;
-			if (cJSON_IsNull(child))
-				continue; /* DeepSpeed writes "offload_param": null for none */
 			if (!cJSON_IsObject(child))
 				return fail_type(cfg, k, path, child);
 			cfg->present[i] = 1;

@@ -1,0 +1,66 @@
+/* A key given as JSON null is DeepSpeed's None: as if not given, its default applies
+ * (source "default"), for scalars (a count, a bool, a byte size, a path, a string) and
+ * objects alike, as DeepSpeed's documented examples write them
+ * ("number_checkpoints": null). An unknown key given as null is still refused, naming
+ * it. */
+#include "config.h"
+#include "test.h"
+#include "zinf/zinf.h"
+
+static void want_default(struct zinf_config *cfg, const char *key)
+{
+	enum zinf_config_source src;
+
+	T_CHECK(zinf_config_get_source(cfg, key, &src) == 0 && src == ZINF_SRC_DEFAULT,
+		"%s: source %d, not default", key, (int)src);
+}
+
+int main(void)
+{
+	struct zinf_config *cfg;
+	uint64_t u = 1;
+	bool b = true;
+	const char *s = "x";
+
+	T_CHECK_RC(zinf_config_create(&cfg));
+	T_CHECK_RC(zinf_config_load_string(
+		cfg,
+		"{\"activation_checkpointing\": {\"number_checkpoints\": null, \"profile\": null},"
+		" \"zero_optimization\": {\"stage\": 3, \"offload_param\": null,"
+		"  \"offload_optimizer\": {\"device\": \"cpu\", \"nvme_path\": null},"
+		"  \"sub_group_size\": null},"
+		" \"zinf\": {\"trace\": null, \"chunk_size\": null}, \"fp16\": null}",
+		"nulls.json"));
+	T_CHECK(zinf_config_get_u64(cfg, "activation_checkpointing.number_checkpoints", &u) == 0 &&
+			u == 0,
+		"number_checkpoints: %llu", (unsigned long long)u);
+	want_default(cfg, "activation_checkpointing.number_checkpoints");
+	T_CHECK(zinf_config_get_bool(cfg, "activation_checkpointing.profile", &b) == 0 && !b,
+		"profile: %d", b);
+	want_default(cfg, "activation_checkpointing.profile");
+	T_CHECK(zinf_config_get_u64(cfg, "zero_optimization.sub_group_size", &u) == 0 &&
+			u == 1000000000,
+		"sub_group_size: %llu", (unsigned long long)u);
+	want_default(cfg, "zero_optimization.sub_group_size");
+	want_default(cfg, "zero_optimization.offload_optimizer.nvme_path");
+	want_default(cfg, "zinf.trace");
+	want_default(cfg, "zinf.chunk_size");
+	T_CHECK(zinf_config_get_string(cfg, "zero_optimization.offload_param.device", &s) == 0 &&
+			!strcmp(s, "none"),
+		"offload_param.device: %s", s);
+	T_CHECK(zinf_config_get_u64(cfg, "zero_optimization.stage", &u) == 0 && u == 3,
+		"the keys beside the nulls: stage %llu", (unsigned long long)u);
+	zinf_config_destroy(cfg);
+
+	/* a misspelt key is refused even as null */
+	T_CHECK_RC(zinf_config_create(&cfg));
+	T_CHECK(zinf_config_load_string(
+			cfg, "{\"activation_checkpointing\": {\"number_checkpoint\": null}}",
+			"typo.json") == ZINF_ECONFIG,
+		"a misspelt key given as null loaded");
+	T_CHECK(strstr(zinf_config_last_error(cfg), "number_checkpoint") &&
+			strstr(zinf_config_last_error(cfg), "did you mean"),
+		"the error does not name the key: %s", zinf_config_last_error(cfg));
+	zinf_config_destroy(cfg);
+	return T_EXIT_PASS;
+}
