@@ -28,6 +28,25 @@ static inline int t_run(const char *cmd, char *out, size_t len)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The rest of the line of `env CLI version` that starts with label (env: a prefix for
+ * the shell, such as "VAR=value" or "env -u VAR"); fails the test if the command fails or
+ * prints no such line. */
+static inline void t_version_line(const char *cli, const char *env, const char *label, char *line,
+				  size_t len)
+{
+	char cmd[4200], out[512];
+	const char *p;
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "%s '%s' version 2>&1", env, cli);
+	rc = t_run(cmd, out, sizeof(out));
+	T_CHECK(rc == 0, "%s: exit %d: %s", cmd, rc, out);
+	p = strstr(out, label);
+	T_CHECK(p, "%s: no '%s' line in: %s", cmd, label, out);
+	p += strlen(label);
+	snprintf(line, len, "%.*s", (int)strcspn(p, "\n"), p);
+}
+
 /* The number after "name": in json (the first occurrence); fails the test if absent. */
 static inline double t_json_number(const char *json, const char *name)
 {

@@ -75,28 +75,37 @@ static void snapshot_path(const struct zinf_train_opts *o, uint64_t step, bool p
 		 partial ? ".partial" : "");
 }
 
-/* One run saves into a directory at a time: an flock on DIR/.zinf-save.lock, taken once
- * the directory exists and held until the run ends, so that no run removes (or writes
- * over) what a live one is writing. */
-static int lock_save_dir(struct train_run *r, char *err, size_t errlen)
+#define SAVE_LOCK ".zinf-save.lock"
+
+/* One run saves into a directory at a time: an flock on DIR/.zinf-save.lock. The
+ * descriptor holding it, or a negative code with err naming dir and flag. */
+static int take_save_lock(const char *dir, const char *flag, char *err, size_t errlen)
 {
 	char path[4200];
 	int fd, rc;
 
-	if (r->save_lock >= 0)
-		return 0;
-	snprintf(path, sizeof(path), "%s/.zinf-save.lock", r->o->save_dir);
+	snprintf(path, sizeof(path), "%s/%s", dir, SAVE_LOCK);
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB)) {
-		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		snprintf(err, errlen, "%s: --save: %s", r->o->save_dir,
-			 rc == -EBUSY ? "another live zinf train saves into it (it holds "
-					".zinf-save.lock)"
-				      : strerror(-rc));
-		if (fd >= 0)
-			close(fd);
-		return rc;
-	}
+	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return fd;
+	rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+	snprintf(err, errlen, "%s: %s: %s", dir, flag,
+		 rc == -EBUSY ? "another live zinf train saves into it (it holds " SAVE_LOCK ")"
+			      : strerror(-rc));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* The save directory's lock, taken once the directory exists and held until the run
+ * ends, so that no run removes (or writes over) what a live one is writing. */
+static int lock_save_dir(struct train_run *r, char *err, size_t errlen)
+{
+	int fd = r->save_lock >= 0 ? r->save_lock
+				   : take_save_lock(r->o->save_dir, "--save", err, errlen);
+
+	if (fd < 0)
+		return fd;
 	r->save_lock = fd;
 	return 0;
 }
@@ -112,16 +121,9 @@ static int finish_stopped_save(const char *dir, const char *flag, char *err, siz
 	snprintf(path, sizeof(path), "%s/%s", dir, TRAIN_FINAL_READY);
 	if (lstat(path, &st))
 		return 0;
-	snprintf(path, sizeof(path), "%s/.zinf-save.lock", dir);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB)) {
-		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		snprintf(err, errlen, "%s: %s: %s", dir, flag,
-			 rc == -EBUSY ? "a live zinf train is saving into it" : strerror(-rc));
-		if (fd >= 0)
-			close(fd);
-		return rc;
-	}
+	fd = take_save_lock(dir, flag, err, errlen);
+	if (fd < 0)
+		return fd;
 	rc = train_save_recover(dir, err, errlen);
 	close(fd);
 	return rc;
@@ -509,7 +511,7 @@ static void finish(struct train_run *r, bool failed)
 {
 	if (failed && r->save_dir_made) { /* as it was: no directory (unless it holds more) */
 		char path[4200];
-		snprintf(path, sizeof(path), "%s/.zinf-save.lock", r->o->save_dir);
+		snprintf(path, sizeof(path), "%s/%s", r->o->save_dir, SAVE_LOCK);
 		unlink(path);
 		rmdir(r->o->save_dir);
 	}

@@ -223,8 +223,9 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
  * Returns 0, or a negative code when save_dir cannot be listed. */
 int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, char *err,
 			   size_t errlen);
-/* Remove save_dir/name, a checkpoint-<step>.partial a stopped run left, if it holds only
- * files a save writes (or their NAME.tmp); 0 removed, 1 kept, with the reason in why. */
+/* Remove save_dir/name, a checkpoint-<step>.partial or final.partial that a stopped or
+ * failed save left, if it holds only files a save writes (or their NAME.tmp); 0 removed,
+ * 1 kept, with the reason in why. */
 int train_snapshot_remove_partial(const char *save_dir, const char *name, char *why, size_t whylen);
 
 /* The final save: written into save_dir/TRAIN_FINAL_PARTIAL, committed by renaming it
@@ -240,7 +241,8 @@ int train_snapshot_remove_partial(const char *save_dir, const char *name, char *
  * new ones do not replace removed, every file renamed in (the state file last), save_dir
  * fsynced. 0, or a negative code with err naming the file. */
 int train_save_publish(const char *save_dir, char *err, size_t errlen);
-/* Before a run saves into save_dir (holding its lock): finish moving in a committed save
+/* Before a run saves into, loads from or resumes from save_dir (holding its lock): finish
+ * moving in a committed save
  * a stopped run left (TRAIN_FINAL_READY), and remove a TRAIN_FINAL_PARTIAL or
  * TRAIN_FINAL_DONE it left if they hold only files a save writes. 0, or a negative code
  * with err (one line: a directory holding anything else is refused, and kept). */

@@ -272,7 +272,7 @@ static void name_list_free(struct name_list *l)
 	memset(l, 0, sizeof(*l));
 }
 
-static int name_list_add(struct name_list *l, const char *name, size_t len)
+static int name_list_add(struct name_list *l, const char *name)
 {
 	char **grown;
 
@@ -283,7 +283,7 @@ static int name_list_add(struct name_list *l, const char *name, size_t len)
 			return -ENOMEM;
 		l->names = grown;
 	}
-	l->names[l->n] = strndup(name, len);
+	l->names[l->n] = strdup(name);
 	if (!l->names[l->n])
 		return -ENOMEM;
 	l->n++;
@@ -313,7 +313,7 @@ static int list_saved(int fd, struct name_list *l)
 	}
 	while ((de = readdir(d)) && !rc)
 		if (saved_file(de->d_name))
-			rc = name_list_add(l, de->d_name, strlen(de->d_name));
+			rc = name_list_add(l, de->d_name);
 	closedir(d);
 	if (!rc)
 		qsort(l->names, l->n, sizeof(*l->names), by_publish_rank);
@@ -341,7 +341,7 @@ static int read_list(int fd, struct name_list *l)
 		if (!end)
 			return -EBADMSG;
 		*end = 0;
-		rc = saved_file(line) ? name_list_add(l, line, strlen(line)) : -EBADMSG;
+		rc = saved_file(line) ? name_list_add(l, line) : -EBADMSG;
 	}
 	if (!rc)
 		qsort(l->names, l->n, sizeof(*l->names), by_publish_rank);
@@ -405,15 +405,14 @@ static bool in_ready_or_dir(int fd, int parent, const char *name)
 	       fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
-/* The list names the state file, and it has left the committed save's directory for the
- * save directory: the move stopped after its last rename. */
-static bool state_moved(int fd, int parent, const struct name_list *l)
+/* Has name left the committed save's directory (fd) for the save directory (a move
+ * stopped after its rename)? */
+static bool moved_in(int fd, int parent, const char *name)
 {
 	struct stat st;
 
-	return listed(l, TRAIN_STATE_FILE) &&
-	       fstatat(fd, TRAIN_STATE_FILE, &st, AT_SYMLINK_NOFOLLOW) && errno == ENOENT &&
-	       fstatat(parent, TRAIN_STATE_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	return fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) && errno == ENOENT &&
+	       fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 /* Move the committed save save_dir/TRAIN_FINAL_READY into save_dir. Every step can be
@@ -425,7 +424,6 @@ static int move_in(int parent, const char *save_dir, char *err, size_t errlen)
 {
 	struct name_list l = {0};
 	char why[400];
-	struct stat st;
 	int fd = openat(parent, TRAIN_FINAL_READY, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int rc = fd >= 0 ? read_list(fd, &l) : -errno;
 
@@ -448,9 +446,9 @@ static int move_in(int parent, const char *save_dir, char *err, size_t errlen)
 		goto out;
 	}
 	/* the earlier state goes first; unless the new one is in already (a stop after its
-	 * rename: then the rest is in too) */
-	if (!state_moved(fd, parent, &l) && unlinkat(parent, TRAIN_STATE_FILE, 0) &&
-	    errno != ENOENT) {
+	 * rename, the last: then the rest is in too) */
+	if (!(listed(&l, TRAIN_STATE_FILE) && moved_in(fd, parent, TRAIN_STATE_FILE)) &&
+	    unlinkat(parent, TRAIN_STATE_FILE, 0) && errno != ENOENT) {
 		rc = -errno;
 		snprintf(err, errlen, "%s/%s: cannot remove the earlier state: %s", save_dir,
 			 TRAIN_STATE_FILE, strerror(errno));
@@ -459,8 +457,7 @@ static int move_in(int parent, const char *save_dir, char *err, size_t errlen)
 	remove_superseded(parent, save_dir, &l);
 	for (size_t i = 0; i < l.n && !rc; i++) {
 		const char *f = l.names[i];
-		bool moved = fstatat(fd, f, &st, AT_SYMLINK_NOFOLLOW) && errno == ENOENT &&
-			     fstatat(parent, f, &st, AT_SYMLINK_NOFOLLOW) == 0; /* before a stop */
+		bool moved = moved_in(fd, parent, f); /* before a stop */
 
 		/* the rest is in, durably, before the state */
 		if (publish_rank(f) == 2 && fsync(parent))
@@ -529,7 +526,7 @@ int train_save_recover(const char *save_dir, char *err, size_t errlen)
 
 	if (parent < 0) {
 		rc = -errno;
-		snprintf(err, errlen, "%s: --save: cannot open it: %s", save_dir, strerror(errno));
+		snprintf(err, errlen, "%s: cannot open it: %s", save_dir, strerror(errno));
 		return rc;
 	}
 	for (int i = 0; i < 3 && !rc; i++) {

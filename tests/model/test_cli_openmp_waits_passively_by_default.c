@@ -5,21 +5,14 @@
  * the zinf CLI. */
 #include "cli_util.h"
 
-/* The 'OpenMP wait policy' line of 'zinf version' run with env (a prefix for the shell). */
+/* The 'OpenMP wait policy' of 'zinf version' run with env (a prefix for the shell), with
+ * neither variable inherited. */
 static void policy(const char *cli, const char *env, char *line, size_t len)
 {
-	char cmd[4200], out[512];
-	const char *p;
-	int rc;
+	char prefix[256];
 
-	snprintf(cmd, sizeof(cmd), "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT %s '%s' version 2>&1",
-		 env, cli);
-	rc = t_run(cmd, out, sizeof(out));
-	T_CHECK(rc == 0, "%s: exit %d: %s", cmd, rc, out);
-	p = strstr(out, "OpenMP wait policy ");
-	T_CHECK(p, "%s: no 'OpenMP wait policy' line in: %s", cmd, out);
-	p += strlen("OpenMP wait policy ");
-	snprintf(line, len, "%.*s", (int)strcspn(p, "\n"), p);
+	snprintf(prefix, sizeof(prefix), "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT %s", env);
+	t_version_line(cli, prefix, "OpenMP wait policy ", line, len);
 	printf("%s: %s\n", env[0] ? env : "(nothing set)", line);
 }
 

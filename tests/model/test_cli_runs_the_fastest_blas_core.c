@@ -27,17 +27,7 @@ static bool generic(const char *core)
 /* The core 'zinf version' reports, run with env (a prefix for the shell). */
 static void cli_core(const char *cli, const char *env, char *core, size_t len)
 {
-	char cmd[4200], out[512];
-	const char *p;
-	int rc;
-
-	snprintf(cmd, sizeof(cmd), "%s '%s' version 2>&1", env, cli);
-	rc = t_run(cmd, out, sizeof(out));
-	T_CHECK(rc == 0, "%s: exit %d: %s", cmd, rc, out);
-	p = strstr(out, "OpenBLAS core ");
-	T_CHECK(p, "%s: no 'OpenBLAS core' line in: %s", cmd, out);
-	p += strlen("OpenBLAS core ");
-	snprintf(core, len, "%.*s", (int)strcspn(p, "\n"), p);
+	t_version_line(cli, env, "OpenBLAS core ", core, len);
 }
 
 int main(int argc, char **argv)
