@@ -179,15 +179,6 @@ static int check_snapshots(const struct zinf_train_opts *o, uint64_t first_step,
 	return 0;
 }
 
-/* Both name one existing directory. */
-static bool same_dir(const char *a, const char *b)
-{
-	struct stat sa, sb;
-
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-	       sa.st_ino == sb.st_ino;
-}
-
 static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 {
 	struct stat st;
@@ -237,13 +228,6 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 	if (o->save_total_limit && !o->save_every) {
 		snprintf(err, errlen, "--save-total-limit %llu: needs --save-every",
 			 (unsigned long long)o->save_total_limit);
-		return -EINVAL;
-	}
-	if (o->resume_dir && o->save_dir && same_dir(o->resume_dir, o->save_dir)) {
-		snprintf(err, errlen,
-			 "%s: --save is the --resume directory (the final save would replace the "
-			 "checkpoint it resumes from: save elsewhere)",
-			 o->save_dir);
 		return -EINVAL;
 	}
 	if (o->save_state && !o->save_dir) {

@@ -12,6 +12,7 @@
  *     its state written in pieces of 1000 elements (across sub-groups and tensors' ends)
  *     and resumed parameter by parameter in pieces of 777 (the bf16 runs resume module
  *     by module).
+ * A run resumed with --save the --resume directory itself ends with the same files there.
  * With --device=cuda first the runs use the cuda device backend and model runtime
  * (test_gpu_resume_is_bit_identical; skips with 77 without a GPU), and a checkpoint saved
  * there is refused on the host backend (the runtimes compute different bits).
@@ -168,7 +169,7 @@ static void same_tail(const struct trace *whole, const struct trace *resumed, ui
 
 static void check_precision(struct tf_dir *d, const char *precision)
 {
-	char whole[256], ck[300], out[300];
+	char whole[256], ck[300], out[300], cmd[700];
 	struct trace t_whole, t;
 
 	write_ds(d, precision, "nvme");
@@ -183,6 +184,14 @@ static void check_precision(struct tf_dir *d, const char *precision)
 		same_tail(&t_whole, &t, from, precision);
 		same_files(whole, out);
 	}
+	/* resumed into the checkpoint's own directory: the final save replaces it */
+	snprintf(ck, sizeof(ck), "%s/checkpoint-2", whole);
+	snprintf(out, sizeof(out), "%s/in-place-%s", d->root, precision);
+	snprintf(cmd, sizeof(cmd), "cp -r '%s' '%s'", ck, out);
+	T_CHECK(system(cmd) == 0, "%s", cmd);
+	run(d, out, out, 0, &t);
+	same_tail(&t_whole, &t, 2, "resumed into its own directory");
+	same_files(whole, out);
 	if (strcmp(precision, "bf16"))
 		return;
 	if (strcmp(device, "cuda") == 0) {
