@@ -85,9 +85,24 @@ static int take_save_lock(const char *dir, const char *flag, char *err, size_t e
 	int fd, rc;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, SAVE_LOCK);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
-		return fd;
+	for (int tries = 0;; tries++) {
+		struct stat held, named;
+
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB))
+			break;
+		/* a failed run that made dir unlinks the lock before it removes dir: a lock
+		 * taken on the unlinked file guards nothing, so it is taken again */
+		if (fstat(fd, &held) == 0 && stat(path, &named) == 0 &&
+		    held.st_dev == named.st_dev && held.st_ino == named.st_ino)
+			return fd;
+		close(fd);
+		if (tries == 100) {
+			errno = ESTALE;
+			fd = -1;
+			break;
+		}
+	}
 	rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
 	snprintf(err, errlen, "%s: %s: %s", dir, flag,
 		 rc == -EBUSY ? "another live zinf train saves into it (it holds " SAVE_LOCK ")"
@@ -134,15 +149,20 @@ static int make_save_dir(struct train_run *r, char *err, size_t errlen)
 {
 	int rc;
 
-	if (mkdir(r->o->save_dir, 0755) == 0) {
-		r->save_dir_made = true;
-	} else if (errno != EEXIST) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: --save: cannot create: %s", r->o->save_dir,
-			 strerror(errno));
-		return rc;
+	for (int tries = 0;; tries++) {
+		if (mkdir(r->o->save_dir, 0755) == 0) {
+			r->save_dir_made = true;
+		} else if (errno != EEXIST) {
+			rc = -errno;
+			snprintf(err, errlen, "%s: --save: cannot create: %s", r->o->save_dir,
+				 strerror(errno));
+			return rc;
+		}
+		rc = lock_save_dir(r, err, errlen);
+		/* removed by a failed run that had made it, between the mkdir and the lock */
+		if (rc != -ENOENT || r->save_dir_made || tries == 100)
+			return rc;
 	}
-	return lock_save_dir(r, err, errlen);
 }
 
 /* --save-every must not write over an earlier run's checkpoints (or a partial one); the
