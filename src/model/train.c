@@ -63,6 +63,7 @@ struct train_run {
 	uint64_t first_step;	/* 1, or after resume_dir's step */
 	int save_lock;		/* -1, or the flock on save_dir/.zinf-save.lock, held to the end */
 	bool save_dir_made;	/* save_dir did not exist: removed again if the run fails */
+	uint64_t src_seen;	/* train_save_seen of the --model or --resume directory */
 };
 
 /* ---- setup: every check before anything runs ------------------------------------------- */
@@ -427,6 +428,9 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		rc = finish_stopped_save(o->model_dir, "--model", err, errlen);
 	if (!rc && o->resume_dir)
 		rc = finish_stopped_save(o->resume_dir, "--resume", err, errlen);
+	if (!rc && (o->model_dir || o->resume_dir))
+		rc = train_save_seen(o->model_dir ? o->model_dir : o->resume_dir, &r->src_seen, err,
+				     errlen);
 	/* every file the resume reads is checked against the state's list first */
 	if (!rc && o->resume_dir)
 		rc = train_state_read(o->resume_dir, &r->ck, err, errlen);
@@ -489,6 +493,29 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 	return 0;
 }
 
+void (*train_loaded_hook)(const char *dir);
+
+/* The --model or --resume directory as it was before the run read it: a save moved in
+ * meanwhile (by a run that saves into it) may have given the load files of both saves. */
+static int check_source_unchanged(struct train_run *r, char *err, size_t errlen)
+{
+	const char *dir = r->o->model_dir ? r->o->model_dir : r->o->resume_dir;
+	uint64_t now;
+	int rc;
+
+	if (train_loaded_hook)
+		train_loaded_hook(dir);
+	rc = train_save_seen(dir, &now, err, errlen);
+	if (!rc && now != r->src_seen) {
+		snprintf(err, errlen,
+			 "%s: %s: a save moved into it while this run read it (the load may mix "
+			 "two saves): run again",
+			 dir, r->o->model_dir ? "--model" : "--resume");
+		rc = -ESTALE;
+	}
+	return rc;
+}
+
 /* Engine, parameters, runtime: a budget that cannot hold the model is refused here. */
 static int start(struct train_run *r, char *err, size_t errlen)
 {
@@ -505,6 +532,8 @@ static int start(struct train_run *r, char *err, size_t errlen)
 		rc = train_state_load(&r->tm, r->e, r->o->resume_dir, &r->ck, err, errlen);
 	else if (!rc)
 		rc = train_model_load(&r->tm, r->e, r->o, err, errlen);
+	if (!rc && (r->o->model_dir || r->o->resume_dir))
+		rc = check_source_unchanged(r, err, errlen);
 	if (!rc)
 		rc = train_pass_create(&r->pass, &r->tm, r->e, (int)r->B, (int)r->o->seq_len, &po,
 				       err, errlen);

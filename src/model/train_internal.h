@@ -248,6 +248,16 @@ int train_save_publish(const char *save_dir, char *err, size_t errlen);
  * with err (one line: a directory holding anything else is refused, and kept). */
 int train_save_recover(const char *save_dir, char *err, size_t errlen);
 
+/* What of dir a load reads, as it is now: a digest of the name, inode, size and
+ * modification time of each file a save writes, and of a final save being moved in.
+ * Taken before a run reads a --model or --resume directory and again after its load, it
+ * tells whether a save moved into dir meanwhile (the load may have read files of both
+ * saves). 0, or a negative code with err when dir cannot be listed. */
+int train_save_seen(const char *dir, uint64_t *digest, char *err, size_t errlen);
+/* Tests: called with the directory once a --model or --resume load is done, before it is
+ * checked against train_save_seen (NULL: not called). */
+extern void (*train_loaded_hook)(const char *dir);
+
 /* ---- one micro-batch through the engine (train_pass.c) ----------------------------------- */
 
 struct train_pass {

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "train_internal.h"
+#include "zinf/crc32c.h"
 #include "zinf/log.h"
 
 struct snapshot {
@@ -551,4 +552,41 @@ int train_save_recover(const char *save_dir, char *err, size_t errlen)
 	}
 	close(parent);
 	return rc;
+}
+
+int train_save_seen(const char *dir, uint64_t *digest, char *err, size_t errlen)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	uint32_t sum = 0, n = 0;
+
+	if (!d) {
+		int rc = -errno;
+		snprintf(err, errlen, "%s: cannot list: %s", dir, strerror(errno));
+		return rc;
+	}
+	/* order-free: a sum over the files of each one's CRC */
+	while ((de = readdir(d))) {
+		struct {
+			uint64_t ino, size;
+			int64_t mtime_s, mtime_ns;
+		} id = {0};
+		struct stat st;
+		bool moving = !strcmp(de->d_name, TRAIN_FINAL_READY) ||
+			      !strcmp(de->d_name, TRAIN_FINAL_DONE);
+
+		if (!saved_file(de->d_name) && !moving)
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !moving) {
+			id.ino = st.st_ino;
+			id.size = (uint64_t)st.st_size;
+			id.mtime_s = st.st_mtim.tv_sec;
+			id.mtime_ns = st.st_mtim.tv_nsec;
+		}
+		sum += zinf_crc32c(zinf_crc32c(0, de->d_name, strlen(de->d_name)), &id, sizeof(id));
+		n++;
+	}
+	closedir(d);
+	*digest = (uint64_t)n << 32 | sum;
+	return 0;
 }
