@@ -572,8 +572,8 @@ int train_save_seen(const char *dir, uint64_t *digest, char *err, size_t errlen)
 			int64_t mtime_s, mtime_ns;
 		} id = {0};
 		struct stat st;
-		bool moving = !strcmp(de->d_name, TRAIN_FINAL_READY) ||
-			      !strcmp(de->d_name, TRAIN_FINAL_DONE);
+		/* (a final.done holds what has been moved in) */
+		bool moving = !strcmp(de->d_name, TRAIN_FINAL_READY);
 
 		if (!saved_file(de->d_name) && !moving)
 			continue;
