@@ -3,7 +3,8 @@
  * two saves' files): a model file replaced by another (a new inode, as a move-in renames
  * it), and a final save being moved in (final.ready present). What a save does not write
  * (another file, a final.partial of a save still being written) does not count, and a
- * directory left alone loads as before. The load's end is reached through
+ * directory left alone loads as before, also when resumed in place with a stale
+ * final.done that the run's own setup removes. The load's end is reached through
  * train_loaded_hook, which here plays the run that saves into the directory. */
 #include <errno.h>
 
@@ -110,6 +111,20 @@ int main(void)
 		at(save, "notes.txt", path, sizeof(path));
 		T_CHECK(unlink(path) == 0, "unlink %s", path);
 		load(&d, save, resume, NONE, false);
+	}
+	{ /* resumed in place: the stale final.done a stopped move left, removed by the run's
+	   * own setup, is no change */
+		char done[300];
+
+		at(save, "final.done", done, sizeof(done));
+		T_CHECK(mkdir(done, 0755) == 0, "mkdir %s", done);
+		tf_opts(&d, &o, 3, &l);
+		o.init_config = NULL;
+		o.resume_dir = save;
+		o.save_dir = save;
+		o.save_state = true;
+		tf_run(&o, &res);
+		T_CHECK(l.n == 1 && access(done, F_OK) != 0, "%d steps, final.done left", l.n);
 	}
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
