@@ -44,6 +44,7 @@ struct esub {
 	bool moments;	       /* exp_avg and exp_avg_sq were loaded too (a resume) */
 	uint64_t sub;	       /* the sub-group */
 	int slot;	       /* the staging slot holding the values; -1: own allocation */
+	uint64_t writing;      /* 0, or its write from the slot is in flight (the g->writes-th) */
 	/* (sub-group elems each) fp32: the loaded values, zeros elsewhere; with moments,
 	 * the loaded exp_avg and exp_avg_sq */
 	float *master, *m, *v;
@@ -110,6 +111,7 @@ struct egroup {
 	bool flushed;	       /* every sub-group written, nothing pending */
 	/* the assembly holding each staging slot of nvme between its calls (NULL: none) */
 	struct esub *slot_sub[NVME_MAX_SLOTS];
+	uint64_t writes;   /* assembly writes started from their slots (struct esub.writing) */
 	int save_slot;	   /* the slot holding sub-group save_sub, read for saving; -1: none */
 	uint64_t save_sub; /* (kept until a load or a step changes the state) */
 	bool save_moments; /* ... with its moments (else maybe its master alone) */
@@ -349,6 +351,9 @@ void engine_nvme_destroy(struct zinf_engine *e);
 /* engine_nvme_load.c: everything loaded reaches NVMe (before a step or a save); the
  * sub-group read for saving is dropped (stale after a step); assembly buffers freed. */
 int engine_nvme_flush(struct zinf_engine *e, struct egroup *g);
+/* Wait for the writes of loaded sub-groups still in flight (zinf_engine_sync): 0, or the
+ * first failure (the sub-group stays loaded, for the flush to write again). */
+int engine_nvme_loads_wait(struct zinf_engine *e);
 void engine_nvme_save_drop(struct egroup *g);
 void engine_nvme_loads_free(struct zinf_engine *e, struct egroup *g);
 

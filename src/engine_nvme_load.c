@@ -6,14 +6,20 @@
  * loaded of a piece (all of it, or any range of its elements) goes into its sub-group's
  * assembly buffer, whose bitmap counts the distinct elements loaded, and the buffer is
  * written to NVMe (master and zero moments) as soon as every element of the sub-group
- * has been loaded. Loading in registration order thus holds one sub-group per group
+ * has been loaded: started from its staging slot, the write goes on while the next
+ * sub-groups load (and read their checkpoint), and a later call that needs the slot
+ * waits for it, so the state's writes overlap the load (with one slot per group, they
+ * wait for each other). A failed write is thus an error of that later call (the next load
+ * into the group, or the flush), naming the sub-group; its buffer stays, to be written
+ * again. Loading in registration order thus holds one sub-group per group
  * (plus a bit per element of it); any order holds only the sub-groups partly loaded. The
  * flush before a step (or a save) writes what is left: partly loaded sub-groups, merged
  * with their state on NVMe when they have one (a reload keeps the other elements' values
  * and moments), and zeros for sub-groups never loaded. Saving reads one sub-group at a
  * time.
  *
- * Between steps the NVMe optimizer's pinned staging slots are idle, and they are the
+ * Between steps the NVMe optimizer's pinned staging slots are idle (or write a loaded
+ * sub-group, until the flush), and they are the
  * buffers: an assembly takes a free slot (and is written from it in place), a save reads
  * into one, and only assemblies beyond the slots (loads out of order) take host memory
  * of their own. Loading and saving in order thus need no host memory of a sub-group's
@@ -140,29 +146,6 @@ static int esub_own(struct zinf_engine *e, struct egroup *g, struct esub *b, boo
 	return 0;
 }
 
-/* A staging slot of g for I/O of the engine's own: a free one, else the save's, else
- * one an assembly holds (preferably not keep's), whose values move to an allocation. */
-static int slot_need(struct zinf_engine *e, struct egroup *g, const struct esub *keep)
-{
-	unsigned n = zinf_adam_nvme_n_slots(g->nvme);
-	int k = slot_free(g), rc;
-
-	if (k >= 0)
-		return k;
-	if (g->save_slot >= 0) {
-		k = g->save_slot;
-		engine_nvme_save_drop(g);
-		return k;
-	}
-	for (unsigned i = 0; i < n && k < 0; i++)
-		if (g->slot_sub[i] != keep)
-			k = (int)i;
-	if (k < 0)
-		k = keep->slot;
-	rc = esub_own(e, g, g->slot_sub[k], g->slot_sub[k]->moments);
-	return rc ? rc : k;
-}
-
 static void pending_free(struct zinf_engine *e, struct egroup *g, uint64_t s)
 {
 	struct esub *b = g->pending[s];
@@ -179,6 +162,73 @@ static void pending_free(struct zinf_engine *e, struct egroup *g, uint64_t s)
 	free(b->loaded);
 	free(b);
 	g->pending[s] = NULL;
+}
+
+/* Once the whole state is written, the spare extents are zeroed once (not with
+ * fast_init), through free slot k; a failure is the caller's error, and the next write
+ * (or flush) tries again. */
+static int zero_spares(struct zinf_engine *e, struct egroup *g, int k)
+{
+	int rc = counted(e, g, zinf_adam_nvme_zero_spares(g->nvme, (unsigned)k));
+
+	return rc ? nvme_fail(e, g, rc) : 0;
+}
+
+/* Wait for b's write (started from its slot) and free b: the slot is then free. A failed
+ * write keeps b whole in its slot, for the flush to write again. */
+static int write_wait(struct zinf_engine *e, struct egroup *g, struct esub *b)
+{
+	int k = b->slot, rc;
+
+	b->writing = 0;
+	rc = counted(e, g, zinf_adam_nvme_slot_wait(g->nvme, (unsigned)k));
+	if (rc)
+		return nvme_fail(e, g, rc);
+	pending_free(e, g, b->sub);
+	return zero_spares(e, g, k);
+}
+
+/* The slot of g's oldest assembly write in flight, once done (*k; -1 when none is). */
+static int slot_reclaim(struct zinf_engine *e, struct egroup *g, int *k)
+{
+	struct esub *oldest = NULL;
+	int rc;
+
+	for (unsigned i = 0; i < zinf_adam_nvme_n_slots(g->nvme); i++) {
+		struct esub *b = g->slot_sub[i];
+		if (b && b->writing && (!oldest || b->writing < oldest->writing))
+			oldest = b;
+	}
+	*k = oldest ? oldest->slot : -1;
+	rc = oldest ? write_wait(e, g, oldest) : 0;
+	return rc;
+}
+
+/* A staging slot of g for I/O of the engine's own: a free one, else one whose write is
+ * in flight once it is done, else the save's, else one an assembly holds (preferably not
+ * keep's), whose values move to an allocation. */
+static int slot_need(struct zinf_engine *e, struct egroup *g, const struct esub *keep)
+{
+	unsigned n = zinf_adam_nvme_n_slots(g->nvme);
+	int k = slot_free(g), rc;
+
+	if (k >= 0)
+		return k;
+	rc = slot_reclaim(e, g, &k);
+	if (rc || k >= 0)
+		return rc ? rc : k;
+	if (g->save_slot >= 0) {
+		k = g->save_slot;
+		engine_nvme_save_drop(g);
+		return k;
+	}
+	for (unsigned i = 0; i < n && k < 0; i++)
+		if (g->slot_sub[i] != keep)
+			k = (int)i;
+	if (k < 0)
+		k = keep->slot;
+	rc = esub_own(e, g, g->slot_sub[k], g->slot_sub[k]->moments);
+	return rc ? rc : k;
 }
 
 /* ---- loading: sub-groups assembled, then written ------------------------------------- */
@@ -223,8 +273,16 @@ static int pending_get(struct zinf_engine *e, struct egroup *g, uint64_t s, bool
 	uint64_t n = engine_sub_len(g, s), words = (n + 63) / 64;
 	int rc = 0;
 
+	if (b && b->writing) { /* loaded again while its write is in flight */
+		rc = write_wait(e, g, b);
+		if (rc)
+			return rc;
+		b = NULL;
+	}
 	if (!b) {
 		int k = slot_free(g);
+		if (k < 0 && (rc = slot_reclaim(e, g, &k)) != 0)
+			return rc;
 		b = calloc(1, sizeof(*b));
 		if (b)
 			b->loaded = calloc(words, sizeof(uint64_t));
@@ -255,23 +313,15 @@ static int pending_get(struct zinf_engine *e, struct egroup *g, uint64_t s, bool
 	return rc;
 }
 
-/* Once the whole state is written, the spare extents are zeroed once (not with
- * fast_init), through free slot k; a failure is the caller's error, and the next write
- * (or flush) tries again. */
-static int zero_spares(struct zinf_engine *e, struct egroup *g, int k)
-{
-	int rc = counted(e, g, zinf_adam_nvme_zero_spares(g->nvme, (unsigned)k));
-
-	return rc ? nvme_fail(e, g, rc) : 0;
-}
-
 /* Write sub-group s's assembly buffer and free it: in place from its slot when it holds
  * the whole state (every element loaded, or no state on NVMe yet: its values, zeros
- * where nothing was loaded, with zero moments unless loaded); else through a slot: a
- * copy of its values, or, partly loaded over a state on NVMe, that state read back with
- * the loaded elements' values and loaded moments put in (zeros unless a resume brought
- * them: a reload resets them, as a load does) and every other element's kept. On error
- * the buffer stays, for the next flush to retry. */
+ * where nothing was loaded, with zero moments unless loaded), a write started and left
+ * in flight while the load goes on (freed by the call that next needs the slot, a load
+ * of the same sub-group or the flush, which waits for it: write_wait); else through a
+ * slot: a copy of its values, or, partly loaded over a state on NVMe, that state read
+ * back with the loaded elements' values and loaded moments put in (zeros unless a resume
+ * brought them: a reload resets them, as a load does) and every other element's kept.
+ * On error the buffer stays, for the next flush to retry. */
 static int pending_write(struct zinf_engine *e, struct egroup *g, uint64_t s)
 {
 	struct esub *b = g->pending[s];
@@ -281,29 +331,37 @@ static int pending_write(struct zinf_engine *e, struct egroup *g, uint64_t s)
 	float *t;
 	int rc;
 
-	if (k < 0 || merge) {
-		k = slot_need(e, g, b);
-		if (k < 0)
-			return k;
-		t = zinf_adam_nvme_slot_parts(g->nvme, (unsigned)k, s, &stride);
-		rc = merge ? counted(e, g,
-				     zinf_adam_nvme_read_into_slot(g->nvme, (unsigned)k, s, true))
-			   : 0;
+	if (b->writing) /* (a flush) */
+		return write_wait(e, g, b);
+	if (k >= 0 && !merge) { /* in place: the write goes on while the next ones load */
+		rc = counted(
+			e, g,
+			zinf_adam_nvme_write_from_slot_start(g->nvme, (unsigned)k, s, b->moments));
 		if (rc)
 			return nvme_fail(e, g, rc);
-		for (uint64_t lo = merge ? loaded_find(b->loaded, n, 0, true) : 0; lo < n;) {
-			uint64_t hi = merge ? loaded_find(b->loaded, n, lo, false) : n;
-			uint64_t len = (hi - lo) * sizeof(float);
-			memcpy(t + lo, b->master + lo, len);
-			if (b->moments) {
-				memcpy(t + stride + lo, b->m + lo, len);
-				memcpy(t + 2 * stride + lo, b->v + lo, len);
-			} else if (merge) {
-				memset(t + stride + lo, 0, len);
-				memset(t + 2 * stride + lo, 0, len);
-			}
-			lo = merge ? loaded_find(b->loaded, n, hi, true) : n;
+		b->writing = ++g->writes;
+		return 0;
+	}
+	k = slot_need(e, g, b);
+	if (k < 0)
+		return k;
+	t = zinf_adam_nvme_slot_parts(g->nvme, (unsigned)k, s, &stride);
+	rc = merge ? counted(e, g, zinf_adam_nvme_read_into_slot(g->nvme, (unsigned)k, s, true))
+		   : 0;
+	if (rc)
+		return nvme_fail(e, g, rc);
+	for (uint64_t lo = merge ? loaded_find(b->loaded, n, 0, true) : 0; lo < n;) {
+		uint64_t hi = merge ? loaded_find(b->loaded, n, lo, false) : n;
+		uint64_t len = (hi - lo) * sizeof(float);
+		memcpy(t + lo, b->master + lo, len);
+		if (b->moments) {
+			memcpy(t + stride + lo, b->m + lo, len);
+			memcpy(t + 2 * stride + lo, b->v + lo, len);
+		} else if (merge) {
+			memset(t + stride + lo, 0, len);
+			memset(t + 2 * stride + lo, 0, len);
 		}
+		lo = merge ? loaded_find(b->loaded, n, hi, true) : n;
 	}
 	rc = counted(e, g,
 		     zinf_adam_nvme_write_from_slot(g->nvme, (unsigned)k, s, merge || b->moments));
@@ -323,9 +381,12 @@ int engine_nvme_flush(struct zinf_engine *e, struct egroup *g)
 
 	if (g->flushed)
 		return 0;
-	for (uint64_t s = 0; s < g->n_sub && !rc; s++) /* (the slots are then free) */
+	for (uint64_t s = 0; s < g->n_sub && !rc; s++)
 		if (g->pending[s])
 			rc = pending_write(e, g, s);
+	for (uint64_t s = 0; s < g->n_sub && !rc; s++) /* (the slots are then free) */
+		if (g->pending[s])
+			rc = pending_write(e, g, s); /* waits for the writes started */
 	for (uint64_t s = 0; s < g->n_sub && !rc; s++) {
 		uint64_t stride;
 		if (zinf_adam_nvme_sub_group_written(g->nvme, s))
@@ -344,6 +405,19 @@ int engine_nvme_flush(struct zinf_engine *e, struct egroup *g)
 		rc = k < 0 ? k : zero_spares(e, g, k);
 	}
 	g->flushed = rc == 0;
+	return rc;
+}
+
+int engine_nvme_loads_wait(struct zinf_engine *e)
+{
+	int rc = 0;
+
+	for (int i = 0; i < e->n_groups && e->nvme_state; i++) {
+		struct egroup *g = &e->groups[i];
+		int k = 0;
+		while (!rc && k >= 0)
+			rc = slot_reclaim(e, g, &k);
+	}
 	return rc;
 }
 

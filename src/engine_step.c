@@ -80,8 +80,9 @@ int zinf_engine_sync(struct zinf_engine *e)
 {
 	int rc = engine_gq_drain(e);
 	int rc2 = engine_opt_drain(e);
+	int rc3 = engine_nvme_loads_wait(e);
 
-	return rc ? rc : rc2;
+	return rc ? rc : rc2 ? rc2 : rc3;
 }
 
 int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)

@@ -260,6 +260,19 @@ static int slot_retire(struct zinf_adam_nvme *h, struct nvme_slot *s)
 		    s->req.error[0] ? s->req.error : zinf_strerror(status));
 }
 
+/* ZINF_ESTATE when a write started with zinf_adam_nvme_write_from_slot_start is still in
+ * flight from slot k (every slot with k < 0): the caller waits for it first. */
+static int slots_busy(struct zinf_adam_nvme *h, int k, const char *what)
+{
+	for (unsigned i = 0; i < h->n_slots; i++)
+		if ((k < 0 || (unsigned)k == i) && h->slots[i].state == NVME_SLOT_WRITING)
+			return fail(h, ZINF_ESTATE, (int64_t)h->slots[i].group,
+				    "%s: staging slot %u's write of sub-group %" PRIu64
+				    " is in flight (zinf_adam_nvme_slot_wait first)",
+				    what, i, h->slots[i].group);
+	return 0;
+}
+
 /* Retire every slot: no I/O of this handle is in flight afterwards. Loaded slots whose
  * data nobody will use are dropped. */
 void zinf_adam_nvme_drain(struct zinf_adam_nvme *h)
@@ -382,7 +395,7 @@ int zinf_adam_nvme_step(struct zinf_adam_nvme *h, const struct zinf_adam_nvme_bu
 	call_begin(h);
 	memset(h->updated, 0, n);
 	h->n_updated = 0;
-	if (check_step_input(h, bufs, info))
+	if (slots_busy(h, -1, "step") || check_step_input(h, bufs, info))
 		goto out;
 	/* the k-th sub-group stepped uses slot k % n_slots */
 	g = next_group(bufs->sub_groups, n, 0);
@@ -525,6 +538,8 @@ int zinf_adam_nvme_write_state(struct zinf_adam_nvme *h, const float *master, co
 	if (!h)
 		return -EINVAL;
 	call_begin(h);
+	if (slots_busy(h, -1, "write state"))
+		return h->err;
 	if (!master)
 		return fail(h, -EINVAL, -1,
 			    "write state: master is NULL (required; exp_avg and exp_avg_sq may be "
@@ -589,6 +604,8 @@ int zinf_adam_nvme_read_state(struct zinf_adam_nvme *h, float *master, float *ex
 	if (!h)
 		return -EINVAL;
 	call_begin(h);
+	if (slots_busy(h, -1, "read state"))
+		return h->err;
 	if (h->n_written < h->n_groups)
 		return fail(h, ZINF_ESTATE, -1,
 			    "read state: the state on NVMe was never written for %" PRIu64
@@ -634,8 +651,8 @@ static int spares_fill_once(struct zinf_adam_nvme *h, struct nvme_slot *s)
 
 /* Write sub-group i from slot s (src: its master, m, v, possibly in place in the slot), as
  * a step does: to a spare extent, which replaces the old one only once it completed. */
-static int sub_group_write(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t i,
-			   const float *const src[3])
+static int sub_group_write_start(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t i,
+				 const float *const src[3])
 {
 	enum nvme_zero zero;
 	uint64_t first, n;
@@ -643,7 +660,13 @@ static int sub_group_write(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64
 	nvme_group_range(h, i, &first, &n);
 	zero = zero_of(h, n, src);
 	slot_fill(h, s, i, src, zero);
-	if (slot_write(h, s, i, zero) == 0)
+	return slot_write(h, s, i, zero);
+}
+
+static int sub_group_write(struct zinf_adam_nvme *h, struct nvme_slot *s, uint64_t i,
+			   const float *const src[3])
+{
+	if (sub_group_write_start(h, s, i, src) == 0)
 		slot_retire(h, s);
 	return h->err;
 }
@@ -672,7 +695,7 @@ int zinf_adam_nvme_write_sub_group(struct zinf_adam_nvme *h, uint64_t i, const f
 	if (!h)
 		return -EINVAL;
 	call_begin(h);
-	if (check_sub_group(h, i, "write"))
+	if (check_sub_group(h, i, "write") || slots_busy(h, -1, "write"))
 		return h->err;
 	if (!master)
 		return fail(h, -EINVAL, (int64_t)i,
@@ -696,7 +719,7 @@ int zinf_adam_nvme_read_sub_group(struct zinf_adam_nvme *h, uint64_t i, float *m
 	if (!h)
 		return -EINVAL;
 	call_begin(h);
-	if (check_sub_group(h, i, "read") ||
+	if (check_sub_group(h, i, "read") || slots_busy(h, -1, "read") ||
 	    sub_group_read(h, &h->slots[0], i, exp_avg || exp_avg_sq))
 		return h->err;
 	nvme_group_range(h, i, &first, &n);
@@ -739,7 +762,8 @@ float *zinf_adam_nvme_slot_parts(struct zinf_adam_nvme *h, unsigned k, uint64_t 
 	return (float *)h->slots[k].buf;
 }
 
-int zinf_adam_nvme_write_from_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t i, bool moments)
+int zinf_adam_nvme_write_from_slot_start(struct zinf_adam_nvme *h, unsigned k, uint64_t i,
+					 bool moments)
 {
 	struct nvme_slot *s;
 	float *part[3];
@@ -749,13 +773,44 @@ int zinf_adam_nvme_write_from_slot(struct zinf_adam_nvme *h, unsigned k, uint64_
 		return -EINVAL;
 	call_begin(h);
 	s = slot_arg(h, k, i, "write");
-	if (!s)
+	if (!s || slots_busy(h, (int)k, "write"))
 		return h->err;
 	nvme_group_range(h, i, &first, &n);
 	slot_parts(h, s, n, &part[0], &part[1], &part[2]);
-	return sub_group_write(h, s, i,
-			       (const float *const[3]){part[0], moments ? part[1] : NULL,
-						       moments ? part[2] : NULL});
+	sub_group_write_start(h, s, i,
+			      (const float *const[3]){part[0], moments ? part[1] : NULL,
+						      moments ? part[2] : NULL});
+	return h->err;
+}
+
+int zinf_adam_nvme_slot_wait(struct zinf_adam_nvme *h, unsigned k)
+{
+	if (!h)
+		return -EINVAL;
+	call_begin(h);
+	if (k >= h->n_slots)
+		return fail(h, -EINVAL, -1, "wait: no staging slot %u (the handle has %u)", k,
+			    h->n_slots);
+	if (h->slots[k].state == NVME_SLOT_WRITING)
+		slot_retire(h, &h->slots[k]);
+	return h->err;
+}
+
+int zinf_adam_nvme_write_from_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t i, bool moments)
+{
+	int rc = zinf_adam_nvme_write_from_slot_start(h, k, i, moments);
+	uint64_t bytes;
+	double wait;
+
+	if (rc)
+		return rc;
+	/* one call's traffic and time, as before the split */
+	bytes = h->write_bytes;
+	wait = h->wait_s;
+	rc = zinf_adam_nvme_slot_wait(h, k);
+	h->write_bytes += bytes;
+	h->wait_s += wait;
+	return rc;
 }
 
 int zinf_adam_nvme_zero_spares(struct zinf_adam_nvme *h, unsigned k)
@@ -767,6 +822,8 @@ int zinf_adam_nvme_zero_spares(struct zinf_adam_nvme *h, unsigned k)
 		return fail(h, -EINVAL, -1,
 			    "zero the spare extents: no staging slot %u (the handle has %u)", k,
 			    h->n_slots);
+	if (slots_busy(h, (int)k, "zero the spare extents"))
+		return h->err;
 	return spares_fill_once(h, &h->slots[k]);
 }
 
@@ -778,7 +835,9 @@ int zinf_adam_nvme_read_into_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t
 		return -EINVAL;
 	call_begin(h);
 	s = slot_arg(h, k, i, "read");
-	return s ? sub_group_read(h, s, i, moments) : h->err;
+	if (!s || slots_busy(h, (int)k, "read"))
+		return h->err;
+	return sub_group_read(h, s, i, moments);
 }
 
 bool zinf_adam_nvme_sub_group_written(const struct zinf_adam_nvme *h, uint64_t i)

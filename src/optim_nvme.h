@@ -29,7 +29,8 @@ int zinf_adam_nvme_create_in_pool(const struct zinf_adam_nvme_opts *opts, struct
  * for the caller (the engine's loads assemble a sub-group in one and write it from there;
  * its saves read one into one), so that loading and saving take no host memory beyond
  * the pool. The calls below touch slot k alone; a step, write_state, read_state and
- * write_sub_group / read_sub_group (slot 0) may overwrite any slot. */
+ * write_sub_group / read_sub_group (slot 0) may overwrite any slot, and refuse to run
+ * (ZINF_ESTATE) while a write started with _write_from_slot_start is in flight. */
 unsigned zinf_adam_nvme_n_slots(const struct zinf_adam_nvme *h);
 /* Slot k's buffer laid out for sub-group i: its master at [0], exp_avg at [*stride] and
  * exp_avg_sq at [2 * *stride] (floats); NULL when k or i is out of range. */
@@ -40,6 +41,16 @@ float *zinf_adam_nvme_slot_parts(struct zinf_adam_nvme *h, unsigned k, uint64_t 
  * moments (zeros without: the buffer's moment parts may be overwritten). The master
  * part, and with moments the others, keep their values, also when the write fails. */
 int zinf_adam_nvme_write_from_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t i, bool moments);
+/* The same write, started: slot k stays busy (no call may use it, and no call that may
+ * use any slot may run: step, the state and sub-group calls) until
+ * zinf_adam_nvme_slot_wait(h, k), which returns the write's error; its buffer is
+ * unchanged either way, so a failed write can be started again. Errors of the start are
+ * returned at once (the slot then idle). */
+int zinf_adam_nvme_write_from_slot_start(struct zinf_adam_nvme *h, unsigned k, uint64_t i,
+					 bool moments);
+/* Wait for slot k's write (if one is in flight) and retire it: 0 and the sub-group's
+ * state is what the slot wrote, or the write's error and its state is as it was. */
+int zinf_adam_nvme_slot_wait(struct zinf_adam_nvme *h, unsigned k);
 /* Once every sub-group has been written, zero the spare extents through slot k (whose
  * contents are then lost), as write_sub_group does when it writes the last one: once,
  * and not with fast_init; 0 and nothing done otherwise. After a failure the next call

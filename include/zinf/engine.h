@@ -237,8 +237,10 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
 /* With zinf.overlap_optimizer (the default) zinf_step computes the norm and returns; the
  * updates run in the background, module by module in forward order, and a fetch waits
  * only for its own module. Wait until the gradients handed over are all added
- * (zinf.overlap_gradients) and the last step's updates are all home; returns 0 or the
- * error of a failed addition or update. That error is returned by fetches of the modules the
+ * (zinf.overlap_gradients), the last step's updates are all home, and the optimizer
+ * state that loads wrote to NVMe is written (those writes go on after the load calls
+ * return); returns 0 or the error of a failed addition, update or write (a failed
+ * load write is written again by the next step or save). That error is returned by fetches of the modules the
  * update did not write, and once by the first of zinf_engine_sync, zinf_step,
  * zinf_param_load/save and zinf_module_load, which all wait for the update; after that
  * the engine is usable again, the modules not written keeping their old values (as after

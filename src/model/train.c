@@ -534,6 +534,9 @@ static int start(struct train_run *r, char *err, size_t errlen)
 		rc = train_model_load(&r->tm, r->e, r->o, err, errlen);
 	if (!rc && (r->o->model_dir || r->o->resume_dir))
 		rc = check_source_unchanged(r, err, errlen);
+	/* the optimizer state's writes, which go on after the load: their errors are its */
+	if (!rc && (rc = zinf_engine_sync(r->e)) != 0)
+		snprintf(err, errlen, "load: %s", zinf_last_error(r->e));
 	if (!rc)
 		rc = train_pass_create(&r->pass, &r->tm, r->e, (int)r->B, (int)r->o->seq_len, &po,
 				       err, errlen);

@@ -1,13 +1,15 @@
 /* With optimizer state on NVMe, a write of a loaded sub-group that fails is an error of
- * the load call that completed it, on one line naming the sub-group, its elements and
- * the extent, and the call can simply be repeated: the run then trains exactly as one
- * without the fault (same losses, same saved parameters). A failed read while merging a
+ * the call that waits for it (the write goes on after the load call that completed the
+ * sub-group: a later load into the group that needs its staging buffer, or the flush of a
+ * save or step), on one line naming the sub-group, its elements and the extent, and the
+ * call can simply be repeated: the run then trains exactly as one without the fault
+ * (same losses, same saved parameters). A failed read while merging a
  * partial reload (at a save's flush) is named the same way, keeps the reloaded values in
  * host memory, and the next flush (the step's) merges them. Without fast_init, a write
  * failing anywhere in the load that completes the state (a sub-group's, or the zeroing
  * of the spare extents that follows the last one, through the staging buffer the
- * sub-group was assembled in) loses nothing loaded before: repeated, the load gives the
- * masters of a load without the fault. */
+ * sub-group was assembled in) loses nothing loaded before: with the failed call
+ * repeated, the load gives the masters of a load without the fault. */
 #include <unistd.h>
 
 #include "io_internal.h"
@@ -73,11 +75,14 @@ static float *run(const char *dir, bool faults, double *loss)
 }
 
 /* fast_init off: modules 0..3 loaded, then module 4 (completing the state) with every
- * write after the first `pass` failing, repeated once if it failed; the masters saved. */
+ * write after the first `pass` failing, and its writes (which may go on after the load
+ * returns) waited for by zinf_engine_sync; the load repeated if it failed; the masters
+ * saved (the save's flush writes again what failed). */
 static float *completing_load(const char *dir, int pass, int *rc)
 {
 	struct lf_engine le;
 	float *out;
+	bool load_failed;
 
 	lf_create(&le, "none", "nvme", ZINF_DTYPE_BF16, dir, SUB);
 	for (int m = 0; m < LF_N_MOD - 1; m++)
@@ -87,10 +92,19 @@ static float *completing_load(const char *dir, int pass, int *rc)
 		zinf_io_fault_pass(pass);
 	}
 	*rc = load_module(&le, LF_N_MOD - 1, 0);
+	load_failed = *rc != 0;
+	if (!*rc)
+		*rc = zinf_engine_sync(le.e);
 	zinf_io_fault_clear();
-	if (*rc)
-		T_CHECK(load_module(&le, LF_N_MOD - 1, 0) == 0, "pass %d: repeated: %s", pass,
+	if (*rc) {
+		T_CHECK(*rc == -EIO && strstr(zinf_last_error(le.e), "optimizer on nvme: ") &&
+				strstr(zinf_last_error(le.e), "extent") &&
+				!strchr(zinf_last_error(le.e), '\n'),
+			"pass %d: %d, want one line naming the extent: %s", pass, *rc,
 			zinf_last_error(le.e));
+		T_CHECK(!load_failed || load_module(&le, LF_N_MOD - 1, 0) == 0,
+			"pass %d: load repeated: %s", pass, zinf_last_error(le.e));
+	}
 	out = lf_save(&le);
 	lf_destroy(&le);
 	return out;

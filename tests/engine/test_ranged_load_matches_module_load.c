@@ -205,6 +205,7 @@ static void overlapping_ranges_count_once(struct lf_engine *le, const struct sta
 		return;
 	T_CHECK(le->e->groups[0].sub_elems == SUB, "%s: sub-groups of %llu", what,
 		(unsigned long long)le->e->groups[0].sub_elems);
+	T_CHECK_RC(zinf_engine_sync(le->e)); /* (the writes go on after the load calls) */
 	for (uint64_t sg = 0; sg < lf_elems(0, 0) / SUB; sg++)
 		T_CHECK(!le->e->groups[0].pending[sg] &&
 				zinf_adam_nvme_sub_group_written(le->e->groups[0].nvme, sg),
@@ -220,6 +221,7 @@ static void each_sub_group_written_once(struct lf_engine *le, bool store_on_nvme
 {
 	struct zinf_io_stats io;
 
+	T_CHECK_RC(zinf_engine_sync(le->e));
 	for (int gi = 0; gi < le->e->n_groups; gi++) {
 		const struct egroup *g = &le->e->groups[gi];
 		for (uint64_t s = 0; s < g->n_sub; s++)

@@ -15,6 +15,10 @@
  *    unless the I/O handle checks CRC32C (then the whole extent, verified); the spare extents are zeroed by a call of their own
  *    (zinf_adam_nvme_zero_spares), once the state is complete, through the slot it
  *    names and no other;
+ *  - writes started from slots and waited for later (_write_from_slot_start,
+ *    _slot_wait, the engine's loads): while one is in flight its slot and the calls
+ *    that may use any slot are refused; a failed one keeps the old state and the
+ *    slot's buffer, and can be started again;
  *  - bad input (sub-group out of range, master NULL, NULL handle, no such slot) is
  *    refused with one line.
  * On every I/O backend available.
@@ -276,6 +280,107 @@ static void slots_in_place(struct zinf_adam *adam, struct zinf_io *io, const cha
 	zinf_adam_nvme_destroy(h);
 }
 
+/* Sub-group g's new values (p0, m0, v0) into slot k, and into the ref_ arrays. */
+static void stage(struct zinf_adam_nvme *h, unsigned k, uint64_t g)
+{
+	uint64_t first, n;
+	float *part[3];
+
+	T_CHECK_RC(zinf_adam_nvme_sub_group(h, g, &first, &n, NULL));
+	slot_parts(h, k, g, part);
+	memcpy(part[0], p0 + first, n * sizeof(float));
+	memcpy(part[1], m0 + first, n * sizeof(float));
+	memcpy(part[2], v0 + first, n * sizeof(float));
+	memcpy(ref_p + first, p0 + first, n * sizeof(float));
+	memcpy(ref_m + first, m0 + first, n * sizeof(float));
+	memcpy(ref_v + first, v0 + first, n * sizeof(float));
+}
+
+/* Writes started from slots (zinf_adam_nvme_write_from_slot_start), two in flight at
+ * once: the busy slots, and every call that may use any slot, are refused (ZINF_ESTATE,
+ * one line naming the slot and sub-group) until zinf_adam_nvme_slot_wait; a free slot
+ * still reads; the state is then the one written. A started write that fails is the
+ * error of its start or its wait, naming the sub-group, and leaves the sub-group's old
+ * state and the slot's buffer as they were; started again it succeeds. */
+static void started_writes(struct zinf_adam *adam, struct zinf_io *io, const char *engine)
+{
+	struct zinf_adam_nvme *h = create(adam, io);
+	uint64_t first, n;
+	float *part[3];
+	int rc;
+
+	fill(31);
+	T_CHECK_RC(zinf_adam_nvme_write_state(h, p0, m0, v0));
+	memcpy(ref_p, p0, sizeof(p0));
+	memcpy(ref_m, m0, sizeof(m0));
+	memcpy(ref_v, v0, sizeof(v0));
+	fill(32);
+	for (unsigned k = 0; k < 2; k++) {
+		stage(h, k, k + 1);
+		T_CHECK(zinf_adam_nvme_write_from_slot_start(h, k, k + 1, true) == 0,
+			"%s: start the write of sub-group %u: %s", engine, k + 1,
+			zinf_adam_nvme_last_error(h));
+	}
+	expect_error(h, zinf_adam_nvme_read_into_slot(h, 0, 0, true), ZINF_ESTATE,
+		     "staging slot 0's write of sub-group 1 is in flight", "read into a busy slot");
+	expect_error(h, zinf_adam_nvme_write_from_slot_start(h, 1, 2, true), ZINF_ESTATE,
+		     "staging slot 1's write of sub-group 2 is in flight",
+		     "write from a busy slot");
+	expect_error(h, zinf_adam_nvme_zero_spares(h, 1), ZINF_ESTATE, "is in flight",
+		     "zero spares through a busy slot");
+	expect_error(h, zinf_adam_nvme_read_state(h, got_p, got_m, got_v), ZINF_ESTATE,
+		     "read state: staging slot 0's write", "read state");
+	expect_error(h, zinf_adam_nvme_write_state(h, p0, m0, v0), ZINF_ESTATE, "is in flight",
+		     "write state");
+	expect_error(h, zinf_adam_nvme_read_sub_group(h, 3, got_p, NULL, NULL), ZINF_ESTATE,
+		     "is in flight", "read sub-group");
+	expect_error(h, zinf_adam_nvme_write_sub_group(h, 3, p0, NULL, NULL), ZINF_ESTATE,
+		     "is in flight", "write sub-group");
+	T_CHECK(zinf_adam_nvme_read_into_slot(h, 2, 0, true) == 0, "%s: a free slot: %s", engine,
+		zinf_adam_nvme_last_error(h));
+	for (unsigned k = 0; k < 3; k++) /* (the free slot: nothing to wait for) */
+		T_CHECK(zinf_adam_nvme_slot_wait(h, k) == 0, "%s: wait for slot %u: %s", engine, k,
+			zinf_adam_nvme_last_error(h));
+	T_CHECK(zinf_adam_nvme_slot_wait(h, 0) == 0, "%s: wait again", engine);
+	expect_error(h, zinf_adam_nvme_slot_wait(h, 3), -EINVAL, "wait: no staging slot 3",
+		     "wait, slot out of range");
+	T_CHECK_RC(zinf_adam_nvme_read_state(h, got_p, got_m, got_v));
+	check_equal(got_p, ref_p, N, "master after started writes");
+	check_equal(got_m, ref_m, N, "m after started writes");
+	check_equal(got_v, ref_v, N, "v after started writes");
+
+	fill(33);
+	stage(h, 0, 3);
+	memcpy(ref_p, got_p, sizeof(got_p)); /* the state stays as it was */
+	memcpy(ref_m, got_m, sizeof(got_m));
+	memcpy(ref_v, got_v, sizeof(got_v));
+	zinf_io_fault_set(IO_FAULT_ERRNO, 1, EIO, 0, 1u << ZINF_IO_WRITE);
+	rc = zinf_adam_nvme_write_from_slot_start(h, 0, 3, true);
+	if (rc == 0)
+		rc = zinf_adam_nvme_slot_wait(h, 0);
+	zinf_io_fault_clear();
+	expect_error(h, rc, -EIO, "sub-group 3 (elements 196608..262143): write of extent",
+		     "started write fault");
+	T_CHECK_RC(zinf_adam_nvme_sub_group(h, 3, &first, &n, NULL));
+	slot_parts(h, 0, 3, part);
+	check_equal(part[0], p0 + first, n, "master in the slot after a failed write");
+	check_equal(part[2], v0 + first, n, "v in the slot after a failed write");
+	T_CHECK_RC(zinf_adam_nvme_read_state(h, got_p, got_m, got_v));
+	check_equal(got_p, ref_p, N, "master after a failed started write");
+	check_equal(got_v, ref_v, N, "v after a failed started write");
+	stage(h, 0, 3);
+	T_CHECK(zinf_adam_nvme_write_from_slot_start(h, 0, 3, true) == 0 &&
+			zinf_adam_nvme_slot_wait(h, 0) == 0,
+		"%s: the write started again: %s", engine, zinf_adam_nvme_last_error(h));
+	T_CHECK_RC(zinf_adam_nvme_read_state(h, got_p, got_m, got_v));
+	check_equal(got_p, ref_p, N, "master after the write started again");
+	check_equal(got_m, ref_m, N, "m after the write started again");
+	T_CHECK(zinf_adam_nvme_write_from_slot_start(NULL, 0, 0, true) == -EINVAL &&
+			zinf_adam_nvme_slot_wait(NULL, 0) == -EINVAL,
+		"%s: NULL handle", engine);
+	zinf_adam_nvme_destroy(h);
+}
+
 /* Faults: a failed write keeps the old state whole; reads and CRC mismatches named. */
 static void faults(struct zinf_adam *adam, struct zinf_io *io, const char *engine)
 {
@@ -362,6 +467,10 @@ int main(void)
 			zinf_io_destroy(io);
 			t_rmrf(dir);
 		}
+		io = io_create(e, &dir);
+		started_writes(adam, io, t_engine_names[e]);
+		zinf_io_destroy(io);
+		t_rmrf(dir);
 		io = io_create(e, &dir);
 		faults(adam, io, t_engine_names[e]);
 		zinf_io_destroy(io);
