@@ -46,6 +46,44 @@ int zinf_engine_device_alloc(struct zinf_engine *e, uint64_t bytes, void **out)
 	return 0;
 }
 
+int zinf_engine_check_room(struct zinf_engine *e, uint32_t n, const uint32_t *modules, bool grads)
+{
+	uint32_t store_ids[8];
+	uint64_t base, params, grad_bytes = 0;
+	struct zinf_device_stats ds;
+	char names[600] = "", a[32], b[32], c[32], d[32], f[32];
+	size_t len = 0;
+
+	if (!e->finalized)
+		return engine_fail(e, ZINF_ESTATE, "check the device budget: not finalized");
+	if (n > 8)
+		return engine_fail(e, -EINVAL, "check the device budget: %u modules (8 at most)",
+				   n);
+	for (uint32_t i = 0; i < n; i++) {
+		int rc = engine_check_module(e, modules[i]);
+		if (rc)
+			return rc;
+		store_ids[i] = e->modules[modules[i]].store_id;
+		grad_bytes += grads ? e->modules[modules[i]].grad_bytes : 0;
+		len += (size_t)snprintf(names + len, len < sizeof(names) ? sizeof(names) - len : 0,
+					"%s%s", i ? " with " : "", e->modules[modules[i]].name);
+	}
+	base = zinf_store_device_need(e->store, 0, NULL);
+	params = zinf_store_device_need(e->store, n, store_ids) - base;
+	zinf_device_get_stats(e->dev, &ds);
+	if (base + params + grad_bytes <= ds.limit)
+		return 0;
+	return engine_fail(e, ZINF_EBUDGET,
+			   "device budget: module %s needs %s for parameters and %s for "
+			   "gradients, and %s stay on the device: %s in all, more than "
+			   "zinf.device_memory_limit %s (raise it)",
+			   names, zinf_format_bytes(params, a, sizeof(a)),
+			   zinf_format_bytes(grad_bytes, b, sizeof(b)),
+			   zinf_format_bytes(base, c, sizeof(c)),
+			   zinf_format_bytes(base + params + grad_bytes, d, sizeof(d)),
+			   zinf_format_bytes(ds.limit, f, sizeof(f)));
+}
+
 int zinf_engine_device_free(struct zinf_engine *e, void *ptr)
 {
 	int rc;

@@ -189,6 +189,10 @@ int zinf_store_alloc_scratch(struct zinf_store *store, uint64_t bytes, void **ou
 int zinf_store_free_scratch(struct zinf_store *store, void *ptr);
 /* Device bytes a module occupies when fetched (after finalize; 0 otherwise). */
 uint64_t zinf_store_module_bytes(struct zinf_store *store, uint32_t module);
+/* Device bytes in use once the n modules listed are all placed: everything allocated
+ * now but the cached copies a fetch may evict, the persistent modules not placed yet
+ * (placed at their first fetch and kept), and the listed modules. */
+uint64_t zinf_store_device_need(struct zinf_store *store, uint32_t n, const uint32_t *modules);
 
 /* ---- introspection --------------------------------------------------------------------- */
 

@@ -547,6 +547,13 @@ out:
 	return rc;
 }
 
+/* A cached copy a fetch may evict (lock held). */
+static bool evictable(const struct zinf_store *s, const struct module *mod)
+{
+	return s->o.param_home != ZINF_TIER_DEVICE && mod->state == MOD_READY && !mod->refs &&
+	       !mod->sync_busy && !mod->persistent;
+}
+
 int zinf_store_evict(struct zinf_store *s, uint32_t module)
 {
 	struct module *mod;
@@ -556,8 +563,7 @@ int zinf_store_evict(struct zinf_store *s, uint32_t module)
 		return -EINVAL;
 	mod = &s->modules[module];
 	pthread_mutex_lock(&s->lock);
-	if (s->o.param_home != ZINF_TIER_DEVICE && mod->state == MOD_READY && !mod->refs &&
-	    !mod->sync_busy && !mod->persistent) {
+	if (evictable(s, mod)) {
 		store_drop_copy(s, mod);
 		s->evictions++;
 		kick(s); /* a waiting module may fit now */
@@ -573,6 +579,31 @@ void zinf_store_set_next_use(struct zinf_store *s, uint32_t module, uint64_t whe
 	if (module < s->n_modules)
 		s->modules[module].next_use = when;
 	pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t zinf_store_device_need(struct zinf_store *s, uint32_t n, const uint32_t *modules)
+{
+	struct zinf_device_stats ds;
+	uint64_t need;
+
+	pthread_mutex_lock(&s->lock);
+	zinf_device_get_stats(s->o.device, &ds);
+	need = ds.used;
+	for (uint32_t m = 0; m < s->n_modules; m++) {
+		const struct module *mod = &s->modules[m];
+		if (mod->dev && evictable(s, mod))
+			need -= mod->dev_bytes;
+		else if (!mod->dev && mod->persistent)
+			need += mod->dev_bytes;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct module *mod =
+			modules[i] < s->n_modules ? &s->modules[modules[i]] : NULL;
+		if (mod && (mod->dev ? evictable(s, mod) : !mod->persistent))
+			need += mod->dev_bytes;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return need;
 }
 
 uint64_t zinf_store_module_bytes(struct zinf_store *s, uint32_t module)

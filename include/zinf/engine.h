@@ -211,6 +211,13 @@ int zinf_engine_device_ordinal(const struct zinf_engine *e);
  * to make room). Returns 0, ZINF_EBUDGET (the numbers in zinf_last_error) or ZINF_ESTATE
  * before finalize. Free only once no queued work uses it; NULL is a no-op. */
 int zinf_engine_device_alloc(struct zinf_engine *e, uint64_t bytes, void **out);
+/* Whether the device budget can hold at once the n modules listed (at most 8) and, with
+ * grads, their gradient buffers, beside what stays on the device (the model's own
+ * allocations, persistent modules; cached copies of other modules do not count, a fetch
+ * evicts them): the most a model holds at one point of its step, such as a decoder layer
+ * in its backward. For a check before the first step. 0, or ZINF_EBUDGET with the
+ * numbers in zinf_last_error, ZINF_ESTATE before finalize, -EINVAL. */
+int zinf_engine_check_room(struct zinf_engine *e, uint32_t n, const uint32_t *modules, bool grads);
 int zinf_engine_device_free(struct zinf_engine *e, void *ptr);
 
 /* ---- per optimizer step --------------------------------------------------------------- */

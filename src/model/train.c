@@ -417,6 +417,52 @@ static int setup_state(struct train_run *r, char *err, size_t errlen)
 	return 0;
 }
 
+/* Both name one existing directory. */
+static bool same_dir(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+/* An output (--log-json, zinf.trace), which the run empties or writes over, must be none
+ * of its inputs (--config, --data, --eval-data, --init) and no file a save writes in the
+ * --model, --resume or --save directory: a refused run, or one that goes on, would
+ * destroy what it names. */
+static int check_output(const struct zinf_train_opts *o, const char *what, const char *path,
+			char *err, size_t errlen)
+{
+	const char *inputs[] = {o->config_path, o->data_path, o->eval_data_path, o->init_config};
+	const char *input_flags[] = {"--config", "--data", "--eval-data", "--init"};
+	const char *dirs[] = {o->model_dir, o->resume_dir, o->save_dir};
+	const char *dir_flags[] = {"--model", "--resume", "--save"};
+	char parent[4096], base[4096];
+	struct stat out, in;
+
+	if (stat(path, &out) == 0)
+		for (int i = 0; i < 4; i++)
+			if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == out.st_dev &&
+			    in.st_ino == out.st_ino) {
+				snprintf(err, errlen,
+					 "%s: %s is the %s file (the run would write over it)",
+					 path, what, input_flags[i]);
+				return -EINVAL;
+			}
+	snprintf(parent, sizeof(parent), "%s", path);
+	snprintf(base, sizeof(base), "%s", path);
+	for (int i = 0; i < 3; i++)
+		if (dirs[i] && same_dir(dirname(parent), dirs[i]) &&
+		    (train_saved_name(basename(base)) || !strcmp(basename(base), SAVE_LOCK))) {
+			snprintf(err, errlen,
+				 "%s: %s names a file a save writes in the %s directory (the run "
+				 "would write over it)",
+				 path, what, dir_flags[i]);
+			return -EINVAL;
+		}
+	return 0;
+}
+
 static int setup(struct train_run *r, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
@@ -453,6 +499,14 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 			return rc;
 	}
 	rc = setup_config(r, err, errlen);
+	if (!rc && o->log_json_path)
+		rc = check_output(o, "--log-json", o->log_json_path, err, errlen);
+	if (!rc) {
+		const char *trace = NULL;
+		zinf_config_get_string(r->cfg, "zinf.trace", &trace);
+		if (trace && *trace)
+			rc = check_output(o, "zinf.trace", trace, err, errlen);
+	}
 	if (rc)
 		return rc;
 	r->vocab = hf->vocab_size;
@@ -516,6 +570,24 @@ static int check_source_unchanged(struct train_run *r, char *err, size_t errlen)
 	return rc;
 }
 
+/* The most a step holds on the device at once, against the budget before step 1: each
+ * module with its gradient buffers (a decoder layer in its backward), and a tied head
+ * with the embedding (both out while the head runs). */
+static int check_device_room(struct train_run *r, char *err, size_t errlen)
+{
+	const struct train_model *tm = &r->tm;
+	int rc = 0;
+
+	for (int m = 0; m < tm->L + 2 && !rc; m++)
+		rc = zinf_engine_check_room(r->e, 1, &tm->module[m], true);
+	if (!rc && tm->lc.tie_word_embeddings)
+		rc = zinf_engine_check_room(
+			r->e, 2, (const uint32_t[2]){tm->module[0], tm->module[tm->L + 1]}, true);
+	if (rc)
+		snprintf(err, errlen, "%s", zinf_last_error(r->e));
+	return rc;
+}
+
 /* Engine, parameters, runtime: a budget that cannot hold the model is refused here. */
 static int start(struct train_run *r, char *err, size_t errlen)
 {
@@ -540,6 +612,8 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	if (!rc)
 		rc = train_pass_create(&r->pass, &r->tm, r->e, (int)r->B, (int)r->o->seq_len, &po,
 				       err, errlen);
+	if (!rc)
+		rc = check_device_room(r, err, errlen);
 	return rc;
 }
 

@@ -228,6 +228,10 @@ int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, c
  * 1 kept, with the reason in why. */
 int train_snapshot_remove_partial(const char *save_dir, const char *name, char *why, size_t whylen);
 
+/* A file name a save writes: config.json, zinf_state.json, and the model's and the
+ * optimizer state's safetensors (single, shards or index). */
+bool train_saved_name(const char *name);
+
 /* The final save: written into save_dir/TRAIN_FINAL_PARTIAL, committed by renaming it
  * TRAIN_FINAL_READY (with TRAIN_FINAL_LIST, its files), moved into save_dir, and the
  * emptied directory renamed TRAIN_FINAL_DONE and removed. */

@@ -84,6 +84,11 @@ static bool saved_file(const char *name)
 	return false;
 }
 
+bool train_saved_name(const char *name)
+{
+	return saved_file(name);
+}
+
 /* A file name a save that did not finish leaves: a saved file, or one's NAME.tmp, or the
  * final save's list of its files. */
 static bool partial_file(const char *name)

@@ -5,8 +5,11 @@
  * under 256, a config that does not load, --resume of no directory or of a checkpoint
  * without its training state, --save-total-limit 0, an NVMe path that is no directory (one
  * line, not the I/O layer's log besides), a zinf.trace path that cannot be written
- * (before the run, not after it), a --set typo (named as --set's, not the file's). Good runs (text, an llm.c token file) exit 0
- * and save. */
+ * (before the run, not after it), a --set typo (named as --set's, not the file's), a
+ * device budget that holds a decoder layer but not with its gradients, and a --log-json
+ * or zinf.trace path naming an input (--data, --config) or a file a save writes in the
+ * --model directory (each left byte-identical). Good runs (text, an llm.c token file)
+ * exit 0 and save. */
 #include <sys/wait.h>
 
 #include "safetensors.h"
@@ -103,8 +106,8 @@ int main(int argc, char **argv)
 	T_CHECK(run(a, "", 0) == 0, "a good run fails");
 	snprintf(save, sizeof(save), "%s/saved/model.safetensors", d.root);
 	T_CHECK(access(save, F_OK) == 0, "the good run saved nothing");
-	snprintf(save, sizeof(save), "rm -rf '%s/saved'", d.root);
-	T_CHECK(system(save) == 0, "rm");
+	snprintf(save, sizeof(save), "mv '%s/saved' '%s/good'", d.root, d.root);
+	T_CHECK(system(save) == 0, "mv");
 
 	/* an llm.c token file within the vocabulary trains */
 	write_tokens(tokens, 199);
@@ -181,6 +184,51 @@ int main(int argc, char **argv)
 		 d.data);
 	T_CHECK(run(a, "--set: zinf.chunk_sizee: unknown key; did you mean chunk_size?", 1) == 2,
 		"a --set typo");
+	/* a decoder layer of 3.75 MiB (fp32), and as much again for its gradients */
+	f = fopen(small, "w");
+	fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 256,"
+		   " \"intermediate_size\": 1024, \"num_hidden_layers\": 1,"
+		   " \"num_attention_heads\": 4, \"num_key_value_heads\": 2}\n");
+	fclose(f);
+	snprintf(a, sizeof(a),
+		 "--init '%s' --config '%s' --data-format text --seq-len 16 --data '%s' --steps 2 "
+		 "--set zinf.device_memory_limit=6MiB",
+		 small, d.ds, d.data);
+	T_CHECK(run(a, "device budget: module model.layers.0 needs", 1) == 2,
+		"a budget that holds a layer but not with its gradients");
+
+	/* outputs naming inputs: refused, the input unchanged */
+	{
+		char *before, *after, cfg[200], mcfg[200], mst[200];
+		size_t n_before, n_after;
+		snprintf(mcfg, sizeof(mcfg), "%s/good/config.json", d.root);
+		snprintf(mst, sizeof(mst), "%s/good/model.safetensors", d.root);
+		snprintf(cfg, sizeof(cfg), "%s", d.ds);
+		struct {
+			const char *flag, *path, *expect;
+		} outs[] = {
+			{"--log-json ", d.data, "--log-json is the --data file"},
+			{"--set zinf.trace=", cfg, "zinf.trace is the --config file"},
+			{"--log-json ", mcfg,
+			 "--log-json names a file a save writes in the --model"},
+			{"--log-json ", mst,
+			 "--log-json names a file a save writes in the --model"},
+		};
+		for (size_t i = 0; i < sizeof(outs) / sizeof(outs[0]); i++) {
+			tf_read_all(outs[i].path, &before, &n_before);
+			snprintf(a, sizeof(a),
+				 "--model '%s/good' --config '%s' --data-format text --seq-len 16 "
+				 "--data '%s' --steps 2 %s'%s'",
+				 d.root, d.ds, d.data, outs[i].flag, outs[i].path);
+			T_CHECK(run(a, outs[i].expect, 1) == 2, "an output naming %s",
+				outs[i].path);
+			tf_read_all(outs[i].path, &after, &n_after);
+			T_CHECK(n_before == n_after && memcmp(before, after, n_after) == 0,
+				"%s was changed by a refused run", outs[i].path);
+			free(before);
+			free(after);
+		}
+	}
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }
