@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <zinf/config.h>
 #include <zinf/error.h>
 #include <zinf/log.h>
 
@@ -323,8 +324,11 @@ int zinf_llama_create(const struct zinf_llama_config *cfg, const struct zinf_lla
 
 	struct zinf_llama *m = calloc(1, sizeof(*m));
 
-	if (!m)
+	if (!m) {
+		if (err)
+			snprintf(err, errlen, "llama: out of host memory for the runtime");
 		return -ENOMEM;
+	}
 	m->cfg = *cfg;
 	m->B = B;
 	m->T = T;
@@ -341,21 +345,28 @@ int zinf_llama_create(const struct zinf_llama_config *cfg, const struct zinf_lla
 		m->head_rows =
 			opts->head_chunk_bytes / row_bytes ? opts->head_chunk_bytes / row_bytes : 1;
 
-	uint64_t half = cfg->head_dim / 2;
+	float *inv_freq = malloc(cfg->head_dim / 2 * sizeof(float));
+	uint64_t bytes = runtime_layout(m, NULL) * sizeof(float);
 
-	m->arena = aligned_alloc(64, runtime_layout(m, NULL) * sizeof(float));
-	if (!m->arena) {
+	m->arena = aligned_alloc(64, bytes);
+	if (!m->arena || !inv_freq) {
+		char b[32];
+		if (err)
+			snprintf(err, errlen,
+				 "llama: out of host memory for the runtime's activations and "
+				 "buffers: %s for micro-batches of B = %d, T = %d",
+				 zinf_format_bytes(bytes, b, sizeof(b)), B, T);
+		free(m->arena);
 		free(m);
+		free(inv_freq);
 		return -ENOMEM;
 	}
 	runtime_layout(m, m->arena);
-
-	float inv_freq[half];
-
 	llama_rope_inv_freq(inv_freq, cfg->head_dim, cfg->rope_theta, cfg->rope_llama3,
 			    cfg->rope_factor, cfg->rope_low_freq_factor, cfg->rope_high_freq_factor,
 			    cfg->rope_original_max_position_embeddings);
 	llama_rope_tables(m->rope_cos, m->rope_sin, inv_freq, T, cfg->head_dim);
+	free(inv_freq);
 	*out = m;
 	return 0;
 }

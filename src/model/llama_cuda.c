@@ -209,7 +209,7 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 	int half = cfg->head_dim / 2, ndev = 0;
 	uint64_t tbytes = (uint64_t)m->T * half * sizeof(float);
 	cudaError_t ce = cudaGetDeviceCount(&ndev);
-	float *cos_t, *sin_t, inv_freq[half];
+	float *cos_t, *sin_t, *inv_freq;
 	int rc;
 
 	if (ce != cudaSuccess || ndev == 0) {
@@ -233,9 +233,11 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 	m->h_key = malloc((size_t)m->N * sizeof(int64_t));
 	cos_t = malloc(tbytes);
 	sin_t = malloc(tbytes);
-	if (!m->h_rowloss || !m->h_emb || !m->h_key || !cos_t || !sin_t) {
+	inv_freq = malloc((size_t)half * sizeof(float));
+	if (!m->h_rowloss || !m->h_emb || !m->h_key || !cos_t || !sin_t || !inv_freq) {
 		free(cos_t);
 		free(sin_t);
+		free(inv_freq);
 		return crt_fail(m, -ENOMEM, "model runtime (cuda): out of host memory");
 	}
 	/* the CPU runtime's tables, bit for bit */
@@ -243,6 +245,7 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 			    cfg->rope_factor, cfg->rope_low_freq_factor, cfg->rope_high_freq_factor,
 			    cfg->rope_original_max_position_embeddings);
 	llama_rope_tables(cos_t, sin_t, inv_freq, m->T, cfg->head_dim);
+	free(inv_freq);
 	/* on the runtime's stream, finished before the first kernel can read them */
 	rc = crt_copy(m, m->rope_cos, cos_t, tbytes, cudaMemcpyHostToDevice);
 	if (!rc)

@@ -2,7 +2,8 @@
  * Bad dimensions and bad inputs get a one-line error naming the field or the position:
  * nh not divisible by nkv, odd head_dim, non-positive sizes, inverted rope_scaling
  * factors, a negative sliding_window or max_window_layers, a bad micro-batch shape; tokens and targets out of range; a NULL weight; head
- * backward without a forward; a layer output aliasing its input.
+ * backward without a forward; a layer output aliasing its input. A head_dim of 2^22 is
+ * made, not a crash.
  */
 #include <zinf/error.h>
 
@@ -89,6 +90,18 @@ int main(void)
 	T_CHECK(zinf_llama_create(&cfg, NULL, 0, 4, &m, err, sizeof(err)) == -EINVAL,
 		"B = 0 accepted");
 	one_line_naming(err, "B = 0");
+
+	/* a head_dim far beyond any model is a valid shape: its RoPE frequencies (8 MiB
+	 * here) are no stack array */
+	tiny(&cfg);
+	cfg.hidden_size = 2;
+	cfg.num_attention_heads = 1;
+	cfg.head_dim = 1 << 22;
+	T_CHECK(zinf_llama_create(&cfg, NULL, 1, 1, &m, err, sizeof(err)) == 0,
+		"a head_dim of 2^22: %s", err);
+	zinf_llama_destroy(m);
+	m = NULL;
+	tiny(&cfg);
 
 	/* inputs, on a working model */
 	struct net n;
