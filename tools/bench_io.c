@@ -350,6 +350,46 @@ static int parse_size(const char *opt, const char *text, uint64_t *out)
 	return 0;
 }
 
+/* --dir's list: 1 to ZINF_IO_MAX_PATHS paths, none empty, no directory twice (each gets a
+ * run directory of the same name). 0, or -1 after one line on stderr. */
+static int check_dirs(const char *list)
+{
+	static char path[ZINF_IO_MAX_PATHS][4096];
+	struct stat st[ZINF_IO_MAX_PATHS];
+	const char *p = list;
+	int n = 0;
+
+	for (;;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (len == 0 || len >= sizeof(path[0]) || n == ZINF_IO_MAX_PATHS) {
+			fprintf(stderr, "zinf bench io: --dir %s: %s\n", list,
+				len == 0		 ? "an empty path (expected PATH[,PATH...])"
+				: n == ZINF_IO_MAX_PATHS ? "more than 16 paths"
+							 : "a path too long");
+			return -1;
+		}
+		memcpy(path[n], p, len);
+		path[n][len] = 0;
+		for (int i = 0; i < n; i++) {
+			bool same = strcmp(path[i], path[n]) == 0;
+			if (!same && stat(path[n], &st[n]) == 0 && stat(path[i], &st[i]) == 0)
+				same = st[i].st_dev == st[n].st_dev && st[i].st_ino == st[n].st_ino;
+			if (same) {
+				fprintf(stderr,
+					"zinf bench io: --dir %s: %s and %s are the same directory "
+					"(give each once)\n",
+					list, path[i], path[n]);
+				return -1;
+			}
+		}
+		n++;
+		if (!end)
+			return 0;
+		p = end + 1;
+	}
+}
+
 int bench_io(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -442,6 +482,8 @@ int bench_io(int argc, char **argv)
 		fprintf(stderr, "zinf bench io: give exactly one of --file PATH or --dir PATH\n");
 		return ZINF_EXIT_USAGE;
 	}
+	if (c.dirs && check_dirs(c.dirs))
+		return ZINF_EXIT_USAGE;
 	if (c.bs % 4096 || c.bs < 4096 || c.bs > (1ull << 30)) {
 		fprintf(stderr,
 			"zinf bench io: --bs %llu: expected a multiple of 4KiB up to 1GiB\n",

@@ -1,7 +1,8 @@
 /*
  * `zinf bench io` (the CLI binary, given as argv[1]): a small run prints one JSON object
  * with bytes_per_second and iops and leaves no files; bad options exit 2 with a one-line
- * message naming the option and the value.
+ * message naming the option and the value (a --dir list with an empty path or one
+ * directory twice among them).
  */
 #include <sys/wait.h>
 
@@ -60,6 +61,11 @@ int main(int argc, char **argv)
 	want_usage_error(argv[1], "--size 1GiB", "--file PATH or --dir PATH");
 	want_usage_error(argv[1], "--dir /tmp --frobnicate", "--frobnicate");
 	want_usage_error(argv[1], "--dir /tmp --size 1GiB --bs 3MiB", "multiple of --bs");
+	want_usage_error(argv[1], "--dir '' --size 8MiB", "--dir : an empty path");
+	want_usage_error(argv[1], "--dir , --size 8MiB", "--dir ,: an empty path");
+	want_usage_error(argv[1], "--dir /tmp,,/var/tmp --size 8MiB", "an empty path");
+	want_usage_error(argv[1], "--dir /tmp,/tmp/ --size 8MiB",
+			 "/tmp and /tmp/ are the same directory");
 	rc = run(argv[1], "--dir /nonexistent/zinf --size 8MiB");
 	T_CHECK(rc == 1 && strstr(out, "/nonexistent/zinf"), "missing dir: exit %d: %s", rc, out);
 	return 0;
