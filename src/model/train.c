@@ -6,6 +6,7 @@
  * (train_pass.c), zinf_step, a log-json line and the caller's callback; evaluation before
  * the first step and every eval_every steps; the save at the end.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -166,38 +167,77 @@ static int make_save_dir(struct train_run *r, char *err, size_t errlen)
 	}
 }
 
+/* A checkpoint-<k> or checkpoint-<k>.partial name, as snapshot_path writes it, with k
+ * one of this run's --save-every steps from first_step on. */
+static bool snapshot_of_run(const struct zinf_train_opts *o, uint64_t first_step, const char *name,
+			    bool *partial)
+{
+	char again[64];
+	uint64_t k;
+
+	if (strncmp(name, "checkpoint-", 11) || name[11] < '1' || name[11] > '9')
+		return false;
+	errno = 0;
+	k = strtoull(name + 11, NULL, 10);
+	if (errno || !o->save_every || k < first_step || k >= o->steps || k % o->save_every)
+		return false;
+	snprintf(again, sizeof(again), "checkpoint-%llu", (unsigned long long)k);
+	*partial = strcmp(name + strlen(again), ".partial") == 0;
+	return strncmp(name, again, strlen(again)) == 0 && (*partial || name[strlen(again)] == 0);
+}
+
 /* --save-every must not write over an earlier run's checkpoints (or a partial one); the
- * final save a stopped run left is moved in, or removed when it was not complete. */
+ * final save a stopped run left is moved in, or removed when it was not complete. One
+ * pass over the directory, whatever --steps is. */
 static int check_snapshots(const struct zinf_train_opts *o, uint64_t first_step, char *err,
 			   size_t errlen)
 {
 	int rc = train_save_recover(o->save_dir, err, errlen);
-	char path[4200], why[400];
-	struct stat st;
+	char(*partials)[256] = NULL, why[400];
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
 
-	if (rc)
+	if (rc || !o->save_every)
 		return rc;
-	for (uint64_t k = o->save_every; o->save_every && k < o->steps; k += o->save_every)
-		for (int partial = 0; partial < 2 && k >= first_step; partial++) {
-			snapshot_path(o, k, partial, path, sizeof(path));
-			/* a save a stopped run cut short is garbage, unless it holds foreign files */
-			if (partial && lstat(path, &st) == 0) {
-				if (train_snapshot_remove_partial(o->save_dir,
-								  strrchr(path, '/') + 1, why,
-								  sizeof(why)) == 0)
-					continue;
-				snprintf(err, errlen, "%s: --save-every: %s (remove it first)",
-					 path, why);
-				return -EEXIST;
-			}
-			if (lstat(path, &st) == 0) {
-				snprintf(err, errlen,
-					 "%s: --save-every would write over it (remove it first)",
-					 path);
-				return -EEXIST;
+	d = opendir(o->save_dir);
+	if (!d) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: --save: cannot list: %s", o->save_dir, strerror(-rc));
+		return rc;
+	}
+	while (!rc && (de = readdir(d))) {
+		bool partial;
+		if (!snapshot_of_run(o, first_step, de->d_name, &partial))
+			continue;
+		if (!partial) {
+			snprintf(err, errlen,
+				 "%s/%s: --save-every would write over it (remove it first)",
+				 o->save_dir, de->d_name);
+			rc = -EEXIST;
+		} else if (n == cap) {
+			void *more =
+				realloc(partials, (cap = cap ? 2 * cap : 8) * sizeof(*partials));
+			if (!more) {
+				snprintf(err, errlen, "out of memory listing %s", o->save_dir);
+				rc = -ENOMEM;
+			} else {
+				partials = more;
 			}
 		}
-	return 0;
+		if (!rc && partial)
+			snprintf(partials[n++], sizeof(partials[0]), "%s", de->d_name);
+	}
+	closedir(d);
+	/* a save a stopped run cut short is garbage, unless it holds foreign files */
+	for (size_t i = 0; !rc && i < n; i++)
+		if (train_snapshot_remove_partial(o->save_dir, partials[i], why, sizeof(why))) {
+			snprintf(err, errlen, "%s/%s: --save-every: %s (remove it first)",
+				 o->save_dir, partials[i], why);
+			rc = -EEXIST;
+		}
+	free(partials);
+	return rc;
 }
 
 static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)

@@ -3,7 +3,8 @@
  * bf16 save dtype; bf16 parameters and optimizer state on NVMe, the optimizer
  * overlapping the next forward), marks those steps "saved" for --log-json, and leaves no .partial name;
  * the final save is the run's own. A run that would write over an existing checkpoint,
- * or --save-every without --save, is refused before step 1 on one line. */
+ * or --save-every without --save, is refused before step 1 on one line. With --steps
+ * 2^64 - 1 the run starts at once (the check lists the directory, not every step). */
 #include "train_fixture.h"
 #include "zinf/error.h"
 
@@ -13,6 +14,14 @@ static void on_step(const struct zinf_train_step *s, void *user)
 
 	if (s->saved)
 		*saved |= 1ull << s->step;
+}
+
+static volatile int stop;
+
+static void stop_after_one(const struct zinf_train_step *s, void *user)
+{
+	tf_on_step(s, user);
+	stop = s->step >= 1;
 }
 
 static void run(struct tf_dir *d, uint64_t steps, uint64_t every, const char *dir,
@@ -80,6 +89,21 @@ int main(void)
 	o.save_dir = NULL;
 	T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) == -EINVAL && strstr(err, "--save"),
 		"--save-every without --save: %s", err);
+
+	/* --steps 2^64 - 1 with --save-every 1: the check lists the directory once (it
+	 * looked for every step's checkpoint, for ever), and the run, stopped after its
+	 * first step, saved checkpoint-1 */
+	snprintf(every, sizeof(every), "%s/forever", d.root);
+	tf_opts(&d, &o, UINT64_MAX, &l);
+	o.save_dir = every;
+	o.save_every = 1;
+	o.on_step = stop_after_one;
+	o.on_step_user = &l;
+	o.stop = &stop;
+	T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) == -EINTR && res.stopped && l.n == 1,
+		"a run of 2^64 - 1 steps, stopped after one: %d steps: %s", l.n, err);
+	snprintf(a, sizeof(a), "%s/checkpoint-1/model.safetensors", every);
+	T_CHECK(stat(a, &st) == 0, "%s not saved", a);
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }
