@@ -6,11 +6,14 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -782,16 +785,28 @@ int zinf_config_load_file(struct zinf_config *cfg, const char *path)
 {
 	FILE *f;
 	char *buf = NULL;
+	struct stat st;
 	long size;
-	int rc;
+	int fd, rc;
 
 	if (set_name(cfg, path))
 		return -ENOMEM;
-	f = fopen(path, "rb");
-	if (!f)
+	/* (a FIFO opens at once, to be refused, rather than waiting for a writer) */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
 		return zinf_config_fail(cfg, -errno,
 					"cannot open: %s (expected a readable JSON file)",
 					strerror(errno));
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return zinf_config_fail(cfg, -EINVAL, "not a regular file (expected a JSON file)");
+	}
+	f = fdopen(fd, "rb");
+	if (!f) {
+		rc = -errno;
+		close(fd);
+		return zinf_config_fail(cfg, rc, "cannot read: %s", strerror(-rc));
+	}
 	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
 		rc = zinf_config_fail(cfg, -EIO, "cannot read: %s (expected a regular file)",
 				      strerror(errno));

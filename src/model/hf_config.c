@@ -570,7 +570,7 @@ int zinf_hf_config_load_file(struct zinf_hf_config *cfg, const char *path)
 	zinf_hf_config_free(cfg);
 	if (!path)
 		return hf_fail(cfg, -EINVAL, "config", "no path");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: refused below */
 	if (fd < 0)
 		return hf_fail(cfg, -errno, path, "cannot open: %s", strerror(errno));
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > HF_MAX_FILE_BYTES) {

@@ -407,7 +407,7 @@ static int file_open(struct zinf_st_reader *r, struct st_file *f, const char *pa
 	f->path = strdup(path);
 	if (!f->path)
 		return st_rd_fail(r, -ENOMEM, "%s: no memory", path);
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
+	f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: refused below */
 	if (f->fd < 0)
 		return st_rd_fail(r, -errno, "%s: cannot open: %s", path, strerror(errno));
 	if (fstat(f->fd, &st) < 0)

@@ -156,7 +156,7 @@ int zinf_token_file_open(struct zinf_token_file *tf, const char *path, enum zinf
 	if (!tf->path)
 		return -ENOMEM;
 	tf->last_error[0] = '\0';
-	tf->fd = open(path, O_RDONLY | O_CLOEXEC);
+	tf->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: refused below */
 	if (tf->fd < 0) {
 		rc = tf_fail(tf, -errno, "cannot open: %s", strerror(errno));
 		goto out_fail;

@@ -573,7 +573,11 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 	if (o->log_json_path) {
 		/* opened (so a path that cannot be written is refused now) but emptied only
 		 * when the run starts: a run refused later leaves an earlier log as it was */
-		int fd = open(o->log_json_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		/* (a FIFO with no reader fails at once, ENXIO, instead of waiting for one; the
+		 * descriptor then blocks as usual, so /dev/stdout into a pipe works) */
+		int fd = open(o->log_json_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+		if (fd >= 0)
+			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 		r->log = fd >= 0 ? fdopen(fd, "w") : NULL;
 		if (!r->log) {
 			rc = -errno;

@@ -8,7 +8,8 @@
  * (before the run, not after it), a --set typo (named as --set's, not the file's), a
  * device budget that holds a decoder layer but not with its gradients, and a --log-json
  * or zinf.trace path naming an input (--data, --config) or a file a save writes in the
- * --model directory (each left byte-identical). Good runs (text, an llm.c token file)
+ * --model directory (each left byte-identical), a FIFO as --config, --init, --data or
+ * --log-json (refused at once, not waited on). Good runs (text, an llm.c token file)
  * exit 0 and save. */
 #include <sys/wait.h>
 
@@ -196,6 +197,29 @@ int main(int argc, char **argv)
 		 small, d.ds, d.data);
 	T_CHECK(run(a, "device budget: module model.layers.0 needs", 1) == 2,
 		"a budget that holds a layer but not with its gradients");
+
+	/* a FIFO given as an input or the log: refused at once, not waited on */
+	{
+		char fifo[200];
+		snprintf(fifo, sizeof(fifo), "%s/fifo", d.root);
+		T_CHECK(mkfifo(fifo, 0644) == 0, "mkfifo %s", fifo);
+		snprintf(a, sizeof(a),
+			 "--init '%s' --config '%s' --data-format text --seq-len 16 "
+			 "--data '%s' --steps 2",
+			 d.model, fifo, d.data);
+		T_CHECK(run(a, "fifo: not a regular file", 1) == 2, "a FIFO as --config");
+		snprintf(a, sizeof(a),
+			 "--init '%s' --config '%s' --data-format text --seq-len 16 "
+			 "--data '%s' --steps 2",
+			 fifo, d.ds, d.data);
+		T_CHECK(run(a, "fifo: not a regular file", 1) == 2, "a FIFO as --init");
+		snprintf(a, sizeof(a), "%s --data '%s' --steps 2", base, fifo);
+		T_CHECK(run(a, "fifo: not a regular file", 1) == 2, "a FIFO as --data");
+		snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --log-json '%s'", base, d.data,
+			 fifo);
+		T_CHECK(run(a, "fifo: --log-json: cannot create", 1) == 2, "a FIFO as --log-json");
+		unlink(fifo);
+	}
 
 	/* outputs naming inputs: refused, the input unchanged */
 	{
