@@ -397,6 +397,47 @@ static int check_unsupported(struct zinf_hf_config *cfg, const char *name, const
 	return 0;
 }
 
+static int by_key(const void *a, const void *b)
+{
+	return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
+}
+
+/* A key that appears twice in an object anywhere under node: 1 with its dotted path in
+ * dup, 0 when none, -ENOMEM. Each object's keys are sorted (n log n: a config of a
+ * million keys is checked in a moment). */
+static int duplicate_key(const cJSON *node, const char *prefix, char *dup, size_t len)
+{
+	const cJSON **keys = NULL;
+	size_t n = 0;
+	int rc = 0;
+
+	for (const cJSON *c = node->child; c; c = c->next)
+		n++;
+	if (cJSON_IsObject(node) && n > 1) {
+		size_t k = 0;
+		keys = malloc(n * sizeof(*keys));
+		if (!keys)
+			return -ENOMEM;
+		for (const cJSON *c = node->child; c; c = c->next)
+			keys[k++] = c;
+		qsort(keys, n, sizeof(*keys), by_key);
+		for (k = 1; k < n && !rc; k++)
+			if (strcmp(keys[k - 1]->string, keys[k]->string) == 0) {
+				snprintf(dup, len, "%s%s", prefix, keys[k]->string);
+				rc = 1;
+			}
+		free(keys);
+	}
+	for (const cJSON *c = node->child; c && !rc; c = c->next)
+		if (c->child) {
+			char sub[512];
+			snprintf(sub, sizeof(sub), "%s%s%s", prefix,
+				 cJSON_IsObject(node) ? c->string : "[]", ".");
+			rc = duplicate_key(c, sub, dup, len);
+		}
+	return rc;
+}
+
 static int parse_fields(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
 {
 	static const struct {
@@ -418,16 +459,17 @@ static int parse_fields(struct zinf_hf_config *cfg, const char *name, const cJSO
 		{"max_position_embeddings",
 		 offsetof(struct zinf_hf_config, max_position_embeddings), HF_MAX_POSITIONS},
 	};
-	const cJSON *a, *b;
+	char dup[512];
 	bool bias;
 	int rc;
 
-	for (a = root->child; a; a = a->next) /* cJSON keeps both copies of a key */
-		for (b = a->next; b; b = b->next)
-			if (strcmp(a->string, b->string) == 0)
-				return hf_fail(cfg, ZINF_ECONFIG, name,
-					       "%s: appears twice (expected each key once)",
-					       a->string);
+	/* cJSON keeps both copies of a key; Python's json (so transformers) the last */
+	rc = duplicate_key(root, "", dup, sizeof(dup));
+	if (rc < 0)
+		return hf_fail(cfg, -ENOMEM, name, "no memory");
+	if (rc)
+		return hf_fail(cfg, ZINF_ECONFIG, name,
+			       "%s: appears twice (expected each key once)", dup);
 	rc = parse_model_type(cfg, name, root);
 	for (size_t i = 0; rc == 0 && i < sizeof(uints) / sizeof(uints[0]); i++)
 		rc = get_uint(cfg, name, root, "", uints[i].key, uints[i].max,

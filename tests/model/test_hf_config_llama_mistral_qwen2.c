@@ -2,7 +2,7 @@
  * config.json of llama (Llama 3 rope scaling, GQA, tied), mistral (sliding_window null,
  * defaults for head_dim) and qwen2 (q/k/v biases, sliding window off) load with the
  * documented fields and defaults; each malformed field fails with one line naming the
- * file and the field; saving writes a config that loads back equal, keeps keys zinf
+ * file and the field (a key twice in any object, nested too, among them); saving writes a config that loads back equal, keeps keys zinf
  * does not interpret and carries the save dtype. llama's mlp_bias adds the MLP biases to
  * the tensor list; mistral's and qwen2's sliding-window fields (sliding_window,
  * use_sliding_window, max_window_layers, layer_types) load and save back. transformers
@@ -143,6 +143,14 @@ static void check_errors(void)
 		    "vocab_size: value is not an integer in [1, 16777216]");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"vocab_size\":1000}", ZINF_ECONFIG,
 		    "vocab_size: appears twice");
+	/* nested too: transformers would take the last, zinf took the first */
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":"
+		    "\"llama3\",\"factor\":8.0,\"factor\":2.0,\"low_freq_factor\":1,"
+		    "\"high_freq_factor\":4,\"original_max_position_embeddings\":8192}}",
+		    ZINF_ECONFIG, "rope_scaling.factor: appears twice");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"extra\":[{\"a\":1},{\"b\":1,"
+		    "\"b\":2}]}",
+		    ZINF_ECONFIG, "extra.[].b: appears twice");
 	expect_fail("{" BASE ",", ZINF_EJSON, "malformed JSON near byte");
 	expect_fail("[1,2]", ZINF_EJSON, "expected a JSON object");
 	expect_fail("{" BASE ",\"num_attention_heads\":4} trailing", ZINF_EJSON, "malformed JSON");
