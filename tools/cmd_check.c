@@ -27,21 +27,27 @@ const char cmd_check_usage[] =
 	"  -q, --quiet       print nothing but warnings and errors\n"
 	"  -h, --help        this text\n";
 
-/* Parse a positive integer option value; 0 on error (message printed). */
-static unsigned long long parse_positive(const char *opt, const char *text)
+/* Parse a whole number from 1 to max given as opt; 0 on error (message printed). */
+static unsigned long long parse_positive(const char *opt, const char *text, unsigned long long max)
 {
 	char *end;
 	unsigned long long v;
 
 	errno = 0;
 	v = strtoull(text, &end, 10);
-	if (errno || end == text || *end || v == 0 || text[0] == '-') {
-		fprintf(stderr, "zinf check: %s: '%s' is not a positive integer\n", opt, text);
+	if (errno || end == text || *end || v == 0 || v > max || text[0] < '0' || text[0] > '9') {
+		fprintf(stderr, "zinf check: %s: '%s' is not a whole number from 1 to %llu\n", opt,
+			text, max);
 		return 0;
 	}
 	return v;
 }
 
+#define MAX_WORLD_SIZE (1u << 24)
+#define MAX_HIDDEN_SIZE (1u << 24) /* as config.json's; hidden_size^2 stays exact */
+
+/* The world size the launcher set, 1 when none did; 0 when the variable set is not a
+ * whole number (message printed). */
 static int env_world_size(void)
 {
 	static const char *const vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
@@ -49,7 +55,7 @@ static int env_world_size(void)
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
 		const char *v = getenv(vars[i]);
 		if (v && *v)
-			return atoi(v) > 0 ? atoi(v) : 1;
+			return (int)parse_positive(vars[i], v, MAX_WORLD_SIZE);
 	}
 	return 1;
 }
@@ -65,29 +71,34 @@ int cmd_check(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct zinf_config_resolve_info info = {.world_size = env_world_size()};
+	struct zinf_config_resolve_info info = {.world_size = 1};
 	struct zinf_config *cfg = NULL;
 	const char *sets[64];
 	int n_sets = 0, c, rc, status = ZINF_EXIT_USAGE;
 	bool json = false, quiet = false;
 
+	info.world_size = env_world_size();
+	if (!info.world_size)
+		return ZINF_EXIT_USAGE;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
-			info.world_size = (int)parse_positive("--world-size", optarg);
+			info.world_size =
+				(int)parse_positive("--world-size", optarg, MAX_WORLD_SIZE);
 			if (info.world_size <= 0)
 				return ZINF_EXIT_USAGE;
 			break;
 		case 'H':
-			info.hidden_size = parse_positive("--hidden-size", optarg);
+			info.hidden_size = parse_positive("--hidden-size", optarg, MAX_HIDDEN_SIZE);
 			if (!info.hidden_size)
 				return ZINF_EXIT_USAGE;
 			break;
 		case 's':
 			if (!strchr(optarg, '=') || n_sets == 64) {
-				fprintf(stderr, "zinf check: --set: '%s' is not KEY=VALUE\n",
-					optarg);
+				fprintf(stderr, "zinf check: --set: '%s' %s\n", optarg,
+					n_sets == 64 ? "is one more than 64 --set flags"
+						     : "is not KEY=VALUE");
 				return ZINF_EXIT_USAGE;
 			}
 			sets[n_sets++] = optarg;

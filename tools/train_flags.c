@@ -14,7 +14,7 @@ int train_flag_u64(const char *prog, const char *flag, const char *text, uint64_
 
 	errno = 0;
 	v = strtoull(text, &end, 10);
-	if (errno || end == text || *end || text[0] == '-') {
+	if (errno || end == text || *end || text[0] < '0' || text[0] > '9') { /* " -1", "+1" */
 		fprintf(stderr, "%s: %s %s: not a whole number\n", prog, flag, text);
 		return -1;
 	}

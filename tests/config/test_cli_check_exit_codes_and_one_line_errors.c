@@ -1,7 +1,10 @@
 /* `zinf check` exits 2 with exactly one line on stderr (the .expect message) and nothing
  * on stdout for every bad config; exits 0 and lists every key for every sample config;
- * and refuses bad command lines with exit 2. argv: zinf-binary bad-dir examples-dir. */
+ * and refuses bad command lines with exit 2 (numbers out of range or with a leading space,
+ * a WORLD_SIZE that is no number, a FIFO as the config). argv: zinf-binary bad-dir
+ * examples-dir. */
 #include <dirent.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "test.h"
@@ -107,6 +110,9 @@ int main(int argc, char **argv)
 		"check a.json b.json",
 		"check --world-size abc x.json",
 		"check --world-size 0 x.json",
+		"check --world-size 4294967298 x.json", /* was cut to int: 2 */
+		"check --world-size ' 2' x.json",
+		"check --hidden-size 4294967296 x.json", /* its square wrapped */
 		"check --set novalue x.json",
 		"check --no-such-flag x.json",
 		"no-such-command",
@@ -126,6 +132,19 @@ int main(int argc, char **argv)
 	run(&r, argv[1], args);
 	T_CHECK(r.status == 2 && strstr(r.err, "zero_optimization.stage: 9 is out of range"),
 		"--set checked: %s", r.err);
+	setenv("WORLD_SIZE", "garbage", 1); /* was taken as 1 */
+	snprintf(args, sizeof(args), "check %s/minimal.json", argv[3]);
+	run(&r, argv[1], args);
+	unsetenv("WORLD_SIZE");
+	T_CHECK(r.status == 2 && count_lines(r.err) == 1 &&
+			strstr(r.err, "WORLD_SIZE: 'garbage' is not a whole number"),
+		"WORLD_SIZE=garbage: exit %d: %s", r.status, r.err);
+	unlink("cli_check.fifo");
+	T_CHECK(mkfifo("cli_check.fifo", 0644) == 0, "mkfifo");
+	run(&r, argv[1], "check cli_check.fifo"); /* refused, not waited on */
+	unlink("cli_check.fifo");
+	T_CHECK(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, "not a regular file"),
+		"a FIFO: exit %d: %s", r.status, r.err);
 	run(&r, argv[1], "check --help");
 	T_CHECK(r.status == 0 && strstr(r.out, "usage: zinf check"), "check --help");
 	run(&r, argv[1], "help check");

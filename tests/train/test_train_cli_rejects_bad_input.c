@@ -127,6 +127,8 @@ int main(int argc, char **argv)
 	T_CHECK(run(a, "nope.txt", 1) == 2, "missing data file");
 	snprintf(a, sizeof(a), "%s --data '%s' --steps two", base, d.data);
 	T_CHECK(run(a, "--steps two", 1) == 2, "bad --steps");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps ' -1'", base, d.data);
+	T_CHECK(run(a, "--steps  -1", 1) == 2, "--steps with a leading space (was 2^64 - 1)");
 	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --shuffle random", base, d.data);
 	T_CHECK(run(a, "--shuffle random", 1) == 2, "bad --shuffle");
 	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --save-dtype fp8", base, d.data);
