@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -169,9 +171,12 @@ static int get_positive(struct zinf_hf_config *cfg, const char *name, const cJSO
 
 	if (absent(item))
 		return 0;
-	if (!cJSON_IsNumber(item) || !(item->valuedouble > 0.0) || !isfinite(item->valuedouble))
-		return hf_fail(cfg, ZINF_ECONFIG, name, "%s%s: expected a positive number", prefix,
-			       key);
+	/* the runtimes compute in float: a value it rounds to 0 or infinity is no value */
+	if (!cJSON_IsNumber(item) || !((float)item->valuedouble > 0.0f) ||
+	    !isfinite((float)item->valuedouble))
+		return hf_fail(cfg, ZINF_ECONFIG, name,
+			       "%s%s: expected a positive number within float range (%g to %g)",
+			       prefix, key, (double)FLT_MIN, (double)FLT_MAX);
 	*out = item->valuedouble;
 	return 0;
 }
@@ -305,7 +310,8 @@ static int parse_rope(struct zinf_hf_config *cfg, const char *name, const cJSON 
 				  &cfg->rope_high_freq_factor);
 	if (rc == 0)
 		rc = get_uint(cfg, name, rs, prefix, "original_max_position_embeddings",
-			      HF_MAX_POSITIONS, &cfg->rope_original_max_position_embeddings);
+			      HF_MAX_POSITIONS < INT_MAX ? HF_MAX_POSITIONS : INT_MAX,
+			      &cfg->rope_original_max_position_embeddings);
 	return rc;
 }
 

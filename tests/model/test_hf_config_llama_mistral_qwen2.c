@@ -143,6 +143,15 @@ static void check_errors(void)
 		    "vocab_size: value is not an integer in [1, 16777216]");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"vocab_size\":1000}", ZINF_ECONFIG,
 		    "vocab_size: appears twice");
+	/* values the runtimes' float and int would change */
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rms_norm_eps\":1e-300}", ZINF_ECONFIG,
+		    "rms_norm_eps: expected a positive number within float range");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":"
+		    "\"llama3\",\"factor\":8.0,\"low_freq_factor\":1,\"high_freq_factor\":4,"
+		    "\"original_max_position_embeddings\":4294967304}}",
+		    ZINF_ECONFIG,
+		    "rope_scaling.original_max_position_embeddings: value is not an integer in "
+		    "[1, 2147483647]");
 	/* nested too: transformers would take the last, zinf took the first */
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":"
 		    "\"llama3\",\"factor\":8.0,\"factor\":2.0,\"low_freq_factor\":1,"
