@@ -6,7 +6,8 @@
  * without its training state, --save-total-limit 0, an NVMe path that is no directory (one
  * line, not the I/O layer's log besides), a zinf.trace path that cannot be written
  * (before the run, not after it), a --set typo (named as --set's, not the file's), a
- * device budget that holds a decoder layer but not with its gradients, and a --log-json
+ * device budget that holds a decoder layer but not with its gradients or is more than the
+ * host's memory (the host device backend), and a --log-json
  * or zinf.trace path naming an input (--data, --config) or a file a save writes in the
  * --model directory (each left byte-identical), a FIFO as --config, --init, --data or
  * --log-json (refused at once, not waited on). Good runs (text, an llm.c token file)
@@ -187,6 +188,10 @@ int main(int argc, char **argv)
 		 d.data);
 	T_CHECK(run(a, "--set: zinf.chunk_sizee: unknown key; did you mean chunk_size?", 1) == 2,
 		"a --set typo");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --set zinf.device_memory_limit=999999TiB",
+		 base, d.data);
+	T_CHECK(run(a, "device_memory_limit 976.56 PiB is more than the", 1) == 2,
+		"a host device budget beyond the host's memory");
 	/* a decoder layer of 3.75 MiB (fp32), and as much again for its gradients */
 	f = fopen(small, "w");
 	fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 256,"
