@@ -425,6 +425,33 @@ static bool grads_async_fits(struct zinf_engine *e)
 	return ds.limit / GRADS_ASYNC_ROOM >= largest;
 }
 
+/* What lives in host memory whatever the budgets say (parameters homed there, with
+ * offload_param cpu; the optimizer state, 16 bytes a parameter, with offload_optimizer
+ * cpu) must fit the host: a model far larger is refused here, not by the OOM killer. */
+static int check_host_memory(struct zinf_engine *e)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+	uint64_t params = 0, elems = 0;
+	struct zinf_store_stats st;
+	char a[32], b[32], c[32];
+
+	zinf_store_get_stats(e->store, &st);
+	if (e->cfg->v.zero.offload_param.device == ZINF_OFFLOAD_CPU)
+		params = st.param_bytes;
+	for (uint32_t i = 0; i < e->n_params && !e->nvme_state; i++)
+		elems += e->params[i].elems;
+	if (!ram || params + 16 * elems <= ram)
+		return 0;
+	return engine_fail(e, ZINF_EBUDGET,
+			   "host memory: parameters homed there need %s and the optimizer state "
+			   "%s (16 bytes a parameter), more than this host's %s (offload them "
+			   "to nvme: zero_optimization.offload_param / offload_optimizer.device)",
+			   zinf_format_bytes(params, a, sizeof(a)),
+			   zinf_format_bytes(16 * elems, b, sizeof(b)),
+			   zinf_format_bytes(ram, c, sizeof(c)));
+}
+
 int zinf_engine_finalize(struct zinf_engine *e)
 {
 	uint64_t total = 0, off = 0;
@@ -433,6 +460,9 @@ int zinf_engine_finalize(struct zinf_engine *e)
 
 	if (e->finalized)
 		return engine_fail(e, ZINF_ESTATE, "finalize called twice");
+	rc = check_host_memory(e);
+	if (rc)
+		return rc;
 	rc = zinf_store_finalize(e->store);
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));

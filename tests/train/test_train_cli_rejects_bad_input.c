@@ -7,7 +7,8 @@
  * line, not the I/O layer's log besides), a zinf.trace path that cannot be written
  * (before the run, not after it), a --set typo (named as --set's, not the file's), a
  * device budget that holds a decoder layer but not with its gradients or is more than the
- * host's memory (the host device backend), and a --log-json
+ * host's memory (the host device backend), parameters and optimizer state in host memory
+ * far beyond the host's, and a --log-json
  * or zinf.trace path naming an input (--data, --config) or a file a save writes in the
  * --model directory (each left byte-identical), a FIFO as --config, --init, --data or
  * --log-json (refused at once, not waited on). Good runs (text, an llm.c token file)
@@ -192,6 +193,17 @@ int main(int argc, char **argv)
 		 base, d.data);
 	T_CHECK(run(a, "device_memory_limit 976.56 PiB is more than the", 1) == 2,
 		"a host device budget beyond the host's memory");
+	/* 500G parameters with parameters and optimizer state in host memory: 8 TB */
+	f = fopen(small, "w");
+	fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 8192,"
+		   " \"intermediate_size\": 32768, \"num_hidden_layers\": 500,"
+		   " \"num_attention_heads\": 64}\n");
+	fclose(f);
+	snprintf(a, sizeof(a),
+		 "--init '%s' --config '%s' --data-format text --seq-len 16 --data '%s' --steps 2",
+		 small, d.ds, d.data);
+	T_CHECK(run(a, "host memory: parameters homed there need", 1) == 2,
+		"a model whose host-memory state is more than the host has");
 	/* a decoder layer of 3.75 MiB (fp32), and as much again for its gradients */
 	f = fopen(small, "w");
 	fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 256,"
