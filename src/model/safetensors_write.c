@@ -304,8 +304,29 @@ static int shard_begin(struct zinf_st_writer *w, struct st_wshard *s, const int 
 	free(h.p);
 	if (rc == 0 && ftruncate(s->fd, (off_t)(s->data_begin + s->data_bytes)) < 0)
 		rc = -errno;
+	/* closed until written to: one shard open at a time, however many there are */
+	if (close(s->fd) < 0 && rc == 0)
+		rc = -errno;
+	s->fd = -1;
 	if (rc < 0)
 		return wr_fail(w, rc, "%s: writing the header: %s", s->tmp_path, zinf_strerror(rc));
+	return 0;
+}
+
+/* Shard s open for writing, the one shard open (a save writes its tensors in order, so
+ * each shard is opened once). */
+static int shard_open(struct zinf_st_writer *w, struct st_wshard *s)
+{
+	if (s->fd >= 0)
+		return 0;
+	for (int i = 0; i < w->n_shards; i++)
+		if (w->shards[i].fd >= 0) {
+			close(w->shards[i].fd); /* (its data reaches disk at finish's fsync) */
+			w->shards[i].fd = -1;
+		}
+	s->fd = open(s->tmp_path, O_WRONLY | O_CLOEXEC);
+	if (s->fd < 0)
+		return wr_fail(w, -errno, "%s: cannot open: %s", s->tmp_path, strerror(errno));
 	return 0;
 }
 
@@ -407,6 +428,11 @@ int zinf_st_writer_write(struct zinf_st_writer *w, int index, uint64_t elem_begi
 			return rc;
 	}
 	s = &w->shards[t->shard];
+	rc = shard_open(w, s);
+	if (rc < 0) {
+		w->failed = true;
+		return rc;
+	}
 	esz = zinf_st_dtype_size(t->dtype);
 	off = s->data_begin + t->begin + elem_begin * esz;
 	while (n_elems > 0) {
@@ -601,6 +627,11 @@ int zinf_st_writer_finish(struct zinf_st_writer *w)
 	for (int i = 0; i < w->n_shards; i++) {
 		struct st_wshard *s = &w->shards[i];
 
+		rc = shard_open(w, s);
+		if (rc < 0) {
+			w->failed = true;
+			return rc;
+		}
 		rc = fsync(s->fd) < 0 ? -errno : 0;
 		if (close(s->fd) < 0 && rc == 0)
 			rc = -errno;

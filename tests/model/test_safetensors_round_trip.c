@@ -3,7 +3,8 @@
  * the same names, shapes, dtypes and bits, in bf16, fp16 and fp32, as one file and as
  * shards with an index; the layout is what Hugging Face's loader expects (8-byte aligned
  * data, no holes, "__metadata__" {"format": "pt"}, a sorted weight_map with total_size);
- * pieces may arrive in any tensor order; unfinished writers leave no file behind.
+ * pieces may arrive in any tensor order; unfinished writers leave no file behind; 300
+ * shards are written under a limit of 64 open files.
  */
 #include <dirent.h>
 #include <ftw.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -290,6 +292,59 @@ static void unfinished(void)
 	free(dir);
 }
 
+/* More shards than the process may have files open: 300 one-tensor shards under a limit
+ * of 64 descriptors (the writer held every shard open until the end, and a save of
+ * many small shards failed with EMFILE after training). */
+static void many_shards(void)
+{
+	enum { N = 300 };
+	uint64_t shape[1] = {256};
+	static float x[256];
+	struct rlimit old, low;
+	struct zinf_st_writer_opts o;
+	struct zinf_st_writer *w;
+	struct zinf_st_reader *r;
+	char *dir = make_tmpdir(), name[32], path[600];
+	float got[256];
+
+	T_CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0, "getrlimit");
+	low = old;
+	low.rlim_cur = 64;
+	T_CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit");
+	zinf_st_writer_opts_init(&o);
+	o.max_shard_bytes = 1024; /* one tensor of 1 KiB a shard */
+	T_CHECK_RC(zinf_st_writer_create(&w, dir, &o));
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "t%03d", i);
+		T_CHECK(zinf_st_writer_add(w, name, ZINF_ST_F32, 1, shape) == i, "add %s", name);
+	}
+	for (int i = 0; i < N; i++) {
+		for (int k = 0; k < 256; k++)
+			x[k] = (float)(i * 256 + k);
+		T_CHECK(zinf_st_writer_write(w, i, 0, 256, x, ZINF_ST_F32) == 0, "write %d: %s", i,
+			zinf_st_writer_last_error(w));
+	}
+	T_CHECK(zinf_st_writer_finish(w) == 0, "finish: %s", zinf_st_writer_last_error(w));
+	zinf_st_writer_destroy(w);
+	T_CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0, "setrlimit back");
+	T_CHECK(count_files(dir, ".safetensors") == N, "%d shards",
+		count_files(dir, ".safetensors"));
+	snprintf(path, sizeof(path), "%s/model.safetensors.index.json", dir);
+	T_CHECK_RC(zinf_st_reader_create(&r));
+	T_CHECK(zinf_st_reader_open(r, path) == 0, "read back: %s", zinf_st_reader_last_error(r));
+	for (int i = 0; i < N; i += 37) {
+		snprintf(name, sizeof(name), "t%03d", i);
+		const struct zinf_st_tensor_info *ti = zinf_st_reader_find(r, name);
+		T_CHECK(ti && zinf_st_reader_read(r, ti, got, ZINF_ST_F32) == 0, "read %s: %s",
+			name, zinf_st_reader_last_error(r));
+		for (int k = 0; k < 256; k++)
+			T_CHECK(got[k] == (float)(i * 256 + k), "%s[%d] = %g", name, k, got[k]);
+	}
+	zinf_st_reader_destroy(r);
+	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	free(dir);
+}
+
 int main(void)
 {
 	static const enum zinf_st_dtype dtypes[] = {ZINF_ST_BF16, ZINF_ST_F16, ZINF_ST_F32};
@@ -299,5 +354,6 @@ int main(void)
 		round_trip(dtypes[d], 4096, true, true);
 	}
 	unfinished();
+	many_shards();
 	return T_EXIT_PASS;
 }
