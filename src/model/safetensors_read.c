@@ -534,11 +534,24 @@ out:
 	return rc;
 }
 
-/* One parsed shard while an index is being opened. */
+/* One parsed shard while an index is being opened: its entries (in file order), and
+ * their names sorted, to find each weight_map entry in log n (an entry's name pointer
+ * stays valid once moved into the reader's tensors, which then own the string). */
+struct st_name_ref {
+	const char *name;
+	int entry;
+};
+
 struct st_shard_entries {
-	struct st_entry *e; /* sorted by name after parsing */
+	struct st_entry *e;
+	struct st_name_ref *by_name;
 	int n;
 };
+
+static int name_ref_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct st_name_ref *)a)->name, ((const struct st_name_ref *)b)->name);
+}
 
 static int open_index(struct zinf_st_reader *r, const char *index_path)
 {
@@ -615,11 +628,22 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 		rc = parse_header(r, &r->files[i], &shards[i].e, &shards[i].n);
 		if (rc < 0)
 			goto out;
+		shards[i].by_name = malloc((size_t)(shards[i].n ? shards[i].n : 1) *
+					   sizeof(*shards[i].by_name));
+		if (!shards[i].by_name) {
+			rc = st_rd_fail(r, -ENOMEM, "%s: no memory", index_path);
+			goto out;
+		}
+		for (int k = 0; k < shards[i].n; k++)
+			shards[i].by_name[k] = (struct st_name_ref){shards[i].e[k].name, k};
+		qsort(shards[i].by_name, (size_t)shards[i].n, sizeof(*shards[i].by_name),
+		      name_ref_cmp);
 	}
 	/* Every weight_map entry must be in its shard; duplicates in the map are errors. */
 	cJSON_ArrayForEach(kv, map)
 	{
 		struct st_entry key = {.name = kv->string}, *hit = NULL;
+		struct st_name_ref want = {kv->string, 0}, *ref;
 		int file = 0;
 
 		for (; file < r->n_files; file++) {
@@ -628,9 +652,10 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 			if (strcmp(base ? base + 1 : r->files[file].path, kv->valuestring) == 0)
 				break;
 		}
-		for (int i = 0; i < shards[file].n && !hit; i++)
-			if (shards[file].e[i].name && strcmp(shards[file].e[i].name, key.name) == 0)
-				hit = &shards[file].e[i];
+		ref = bsearch(&want, shards[file].by_name, (size_t)shards[file].n, sizeof(*ref),
+			      name_ref_cmp);
+		if (ref && shards[file].e[ref->entry].name) /* (NULL: moved, listed twice) */
+			hit = &shards[file].e[ref->entry];
 		if (!hit) {
 			for (int i = 0; i < r->n_tensors && !hit; i++)
 				if (strcmp(r->tensors[i].name, key.name) == 0)
@@ -648,8 +673,10 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 			goto out;
 	}
 out:
-	for (int i = 0; shards && i < r->n_files; i++)
+	for (int i = 0; shards && i < r->n_files; i++) {
 		entries_free(shards[i].e, shards[i].n);
+		free(shards[i].by_name);
+	}
 	free(shards);
 	free(dir);
 	cJSON_Delete(root);
