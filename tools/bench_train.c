@@ -337,6 +337,12 @@ static int parse(int argc, char **argv, struct run *off, struct run *res, bool *
 				fprintf(stderr, "zinf bench train: --resident-set: too many\n");
 				return -1;
 			}
+			if (!strchr(optarg, '=')) {
+				fprintf(stderr,
+					"zinf bench train: --resident-set %s: expected KEY=VALUE\n",
+					optarg);
+				return -1;
+			}
 			extra[n_extra++] = optarg;
 		} else if (train_flag_apply(&fo, c, optarg) || train_flag_apply(&fr, c, optarg)) {
 			return -1;

@@ -3,7 +3,7 @@
  * prints one JSON object: both runs' losses identical step by step, the offloaded run's
  * peak device bytes within its limit while the resident run's peak exceeds that limit
  * (it really holds everything), positive times and ratio, and every step but the first
- * measured. Bad input (--steps 1, a bad --resident-set key, a missing config, an unknown
+ * measured. Bad input (--steps 1, a bad --resident-set key or one with no value, a missing config, an unknown
  * flag) exits 2 with one line naming it. argv: the zinf binary, the demo model's config.json
  * and the demo's DeepSpeed config (parameters and optimizer on NVMe, a 1.5 MiB device
  * budget).
@@ -81,6 +81,8 @@ int main(int argc, char **argv)
 	expect_usage_error(args, "--steps");
 	snprintf(args, sizeof(args), "--config '%s' --steps 3 --resident-set zinf.bogus=1", ds);
 	expect_usage_error(args, "zinf.bogus");
+	snprintf(args, sizeof(args), "--config '%s' --steps 3 --resident-set foo", ds);
+	expect_usage_error(args, "--resident-set foo: expected KEY=VALUE");
 	snprintf(args, sizeof(args), "--config '%s/missing.json' --steps 3", d.root);
 	expect_usage_error(args, "missing.json");
 	snprintf(args, sizeof(args), "--config '%s' --steps 3 --fast", ds);
