@@ -101,6 +101,9 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 	if (rc)
 		return rc;
 	rc = engine_opt_drain(e); /* the previous step's updates, if still running */
+	if (!rc) /* loads' writes still going on: a failed one refuses the step, which the
+		  * caller repeats (its flush then writes that sub-group again) */
+		rc = engine_nvme_loads_wait(e);
 	if (rc)
 		return rc;
 	/* the gradients still being added; a failure there that lost gradients drops the

@@ -75,11 +75,8 @@ int cmd_check(int argc, char **argv)
 	struct zinf_config *cfg = NULL;
 	const char *sets[64];
 	int n_sets = 0, c, rc, status = ZINF_EXIT_USAGE;
-	bool json = false, quiet = false;
+	bool json = false, quiet = false, world_given = false;
 
-	info.world_size = env_world_size();
-	if (!info.world_size)
-		return ZINF_EXIT_USAGE;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
 		switch (c) {
@@ -88,6 +85,7 @@ int cmd_check(int argc, char **argv)
 				(int)parse_positive("--world-size", optarg, MAX_WORLD_SIZE);
 			if (info.world_size <= 0)
 				return ZINF_EXIT_USAGE;
+			world_given = true;
 			break;
 		case 'H':
 			info.hidden_size = parse_positive("--hidden-size", optarg, MAX_HIDDEN_SIZE);
@@ -117,6 +115,9 @@ int cmd_check(int argc, char **argv)
 			return ZINF_EXIT_USAGE;
 		}
 	}
+	/* the launcher's variable only when --world-size did not say (and not for --help) */
+	if (!world_given && (info.world_size = env_world_size()) == 0)
+		return ZINF_EXIT_USAGE;
 	if (optind != argc - 1) {
 		fprintf(stderr,
 			"zinf check: %s (expected one CONFIG file; see 'zinf check --help')\n",

@@ -238,7 +238,9 @@ struct zinf_step_result {
  * ZINF_ESTATE, nothing changed, while the model holds a module: fetched and not
  * released, or gradients taken and zinf_module_grads_ready not called (the message
  * names the first such module and which); release it or hand the gradients back, then
- * step. */
+ * step. It first waits for the optimizer-state writes that loads left going on; one
+ * that failed refuses the step (its error, nothing changed), and the step repeated
+ * writes that sub-group again. */
 int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
 
 /* With zinf.overlap_optimizer (the default) zinf_step computes the norm and returns; the

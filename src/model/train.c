@@ -477,7 +477,7 @@ static int check_output(const struct zinf_train_opts *o, const char *what, const
 	const char *input_flags[] = {"--config", "--data", "--eval-data", "--init"};
 	const char *dirs[] = {o->model_dir, o->resume_dir, o->save_dir};
 	const char *dir_flags[] = {"--model", "--resume", "--save"};
-	char parent[4096], base[4096];
+	char parent[4096], base[4096], *pdir, *name;
 	struct stat out, in;
 
 	if (stat(path, &out) == 0)
@@ -491,9 +491,11 @@ static int check_output(const struct zinf_train_opts *o, const char *what, const
 			}
 	snprintf(parent, sizeof(parent), "%s", path);
 	snprintf(base, sizeof(base), "%s", path);
+	pdir = dirname(parent); /* (both change their argument: once each) */
+	name = basename(base);
 	for (int i = 0; i < 3; i++)
-		if (dirs[i] && same_dir(dirname(parent), dirs[i]) &&
-		    (train_saved_name(basename(base)) || !strcmp(basename(base), SAVE_LOCK))) {
+		if (dirs[i] && same_dir(pdir, dirs[i]) &&
+		    (train_saved_name(name) || !strcmp(name, SAVE_LOCK))) {
 			snprintf(err, errlen,
 				 "%s: %s names a file a save writes in the %s directory (the run "
 				 "would write over it)",

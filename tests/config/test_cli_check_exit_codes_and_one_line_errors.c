@@ -135,10 +135,16 @@ int main(int argc, char **argv)
 	setenv("WORLD_SIZE", "garbage", 1); /* was taken as 1 */
 	snprintf(args, sizeof(args), "check %s/minimal.json", argv[3]);
 	run(&r, argv[1], args);
-	unsetenv("WORLD_SIZE");
 	T_CHECK(r.status == 2 && count_lines(r.err) == 1 &&
 			strstr(r.err, "WORLD_SIZE: 'garbage' is not a whole number"),
 		"WORLD_SIZE=garbage: exit %d: %s", r.status, r.err);
+	snprintf(args, sizeof(args), "check --world-size 1 %s/minimal.json", argv[3]);
+	run(&r, argv[1], args); /* --world-size says: the variable is not read */
+	T_CHECK(r.status == 0, "WORLD_SIZE=garbage with --world-size 1: exit %d: %s", r.status,
+		r.err);
+	run(&r, argv[1], "check --help");
+	T_CHECK(r.status == 0, "WORLD_SIZE=garbage with --help: exit %d", r.status);
+	unsetenv("WORLD_SIZE");
 	unlink("cli_check.fifo");
 	T_CHECK(mkfifo("cli_check.fifo", 0644) == 0, "mkfifo");
 	run(&r, argv[1], "check cli_check.fifo"); /* refused, not waited on */

@@ -271,6 +271,22 @@ int main(int argc, char **argv)
 			free(before);
 			free(after);
 		}
+		/* --model M with --save S: S's saved files count too (dirname was taken once
+		 * per directory flag, so S's was compared with its parent) */
+		snprintf(a, sizeof(a),
+			 "cp -r '%s/good' '%s/good2' && '%s' train --model '%s/good' --config '%s' "
+			 "--data-format text --seq-len 16 --data '%s' --steps 2 --save '%s/good2' "
+			 "--log-json '%s/good2/config.json' -q 2>/dev/null",
+			 d.root, d.root, zinf_bin, d.root, d.ds, d.data, d.root, d.root);
+		tf_read_all(mcfg, &before, &n_before); /* good/config.json, copied to good2 */
+		T_CHECK(WEXITSTATUS(system(a)) == 2,
+			"--log-json naming --save's config.json beside --model");
+		snprintf(mcfg, sizeof(mcfg), "%s/good2/config.json", d.root);
+		tf_read_all(mcfg, &after, &n_after);
+		T_CHECK(n_before == n_after && memcmp(before, after, n_after) == 0,
+			"%s was changed by a refused run", mcfg);
+		free(before);
+		free(after);
 	}
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
