@@ -83,6 +83,24 @@ static void write_partial_checkpoint(const char *dir)
 	zinf_st_writer_destroy(w);
 }
 
+/* A run of a model (config.json fields after model_type and vocab 256, written to path)
+ * with extra flags is refused naming expect. */
+static bool refused_model(const char *path, const char *fields, const char *extra,
+			  const char *expect)
+{
+	char args[2048];
+	FILE *f = fopen(path, "w");
+
+	T_CHECK(f != NULL, "write %s", path);
+	fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 256, %s}\n", fields);
+	fclose(f);
+	snprintf(args, sizeof(args),
+		 "--init '%s' --config '%s' --data-format text --seq-len 16 --data '%s' --steps 2 "
+		 "%s",
+		 path, d.ds, d.data, extra);
+	return run(args, expect, 1) == 2;
+}
+
 int main(int argc, char **argv)
 {
 	char base[1024], a[2048], tokens[160], partial[160], small[160], save[160];
@@ -194,27 +212,18 @@ int main(int argc, char **argv)
 	T_CHECK(run(a, "device_memory_limit 976.56 PiB is more than the", 1) == 2,
 		"a host device budget beyond the host's memory");
 	/* 500G parameters with parameters and optimizer state in host memory: 8 TB */
-	f = fopen(small, "w");
-	fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 8192,"
-		   " \"intermediate_size\": 32768, \"num_hidden_layers\": 500,"
-		   " \"num_attention_heads\": 64}\n");
-	fclose(f);
-	snprintf(a, sizeof(a),
-		 "--init '%s' --config '%s' --data-format text --seq-len 16 --data '%s' --steps 2",
-		 small, d.ds, d.data);
-	T_CHECK(run(a, "host memory: parameters homed there need", 1) == 2,
+	T_CHECK(refused_model(small,
+			      "\"hidden_size\": 8192, \"intermediate_size\": 32768,"
+			      " \"num_hidden_layers\": 500, \"num_attention_heads\": 64",
+			      "", "host memory: parameters homed there need"),
 		"a model whose host-memory state is more than the host has");
 	/* a decoder layer of 3.75 MiB (fp32), and as much again for its gradients */
-	f = fopen(small, "w");
-	fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 256,"
-		   " \"intermediate_size\": 1024, \"num_hidden_layers\": 1,"
-		   " \"num_attention_heads\": 4, \"num_key_value_heads\": 2}\n");
-	fclose(f);
-	snprintf(a, sizeof(a),
-		 "--init '%s' --config '%s' --data-format text --seq-len 16 --data '%s' --steps 2 "
-		 "--set zinf.device_memory_limit=6MiB",
-		 small, d.ds, d.data);
-	T_CHECK(run(a, "device budget: module model.layers.0 needs", 1) == 2,
+	T_CHECK(refused_model(small,
+			      "\"hidden_size\": 256, \"intermediate_size\": 1024,"
+			      " \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+			      " \"num_key_value_heads\": 2",
+			      "--set zinf.device_memory_limit=6MiB",
+			      "device budget: module model.layers.0 needs"),
 		"a budget that holds a layer but not with its gradients");
 
 	/* a FIFO given as an input or the log: refused at once, not waited on */
