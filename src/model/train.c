@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -477,7 +478,7 @@ static int check_output(const struct zinf_train_opts *o, const char *what, const
 	const char *input_flags[] = {"--config", "--data", "--eval-data", "--init"};
 	const char *dirs[] = {o->model_dir, o->resume_dir, o->save_dir};
 	const char *dir_flags[] = {"--model", "--resume", "--save"};
-	char parent[4096], base[4096], *pdir, *name;
+	char parent[PATH_MAX], base[PATH_MAX], *pdir, *name;
 	struct stat out, in;
 
 	if (stat(path, &out) == 0)
@@ -489,8 +490,10 @@ static int check_output(const struct zinf_train_opts *o, const char *what, const
 					 path, what, input_flags[i]);
 				return -EINVAL;
 			}
-	snprintf(parent, sizeof(parent), "%s", path);
-	snprintf(base, sizeof(base), "%s", path);
+	/* a link is judged by what it names (the run writes through it) */
+	if (!realpath(path, parent))
+		snprintf(parent, sizeof(parent), "%s", path);
+	snprintf(base, sizeof(base), "%s", parent);
 	pdir = dirname(parent); /* (both change their argument: once each) */
 	name = basename(base);
 	for (int i = 0; i < 3; i++)

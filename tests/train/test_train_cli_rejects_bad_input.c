@@ -290,6 +290,14 @@ int main(int argc, char **argv)
 		tf_read_all(mcfg, &before, &n_before); /* good/config.json, copied to good2 */
 		T_CHECK(WEXITSTATUS(system(a)) == 2,
 			"--log-json naming --save's config.json beside --model");
+		/* and through a link elsewhere */
+		snprintf(
+			a, sizeof(a),
+			"ln -s '%s/good2/config.json' '%s/log-link' && '%s' train --model '%s/good' "
+			"--config '%s' --data-format text --seq-len 16 --data '%s' --steps 2 "
+			"--save '%s/good2' --log-json '%s/log-link' -q 2>/dev/null",
+			d.root, d.root, zinf_bin, d.root, d.ds, d.data, d.root, d.root);
+		T_CHECK(WEXITSTATUS(system(a)) == 2, "--log-json a link to --save's config.json");
 		snprintf(mcfg, sizeof(mcfg), "%s/good2/config.json", d.root);
 		tf_read_all(mcfg, &after, &n_after);
 		T_CHECK(n_before == n_after && memcmp(before, after, n_after) == 0,
