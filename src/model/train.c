@@ -6,16 +6,13 @@
  * (train_pass.c), zinf_step, a log-json line and the caller's callback; evaluation before
  * the first step and every eval_every steps; the save at the end.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,169 +73,6 @@ static void snapshot_path(const struct zinf_train_opts *o, uint64_t step, bool p
 {
 	snprintf(buf, len, "%s/checkpoint-%llu%s", o->save_dir, (unsigned long long)step,
 		 partial ? ".partial" : "");
-}
-
-#define SAVE_LOCK ".zinf-save.lock"
-
-/* One run saves into a directory at a time: an flock on DIR/.zinf-save.lock. The
- * descriptor holding it, or a negative code with err naming dir and flag. */
-static int take_save_lock(const char *dir, const char *flag, char *err, size_t errlen)
-{
-	char path[4200];
-	int fd, rc;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, SAVE_LOCK);
-	for (int tries = 0;; tries++) {
-		struct stat held, named;
-
-		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-		if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB))
-			break;
-		/* a failed run that made dir unlinks the lock before it removes dir: a lock
-		 * taken on the unlinked file guards nothing, so it is taken again */
-		if (fstat(fd, &held) == 0 && stat(path, &named) == 0 &&
-		    held.st_dev == named.st_dev && held.st_ino == named.st_ino)
-			return fd;
-		close(fd);
-		if (tries == 100) {
-			errno = ESTALE;
-			fd = -1;
-			break;
-		}
-	}
-	rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
-	snprintf(err, errlen, "%s: %s: %s", dir, flag,
-		 rc == -EBUSY ? "another live zinf train saves into it (it holds " SAVE_LOCK ")"
-			      : strerror(-rc));
-	if (fd >= 0)
-		close(fd);
-	return rc;
-}
-
-/* The save directory's lock, taken once the directory exists and held until the run
- * ends, so that no run removes (or writes over) what a live one is writing. */
-static int lock_save_dir(struct train_run *r, char *err, size_t errlen)
-{
-	int fd = r->save_lock >= 0 ? r->save_lock
-				   : take_save_lock(r->o->save_dir, "--save", err, errlen);
-
-	if (fd < 0)
-		return fd;
-	r->save_lock = fd;
-	return 0;
-}
-
-/* A --model or --resume directory that a stopped run was moving its final save into:
- * the move is finished first, under the directory's save lock. */
-static int finish_stopped_save(const char *dir, const char *flag, char *err, size_t errlen)
-{
-	char path[4200];
-	struct stat st;
-	int fd, rc;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, TRAIN_FINAL_READY);
-	if (lstat(path, &st))
-		return 0;
-	fd = take_save_lock(dir, flag, err, errlen);
-	if (fd < 0)
-		return fd;
-	rc = train_save_recover(dir, err, errlen);
-	close(fd);
-	return rc;
-}
-
-/* The save directory made if missing, and locked. */
-static int make_save_dir(struct train_run *r, char *err, size_t errlen)
-{
-	int rc;
-
-	for (int tries = 0;; tries++) {
-		if (mkdir(r->o->save_dir, 0755) == 0) {
-			r->save_dir_made = true;
-		} else if (errno != EEXIST) {
-			rc = -errno;
-			snprintf(err, errlen, "%s: --save: cannot create: %s", r->o->save_dir,
-				 strerror(errno));
-			return rc;
-		}
-		rc = lock_save_dir(r, err, errlen);
-		/* removed by a failed run that had made it, between the mkdir and the lock */
-		if (rc != -ENOENT || r->save_dir_made || tries == 100)
-			return rc;
-	}
-}
-
-/* A checkpoint-<k> or checkpoint-<k>.partial name, as snapshot_path writes it, with k
- * one of this run's --save-every steps from first_step on. */
-static bool snapshot_of_run(const struct zinf_train_opts *o, uint64_t first_step, const char *name,
-			    bool *partial)
-{
-	char again[64];
-	uint64_t k;
-
-	if (strncmp(name, "checkpoint-", 11) || name[11] < '1' || name[11] > '9')
-		return false;
-	errno = 0;
-	k = strtoull(name + 11, NULL, 10);
-	if (errno || !o->save_every || k < first_step || k >= o->steps || k % o->save_every)
-		return false;
-	snprintf(again, sizeof(again), "checkpoint-%llu", (unsigned long long)k);
-	*partial = strcmp(name + strlen(again), ".partial") == 0;
-	return strncmp(name, again, strlen(again)) == 0 && (*partial || name[strlen(again)] == 0);
-}
-
-/* --save-every must not write over an earlier run's checkpoints (or a partial one); the
- * final save a stopped run left is moved in, or removed when it was not complete. One
- * pass over the directory, whatever --steps is. */
-static int check_snapshots(const struct zinf_train_opts *o, uint64_t first_step, char *err,
-			   size_t errlen)
-{
-	int rc = train_save_recover(o->save_dir, err, errlen);
-	char(*partials)[256] = NULL, why[400];
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	DIR *d;
-
-	if (rc || !o->save_every)
-		return rc;
-	d = opendir(o->save_dir);
-	if (!d) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: --save: cannot list: %s", o->save_dir, strerror(-rc));
-		return rc;
-	}
-	while (!rc && (de = readdir(d))) {
-		bool partial;
-		if (!snapshot_of_run(o, first_step, de->d_name, &partial))
-			continue;
-		if (!partial) {
-			snprintf(err, errlen,
-				 "%s/%s: --save-every would write over it (remove it first)",
-				 o->save_dir, de->d_name);
-			rc = -EEXIST;
-		} else if (n == cap) {
-			void *more =
-				realloc(partials, (cap = cap ? 2 * cap : 8) * sizeof(*partials));
-			if (!more) {
-				snprintf(err, errlen, "out of memory listing %s", o->save_dir);
-				rc = -ENOMEM;
-			} else {
-				partials = more;
-			}
-		}
-		if (!rc && partial)
-			snprintf(partials[n++], sizeof(partials[0]), "%s", de->d_name);
-	}
-	closedir(d);
-	/* a save a stopped run cut short is garbage, unless it holds foreign files */
-	for (size_t i = 0; !rc && i < n; i++)
-		if (train_snapshot_remove_partial(o->save_dir, partials[i], why, sizeof(why))) {
-			snprintf(err, errlen, "%s/%s: --save-every: %s (remove it first)",
-				 o->save_dir, partials[i], why);
-			rc = -EEXIST;
-		}
-	free(partials);
-	return rc;
 }
 
 static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
@@ -458,56 +292,6 @@ static int setup_state(struct train_run *r, char *err, size_t errlen)
 	return 0;
 }
 
-/* Both name one existing directory. */
-static bool same_dir(const char *a, const char *b)
-{
-	struct stat sa, sb;
-
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-	       sa.st_ino == sb.st_ino;
-}
-
-/* An output (--log-json, zinf.trace), which the run empties or writes over, must be none
- * of its inputs (--config, --data, --eval-data, --init) and no file a save writes in the
- * --model, --resume or --save directory: a refused run, or one that goes on, would
- * destroy what it names. */
-static int check_output(const struct zinf_train_opts *o, const char *what, const char *path,
-			char *err, size_t errlen)
-{
-	const char *inputs[] = {o->config_path, o->data_path, o->eval_data_path, o->init_config};
-	const char *input_flags[] = {"--config", "--data", "--eval-data", "--init"};
-	const char *dirs[] = {o->model_dir, o->resume_dir, o->save_dir};
-	const char *dir_flags[] = {"--model", "--resume", "--save"};
-	char parent[PATH_MAX], base[PATH_MAX], *pdir, *name;
-	struct stat out, in;
-
-	if (stat(path, &out) == 0)
-		for (int i = 0; i < 4; i++)
-			if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == out.st_dev &&
-			    in.st_ino == out.st_ino) {
-				snprintf(err, errlen,
-					 "%s: %s is the %s file (the run would write over it)",
-					 path, what, input_flags[i]);
-				return -EINVAL;
-			}
-	/* a link is judged by what it names (the run writes through it) */
-	if (!realpath(path, parent))
-		snprintf(parent, sizeof(parent), "%s", path);
-	snprintf(base, sizeof(base), "%s", parent);
-	pdir = dirname(parent); /* (both change their argument: once each) */
-	name = basename(base);
-	for (int i = 0; i < 3; i++)
-		if (dirs[i] && same_dir(pdir, dirs[i]) &&
-		    (train_saved_name(name) || !strcmp(name, SAVE_LOCK))) {
-			snprintf(err, errlen,
-				 "%s: %s names a file a save writes in the %s directory (the run "
-				 "would write over it)",
-				 path, what, dir_flags[i]);
-			return -EINVAL;
-		}
-	return 0;
-}
-
 static int setup(struct train_run *r, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
@@ -516,9 +300,9 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 
 	rc = check_opts(o, err, errlen);
 	if (!rc && o->model_dir)
-		rc = finish_stopped_save(o->model_dir, "--model", err, errlen);
+		rc = train_source_finish_move(o->model_dir, "--model", err, errlen);
 	if (!rc && o->resume_dir)
-		rc = finish_stopped_save(o->resume_dir, "--resume", err, errlen);
+		rc = train_source_finish_move(o->resume_dir, "--resume", err, errlen);
 	if (!rc && (o->model_dir || o->resume_dir))
 		rc = train_save_seen(o->model_dir ? o->model_dir : o->resume_dir, &r->src_seen, err,
 				     errlen);
@@ -545,12 +329,12 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 	}
 	rc = setup_config(r, err, errlen);
 	if (!rc && o->log_json_path)
-		rc = check_output(o, "--log-json", o->log_json_path, err, errlen);
+		rc = train_check_output(o, "--log-json", o->log_json_path, err, errlen);
 	if (!rc) {
 		const char *trace = NULL;
 		zinf_config_get_string(r->cfg, "zinf.trace", &trace);
 		if (trace && *trace)
-			rc = check_output(o, "zinf.trace", trace, err, errlen);
+			rc = train_check_output(o, "zinf.trace", trace, err, errlen);
 	}
 	if (rc)
 		return rc;
@@ -562,10 +346,13 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		rc = setup_state(r, err, errlen);
 	/* the save directory is made (so a path that cannot be is refused now) and locked
 	 * before its .partial snapshots are looked at */
-	if (!rc && o->save_dir)
-		rc = make_save_dir(r, err, errlen);
-	if (!rc && o->save_dir)
-		rc = check_snapshots(o, r->first_step, err, errlen);
+	if (!rc && o->save_dir) {
+		rc = train_save_dir_make(o->save_dir, &r->save_dir_made, err, errlen);
+		if (rc >= 0) {
+			r->save_lock = rc;
+			rc = train_snapshots_check(o, r->first_step, err, errlen);
+		}
+	}
 	if (rc)
 		return rc;
 	r->inputs = malloc(r->B * o->seq_len * sizeof(int32_t));
@@ -594,29 +381,6 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		}
 	}
 	return 0;
-}
-
-void (*train_loaded_hook)(const char *dir);
-
-/* The --model or --resume directory as it was before the run read it: a save moved in
- * meanwhile (by a run that saves into it) may have given the load files of both saves. */
-static int check_source_unchanged(struct train_run *r, char *err, size_t errlen)
-{
-	const char *dir = r->o->model_dir ? r->o->model_dir : r->o->resume_dir;
-	uint64_t now;
-	int rc;
-
-	if (train_loaded_hook)
-		train_loaded_hook(dir);
-	rc = train_save_seen(dir, &now, err, errlen);
-	if (!rc && now != r->src_seen) {
-		snprintf(err, errlen,
-			 "%s: %s: a save moved into it while this run read it (the load may mix "
-			 "two saves): run again",
-			 dir, r->o->model_dir ? "--model" : "--resume");
-		rc = -ESTALE;
-	}
-	return rc;
 }
 
 /* The most a step holds on the device at once, against the budget before step 1: each
@@ -654,7 +418,9 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	else if (!rc)
 		rc = train_model_load(&r->tm, r->e, r->o, err, errlen);
 	if (!rc && (r->o->model_dir || r->o->resume_dir))
-		rc = check_source_unchanged(r, err, errlen);
+		rc = train_source_unchanged(r->o->model_dir ? r->o->model_dir : r->o->resume_dir,
+					    r->o->model_dir ? "--model" : "--resume", r->src_seen,
+					    err, errlen);
 	/* the optimizer state's writes, which go on after the load: their errors are its */
 	if (!rc && (rc = zinf_engine_sync(r->e)) != 0)
 		snprintf(err, errlen, "load: %s", zinf_last_error(r->e));
@@ -668,12 +434,8 @@ static int start(struct train_run *r, char *err, size_t errlen)
 
 static void finish(struct train_run *r, bool failed)
 {
-	if (failed && r->save_dir_made) { /* as it was: no directory (unless it holds more) */
-		char path[4200];
-		snprintf(path, sizeof(path), "%s/%s", r->o->save_dir, SAVE_LOCK);
-		unlink(path);
-		rmdir(r->o->save_dir);
-	}
+	if (failed && r->save_dir_made) /* as it was: no directory (unless it holds more) */
+		train_save_dir_unmake(r->o->save_dir);
 	if (r->save_lock >= 0)
 		close(r->save_lock);
 	if (r->pass.m)
@@ -846,6 +608,19 @@ static void drop_partial(const char *save_dir, const char *name)
 			  name, why);
 }
 
+/* The save directory, made and locked before step 1, made again if something removed
+ * it meanwhile. */
+static int save_dir_again(const char *save_dir, char *err, size_t errlen)
+{
+	int rc;
+
+	if (mkdir(save_dir, 0755) == 0 || errno == EEXIST)
+		return 0;
+	rc = -errno;
+	snprintf(err, errlen, "%s: --save: cannot create: %s", save_dir, strerror(-rc));
+	return rc;
+}
+
 /* --save-every: the model after this step into save_dir/checkpoint-<step>, written under
  * a .partial name and renamed once complete. */
 static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t errlen)
@@ -859,7 +634,7 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 			 zinf_last_error(r->e));
 		return rc;
 	}
-	rc = make_save_dir(r, err, errlen);
+	rc = save_dir_again(o->save_dir, err, errlen);
 	if (rc)
 		return rc;
 	snapshot_path(o, step, true, partial, sizeof(partial));
@@ -947,7 +722,7 @@ static int save_final(struct train_run *r, struct zinf_train_result *res, char *
 {
 	double t0 = now_seconds();
 	struct zinf_stats st;
-	int rc = make_save_dir(r, err, errlen);
+	int rc = save_dir_again(r->o->save_dir, err, errlen);
 	char staging[4200];
 
 	/* written aside and moved in once complete: an earlier save there stays whole until

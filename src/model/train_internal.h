@@ -223,6 +223,13 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
  * Returns 0, or a negative code when save_dir cannot be listed. */
 int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, char *err,
 			   size_t errlen);
+/* --save-every must not write over an earlier run's checkpoint-<k> with k one of its
+ * steps from first_step on; a checkpoint-<k>.partial a stopped run left is removed (or
+ * refused when it holds foreign files), and a stopped final save moved in or removed
+ * (train_save_recover). One pass over save_dir, whatever --steps is. 0, or a negative
+ * code with err naming the entry. */
+int train_snapshots_check(const struct zinf_train_opts *o, uint64_t first_step, char *err,
+			  size_t errlen);
 /* Remove save_dir/name, a checkpoint-<step>.partial or final.partial that a stopped or
  * failed save left, if it holds only files a save writes (or their NAME.tmp); 0 removed,
  * 1 kept, with the reason in why. */
@@ -252,14 +259,43 @@ int train_save_publish(const char *save_dir, char *err, size_t errlen);
  * with err (one line: a directory holding anything else is refused, and kept). */
 int train_save_recover(const char *save_dir, char *err, size_t errlen);
 
+/* ---- the directories a run reads and writes (train_dirs.c) ------------------------------ */
+
+#define TRAIN_SAVE_LOCK ".zinf-save.lock"
+
+/* One run saves into a directory at a time: an flock on dir/TRAIN_SAVE_LOCK. The
+ * descriptor holding it, or a negative code with err naming dir and flag (-EBUSY: a
+ * live run holds it). */
+int train_save_lock(const char *dir, const char *flag, char *err, size_t errlen);
+/* The save directory made if missing (*made set) and locked, so that no run removes (or
+ * writes over) what a live one is writing: the lock's descriptor, held to the run's end,
+ * or a negative code with err. */
+int train_save_dir_make(const char *save_dir, bool *made, char *err, size_t errlen);
+/* A failed run leaves a save directory it made as it was: gone, unless it holds more. */
+void train_save_dir_unmake(const char *save_dir);
+/* A --model or --resume directory (flag) that a stopped run was moving its final save
+ * into: the move is finished first, under the directory's lock. 0, or a negative code
+ * with err. */
+int train_source_finish_move(const char *dir, const char *flag, char *err, size_t errlen);
+/* The --model or --resume directory as train_save_seen found it (seen) before the run
+ * read it: -ESTALE with err when a save moved in meanwhile (the load may mix both). */
+int train_source_unchanged(const char *dir, const char *flag, uint64_t seen, char *err,
+			   size_t errlen);
+/* An output (--log-json, zinf.trace: what), which the run empties or writes over, must be
+ * none of its inputs (--config, --data, --eval-data, --init) and no file a save writes in
+ * the --model, --resume or --save directory (a link judged by what it names): a refused
+ * run, or one that goes on, would destroy it. 0, or -EINVAL with err. */
+int train_check_output(const struct zinf_train_opts *o, const char *what, const char *path,
+		       char *err, size_t errlen);
+
 /* What of dir a load reads, as it is now: a digest of the name, inode, size and
  * modification time of each file a save writes, and of a final save being moved in.
  * Taken before a run reads a --model or --resume directory and again after its load, it
  * tells whether a save moved into dir meanwhile (the load may have read files of both
  * saves). 0, or a negative code with err when dir cannot be listed. */
 int train_save_seen(const char *dir, uint64_t *digest, char *err, size_t errlen);
-/* Tests: called with the directory once a --model or --resume load is done, before it is
- * checked against train_save_seen (NULL: not called). */
+/* Tests: called with the directory once a --model or --resume load is done, before
+ * train_source_unchanged checks it (NULL: not called). */
 extern void (*train_loaded_hook)(const char *dir);
 
 /* ---- one micro-batch through the engine (train_pass.c) ----------------------------------- */

@@ -84,6 +84,77 @@ static bool saved_file(const char *name)
 	return false;
 }
 
+/* A checkpoint-<k> or checkpoint-<k>.partial name as a save writes it (no leading zero),
+ * with k one of this run's --save-every steps from first_step on. */
+static bool snapshot_of_run(const struct zinf_train_opts *o, uint64_t first_step, const char *name,
+			    bool *partial)
+{
+	size_t n = strlen(name);
+	char base[48];
+	uint64_t k;
+
+	*partial = n > 8 && strcmp(name + n - 8, ".partial") == 0;
+	if (*partial)
+		n -= 8;
+	if (n >= sizeof(base) || n < 12 || name[11] == '0')
+		return false;
+	memcpy(base, name, n);
+	base[n] = 0;
+	return snapshot_name(base, &k) && o->save_every && k >= first_step && k < o->steps &&
+	       k % o->save_every == 0;
+}
+
+int train_snapshots_check(const struct zinf_train_opts *o, uint64_t first_step, char *err,
+			  size_t errlen)
+{
+	int rc = train_save_recover(o->save_dir, err, errlen);
+	char(*partials)[64] = NULL, why[400]; /* (names of under 48 + 8 characters) */
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d;
+
+	if (rc || !o->save_every)
+		return rc;
+	d = opendir(o->save_dir);
+	if (!d) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: --save: cannot list: %s", o->save_dir, strerror(-rc));
+		return rc;
+	}
+	while (!rc && (de = readdir(d))) {
+		bool partial;
+		if (!snapshot_of_run(o, first_step, de->d_name, &partial))
+			continue;
+		if (!partial) {
+			snprintf(err, errlen,
+				 "%s/%s: --save-every would write over it (remove it first)",
+				 o->save_dir, de->d_name);
+			rc = -EEXIST;
+		} else if (n == cap) {
+			void *more =
+				realloc(partials, (cap = cap ? 2 * cap : 8) * sizeof(*partials));
+			if (!more) {
+				snprintf(err, errlen, "out of memory listing %s", o->save_dir);
+				rc = -ENOMEM;
+			} else {
+				partials = more;
+			}
+		}
+		if (!rc && partial)
+			memcpy(partials[n++], de->d_name, strlen(de->d_name) + 1);
+	}
+	closedir(d);
+	/* a save a stopped run cut short is garbage, unless it holds foreign files */
+	for (size_t i = 0; !rc && i < n; i++)
+		if (train_snapshot_remove_partial(o->save_dir, partials[i], why, sizeof(why))) {
+			snprintf(err, errlen, "%s/%s: --save-every: %s (remove it first)",
+				 o->save_dir, partials[i], why);
+			rc = -EEXIST;
+		}
+	free(partials);
+	return rc;
+}
+
 bool train_saved_name(const char *name)
 {
 	return saved_file(name);
@@ -205,7 +276,7 @@ int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, c
 			list = grown;
 		}
 		list[n].step = k;
-		snprintf(list[n].name, sizeof(list[n].name), "%s", de->d_name);
+		memcpy(list[n].name, de->d_name, strlen(de->d_name) + 1); /* (< 48: a snapshot) */
 		n++;
 	}
 	if (n > keep) {

@@ -1,0 +1,172 @@
+/*
+ * The directories a run reads and writes, guarded before step 1 and around the load:
+ * - one run saves into a directory at a time: an flock on DIR/.zinf-save.lock, taken
+ *   once the directory is made (before step 1) and held to the end; a run that made the
+ *   directory and fails removes it again;
+ * - a final save a stopped run was moving into a --model or --resume directory is
+ *   finished first, under that directory's lock;
+ * - an output (--log-json, zinf.trace) names none of the run's inputs and no file a
+ *   save writes in its checkpoint directories;
+ * - a --model or --resume directory a save moved into while the run loaded it is
+ *   refused (the load may have read files of both saves).
+ * (--save-every's snapshots are looked at by train_snapshots_check, train_rotate.c.)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "train_internal.h"
+
+int train_save_lock(const char *dir, const char *flag, char *err, size_t errlen)
+{
+	char path[4200];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, TRAIN_SAVE_LOCK);
+	for (int tries = 0;; tries++) {
+		struct stat held, named;
+
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB))
+			break;
+		/* a failed run that made dir unlinks the lock before it removes dir: a lock
+		 * taken on the unlinked file guards nothing, so it is taken again */
+		if (fstat(fd, &held) == 0 && stat(path, &named) == 0 &&
+		    held.st_dev == named.st_dev && held.st_ino == named.st_ino)
+			return fd;
+		close(fd);
+		if (tries == 100) {
+			errno = ESTALE;
+			fd = -1;
+			break;
+		}
+	}
+	rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+	snprintf(err, errlen, "%s: %s: %s", dir, flag,
+		 rc == -EBUSY ? "another live zinf train saves into it (it holds " TRAIN_SAVE_LOCK
+				")"
+			      : strerror(-rc));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+int train_save_dir_make(const char *save_dir, bool *made, char *err, size_t errlen)
+{
+	int rc;
+
+	for (int tries = 0;; tries++) {
+		if (mkdir(save_dir, 0755) == 0) {
+			*made = true;
+		} else if (errno != EEXIST) {
+			rc = -errno;
+			snprintf(err, errlen, "%s: --save: cannot create: %s", save_dir,
+				 strerror(errno));
+			return rc;
+		}
+		rc = train_save_lock(save_dir, "--save", err, errlen);
+		/* removed by a failed run that had made it, between the mkdir and the lock */
+		if (rc != -ENOENT || *made || tries == 100)
+			return rc;
+	}
+}
+
+void train_save_dir_unmake(const char *save_dir)
+{
+	char path[4200];
+
+	snprintf(path, sizeof(path), "%s/%s", save_dir, TRAIN_SAVE_LOCK);
+	unlink(path);
+	rmdir(save_dir); /* (only if it holds nothing else) */
+}
+
+int train_source_finish_move(const char *dir, const char *flag, char *err, size_t errlen)
+{
+	char path[4200];
+	struct stat st;
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, TRAIN_FINAL_READY);
+	if (lstat(path, &st))
+		return 0;
+	fd = train_save_lock(dir, flag, err, errlen);
+	if (fd < 0)
+		return fd;
+	rc = train_save_recover(dir, err, errlen);
+	close(fd);
+	return rc;
+}
+
+void (*train_loaded_hook)(const char *dir);
+
+int train_source_unchanged(const char *dir, const char *flag, uint64_t seen, char *err,
+			   size_t errlen)
+{
+	uint64_t now;
+	int rc;
+
+	if (train_loaded_hook)
+		train_loaded_hook(dir);
+	rc = train_save_seen(dir, &now, err, errlen);
+	if (!rc && now != seen) {
+		snprintf(err, errlen,
+			 "%s: %s: a save moved into it while this run read it (the load may mix "
+			 "two saves): run again",
+			 dir, flag);
+		rc = -ESTALE;
+	}
+	return rc;
+}
+
+/* Both name one existing directory. */
+static bool same_dir(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+int train_check_output(const struct zinf_train_opts *o, const char *what, const char *path,
+		       char *err, size_t errlen)
+{
+	const char *inputs[] = {o->config_path, o->data_path, o->eval_data_path, o->init_config};
+	const char *input_flags[] = {"--config", "--data", "--eval-data", "--init"};
+	const char *dirs[] = {o->model_dir, o->resume_dir, o->save_dir};
+	const char *dir_flags[] = {"--model", "--resume", "--save"};
+	char parent[PATH_MAX], base[PATH_MAX], *pdir, *name;
+	struct stat out, in;
+
+	if (stat(path, &out) == 0)
+		for (int i = 0; i < 4; i++)
+			if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == out.st_dev &&
+			    in.st_ino == out.st_ino) {
+				snprintf(err, errlen,
+					 "%s: %s is the %s file (the run would write over it)",
+					 path, what, input_flags[i]);
+				return -EINVAL;
+			}
+	/* a link is judged by what it names (the run writes through it) */
+	if (!realpath(path, parent))
+		snprintf(parent, sizeof(parent), "%s", path);
+	snprintf(base, sizeof(base), "%s", parent);
+	pdir = dirname(parent); /* (both change their argument: once each) */
+	name = basename(base);
+	for (int i = 0; i < 3; i++)
+		if (dirs[i] && same_dir(pdir, dirs[i]) &&
+		    (train_saved_name(name) || !strcmp(name, TRAIN_SAVE_LOCK))) {
+			snprintf(err, errlen,
+				 "%s: %s names a file a save writes in the %s directory (the run "
+				 "would write over it)",
+				 path, what, dir_flags[i]);
+			return -EINVAL;
+		}
+	return 0;
+}
