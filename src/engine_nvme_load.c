@@ -10,9 +10,10 @@
  * sub-groups load (and read their checkpoint), and a later call that needs the slot
  * waits for it, so the state's writes overlap the load (with one slot per group, they
  * wait for each other). A failed write is thus an error of that later call (the next load
- * into the group, or the flush), naming the sub-group; its buffer stays, to be written
- * again. Loading in registration order thus holds one sub-group per group
- * (plus a bit per element of it); any order holds only the sub-groups partly loaded. The
+ * into the group, zinf_engine_sync, zinf_step or a save's flush), naming the sub-group;
+ * its buffer stays, to be written again. Loading in registration order thus holds a
+ * sub-group per staging slot of each group, being filled or written (plus a bit per
+ * element of each); any order holds only the sub-groups partly loaded besides. The
  * flush before a step (or a save) writes what is left: partly loaded sub-groups, merged
  * with their state on NVMe when they have one (a reload keeps the other elements' values
  * and moments), and zeros for sub-groups never loaded. Saving reads one sub-group at a
@@ -192,7 +193,6 @@ static int write_wait(struct zinf_engine *e, struct egroup *g, struct esub *b)
 static int slot_reclaim(struct zinf_engine *e, struct egroup *g, int *k)
 {
 	struct esub *oldest = NULL;
-	int rc;
 
 	for (unsigned i = 0; i < zinf_adam_nvme_n_slots(g->nvme); i++) {
 		struct esub *b = g->slot_sub[i];
@@ -200,8 +200,7 @@ static int slot_reclaim(struct zinf_engine *e, struct egroup *g, int *k)
 			oldest = b;
 	}
 	*k = oldest ? oldest->slot : -1;
-	rc = oldest ? write_wait(e, g, oldest) : 0;
-	return rc;
+	return oldest ? write_wait(e, g, oldest) : 0;
 }
 
 /* A staging slot of g for I/O of the engine's own: a free one, else one whose write is
@@ -316,8 +315,8 @@ static int pending_get(struct zinf_engine *e, struct egroup *g, uint64_t s, bool
 /* Write sub-group s's assembly buffer and free it: in place from its slot when it holds
  * the whole state (every element loaded, or no state on NVMe yet: its values, zeros
  * where nothing was loaded, with zero moments unless loaded), a write started and left
- * in flight while the load goes on (freed by the call that next needs the slot, a load
- * of the same sub-group or the flush, which waits for it: write_wait); else through a
+ * in flight while the load goes on (freed by the call that next waits for it, write_wait:
+ * one that needs the slot, a load of the same sub-group, a sync, a step or a flush); else through a
  * slot: a copy of its values, or, partly loaded over a state on NVMe, that state read
  * back with the loaded elements' values and loaded moments put in (zeros unless a resume
  * brought them: a reload resets them, as a load does) and every other element's kept.
