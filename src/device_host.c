@@ -555,16 +555,11 @@ static const struct zinf_device_ops host_ops = {
 	.check_idle = host_check_idle,
 };
 
-static uint64_t phys_bytes(void)
-{
-	return (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 /* A quarter of physical memory: the auto budget (as zinf.device_memory_limit "auto"
  * documents for the host backend). */
 static uint64_t host_auto_limit(void)
 {
-	return phys_bytes() / 4;
+	return zinf_host_memory_bytes() / 4;
 }
 
 int zinf_device_host_open(const struct zinf_device_opts *opts, struct zinf_device **out, char *err,
@@ -574,18 +569,20 @@ int zinf_device_host_open(const struct zinf_device_opts *opts, struct zinf_devic
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	struct host_device *hd;
 	char lim[32], lim2[32];
+	uint64_t ram;
 	void *heap;
 	int rc;
 
 	limit = (limit + 4095) & ~4095ull;
+	ram = zinf_host_memory_bytes();
 	/* the heap is host memory, mapped unreserved: a budget beyond it would be a promise
 	 * the step breaks (as on cuda, where the limit must fit the GPU's free memory) */
-	if (limit > phys_bytes()) {
+	if (ram && limit > ram) {
 		snprintf(err, errlen,
 			 "device budget: device_memory_limit %s is more than the %s of memory of "
 			 "this host (the host device backend's heap is host memory)",
 			 zinf_format_bytes(limit, lim, sizeof(lim)),
-			 zinf_format_bytes(phys_bytes(), lim2, sizeof(lim2)));
+			 zinf_format_bytes(ram, lim2, sizeof(lim2)));
 		return ZINF_EBUDGET;
 	}
 	hd = calloc(1, sizeof(*hd));

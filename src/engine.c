@@ -430,9 +430,7 @@ static bool grads_async_fits(struct zinf_engine *e)
  * cpu) must fit the host: a model far larger is refused here, not by the OOM killer. */
 static int check_host_memory(struct zinf_engine *e)
 {
-	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-	uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-	uint64_t params = 0, elems = 0;
+	uint64_t ram = zinf_host_memory_bytes(), params = 0, elems = 0;
 	struct zinf_store_stats st;
 	char a[32], b[32], c[32];
 

@@ -45,8 +45,7 @@ static uint64_t bytes_of(const struct zinf_engine *e, uint64_t elems)
  * two read ahead) take less than that. */
 static bool want_nvme(const struct zinf_engine *e, uint64_t elems, uint64_t largest_sub)
 {
-	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-	uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+	uint64_t ram = zinf_host_memory_bytes();
 	uint64_t host = elems * sizeof(float), nvme = 7 * largest_sub * sizeof(float);
 
 	if (e->cfg->v.zinf.offload_gradients != ZINF_GRADS_AUTO)

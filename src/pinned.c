@@ -243,9 +243,7 @@ out_topo:
 
 static uint64_t default_size(void)
 {
-	uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
-
-	return phys / 4;
+	return zinf_host_memory_bytes() / 4;
 }
 
 /* Lock the pool: through the device when it pins for DMA, else mlock. */

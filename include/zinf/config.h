@@ -107,6 +107,9 @@ int zinf_parse_bytes(const char *text, uint64_t *out);
 /* Write bytes to buf in the largest binary unit that keeps it readable ("1 MiB",
  * "1.50 GiB", "4096 B"). Returns buf. Thread-safe. */
 char *zinf_format_bytes(uint64_t bytes, char *buf, size_t len);
+/* This host's physical memory in bytes (0 when the system does not say): the measure
+ * of the host-memory defaults ("auto") and checks. */
+uint64_t zinf_host_memory_bytes(void);
 
 /* Write the reference of every key zinf knows as a Markdown table (key, type, default,
  * accepted values, meaning): the table in docs/config.md. Returns 0 or -EIO. */

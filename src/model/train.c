@@ -177,7 +177,7 @@ static int setup_config(struct train_run *r, char *err, size_t errlen)
 	info.world_size = 1;
 	info.hidden_size = r->tm.hf.hidden_size;
 	info.total_steps = o->steps;
-	info.host_total_bytes = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+	info.host_total_bytes = zinf_host_memory_bytes();
 	info.require_all = true;
 	if (!rc)
 		rc = zinf_config_resolve(r->cfg, &info);
