@@ -642,7 +642,7 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 	/* Every weight_map entry must be in its shard; duplicates in the map are errors. */
 	cJSON_ArrayForEach(kv, map)
 	{
-		struct st_entry key = {.name = kv->string}, *hit = NULL;
+		struct st_entry *hit = NULL;
 		struct st_name_ref want = {kv->string, 0}, *ref;
 		int file = 0;
 
@@ -658,14 +658,14 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 			hit = &shards[file].e[ref->entry];
 		if (!hit) {
 			for (int i = 0; i < r->n_tensors && !hit; i++)
-				if (strcmp(r->tensors[i].name, key.name) == 0)
+				if (strcmp(r->tensors[i].name, kv->string) == 0)
 					rc = st_rd_fail(r, ZINF_EFORMAT,
 							"%s: weight_map: tensor %s is listed twice",
-							index_path, key.name);
+							index_path, kv->string);
 			if (rc == 0)
 				rc = st_rd_fail(r, ZINF_EFORMAT,
 						"%s: weight_map: tensor %s: not found in shard %s",
-						index_path, key.name, r->files[file].path);
+						index_path, kv->string, r->files[file].path);
 			goto out;
 		}
 		rc = reader_push(r, hit, file);
