@@ -134,6 +134,29 @@ static bool same_dir(const char *a, const char *b)
 	       sa.st_ino == sb.st_ino;
 }
 
+/* Where a write to path lands, as an absolute path when it can be resolved: path, or
+ * what its chain of links names, a file not made yet included (realpath wants the file
+ * to exist, and a dangling link is written through all the same). */
+static void write_target(const char *path, char *out, size_t len)
+{
+	char cur[PATH_MAX], to[PATH_MAX], dir[PATH_MAX], next[PATH_MAX];
+	ssize_t n;
+
+	snprintf(cur, sizeof(cur), "%s", path);
+	for (int hops = 0; hops < 40; hops++) { /* (40: the kernel's own limit) */
+		n = readlink(cur, to, sizeof(to) - 1);
+		if (n <= 0)
+			break;
+		to[n] = 0;
+		snprintf(dir, sizeof(dir), "%s", cur);
+		if (snprintf(next, sizeof(next), "%s/%s", dirname(dir), to) >= (int)sizeof(next))
+			break;
+		snprintf(cur, sizeof(cur), "%s", to[0] == '/' ? to : next);
+	}
+	if (!realpath(cur, out))
+		snprintf(out, len, "%s", cur);
+}
+
 int train_check_output(const struct zinf_train_opts *o, const char *what, const char *path,
 		       char *err, size_t errlen)
 {
@@ -154,8 +177,7 @@ int train_check_output(const struct zinf_train_opts *o, const char *what, const 
 				return -EINVAL;
 			}
 	/* a link is judged by what it names (the run writes through it) */
-	if (!realpath(path, parent))
-		snprintf(parent, sizeof(parent), "%s", path);
+	write_target(path, parent, sizeof(parent));
 	snprintf(base, sizeof(base), "%s", parent);
 	pdir = dirname(parent); /* (both change their argument: once each) */
 	name = basename(base);

@@ -14,6 +14,7 @@
  * --log-json (refused at once, not waited on). Good runs (text, an llm.c token file)
  * exit 0 and save. */
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "safetensors.h"
 #include "train_fixture.h"
@@ -298,6 +299,16 @@ int main(int argc, char **argv)
 			"--save '%s/good2' --log-json '%s/log-link' -q 2>/dev/null",
 			d.root, d.root, zinf_bin, d.root, d.ds, d.data, d.root, d.root);
 		T_CHECK(WEXITSTATUS(system(a)) == 2, "--log-json a link to --save's config.json");
+		/* and through a link to a file not made yet (realpath cannot resolve it) */
+		snprintf(a, sizeof(a),
+			 "mkdir '%s/good3' && ln -s good3/config.json '%s/new-link' && '%s' train "
+			 "--model '%s/good' --config '%s' --data-format text --seq-len 16 --data "
+			 "'%s' --steps 2 --save '%s/good3' --log-json '%s/new-link' -q 2>/dev/null",
+			 d.root, d.root, zinf_bin, d.root, d.ds, d.data, d.root, d.root);
+		T_CHECK(WEXITSTATUS(system(a)) == 2,
+			"--log-json a dangling link to --save's config.json");
+		snprintf(a, sizeof(a), "%s/good3/config.json", d.root);
+		T_CHECK(access(a, F_OK) != 0, "%s was made by a refused run", a);
 		snprintf(mcfg, sizeof(mcfg), "%s/good2/config.json", d.root);
 		tf_read_all(mcfg, &after, &n_after);
 		T_CHECK(n_before == n_after && memcmp(before, after, n_after) == 0,
