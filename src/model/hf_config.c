@@ -408,10 +408,9 @@ static int by_key(const void *a, const void *b)
 	return strcmp((*(const cJSON *const *)a)->string, (*(const cJSON *const *)b)->string);
 }
 
-/* A key that appears twice in an object anywhere under node: 1 with its dotted path in
- * dup, 0 when none, -ENOMEM. Each object's keys are sorted (n log n: a config of a
- * million keys is checked in a moment). */
-static int duplicate_key(const cJSON *node, const char *prefix, char *dup, size_t len)
+/* zinf_json_duplicate_key below node, whose path is prefix. Each object's keys are
+ * sorted (n log n: a config of a million keys is checked in a moment). */
+static int duplicate_under(const cJSON *node, const char *prefix, char *dup, size_t len)
 {
 	const cJSON **keys = NULL;
 	size_t n = 0;
@@ -439,9 +438,14 @@ static int duplicate_key(const cJSON *node, const char *prefix, char *dup, size_
 			char sub[512];
 			snprintf(sub, sizeof(sub), "%s%s%s", prefix,
 				 cJSON_IsObject(node) ? c->string : "[]", ".");
-			rc = duplicate_key(c, sub, dup, len);
+			rc = duplicate_under(c, sub, dup, len);
 		}
 	return rc;
+}
+
+int zinf_json_duplicate_key(const struct cJSON *root, char *dup, size_t len)
+{
+	return duplicate_under(root, "", dup, len);
 }
 
 static int parse_fields(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
@@ -470,7 +474,7 @@ static int parse_fields(struct zinf_hf_config *cfg, const char *name, const cJSO
 	int rc;
 
 	/* cJSON keeps both copies of a key; Python's json (so transformers) the last */
-	rc = duplicate_key(root, "", dup, sizeof(dup));
+	rc = zinf_json_duplicate_key(root, dup, sizeof(dup));
 	if (rc < 0)
 		return hf_fail(cfg, -ENOMEM, name, "no memory");
 	if (rc)

@@ -10,6 +10,7 @@
 #define ZINF_MODEL_HF_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "safetensors.h"
@@ -89,5 +90,11 @@ const char *zinf_hf_torch_dtype_name(enum zinf_st_dtype dtype);
 
 /* Parameters of the model the config describes (embedding, layers, norms, head). */
 uint64_t zinf_hf_config_param_count(const struct zinf_hf_config *cfg);
+
+/* A key that appears twice in one object anywhere in a JSON document: 1 with its dotted
+ * path in dup, 0 when none, -ENOMEM. cJSON keeps both copies and finds the first;
+ * Python's json (so transformers) keeps the last: the readers refuse both. */
+struct cJSON;
+int zinf_json_duplicate_key(const struct cJSON *root, char *dup, size_t len);
 
 #endif /* ZINF_MODEL_HF_CONFIG_H */

@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "hf_config.h"
 #include "safetensors.h"
 #include "train_state_internal.h"
 #include "zinf/crc32c.h"
@@ -326,7 +327,7 @@ static int check_seal(struct reading *rd, const char *text, size_t len)
 static int read_json(struct reading *rd, cJSON **out)
 {
 	int fd = open(rd->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), rc = 0;
-	char *text = NULL;
+	char *text = NULL, dup[256];
 	struct stat st;
 	size_t got = 0;
 	ssize_t n;
@@ -364,8 +365,18 @@ static int read_json(struct reading *rd, cJSON **out)
 	if (rc)
 		goto out;
 	*out = cJSON_Parse(text);
-	if (!*out)
+	if (!*out) {
 		rc = bad(rd, ZINF_EJSON, "not valid JSON");
+		goto out;
+	}
+	rc = zinf_json_duplicate_key(*out, dup, sizeof(dup));
+	if (rc) {
+		rc = rc < 0 ? bad(rd, rc, "out of memory")
+			    : bad(rd, ZINF_EFORMAT, "%s: appears twice (expected each key once)",
+				  dup);
+		cJSON_Delete(*out);
+		*out = NULL;
+	}
 out:
 	free(text);
 	close(fd);

@@ -7,7 +7,9 @@
  * never written. */
 #include "train_fixture.h"
 #include "train_internal.h"
+#include "train_state_internal.h"
 #include "zinf/crc32c.h"
+#include "zinf/error.h"
 
 static uint64_t rng(uint64_t *s)
 {
@@ -95,6 +97,26 @@ int main(void)
 		try_read(ck, manifest, buf, len, &good, what);
 	}
 	T_CHECK(n_refused > 3000, "%d refused, %d read", n_refused, n_ok);
+	/* a key given twice, sealed again: cJSON would read the first, Python the last */
+	{
+		const char *step = strstr(text, "\"step\":"), *tag;
+		char *dup = malloc(len + 32), err2[1024] = "";
+		size_t head = (size_t)(step - text), n;
+		struct train_state st;
+		T_CHECK(step && dup, "\"step\" in the manifest");
+		n = (size_t)sprintf(dup, "%.*s\"step\":\t1,\n\t%s", (int)head, text, step);
+		for (tag = dup; strstr(tag + 1, MANIFEST_CRC_TAG);)
+			tag = strstr(tag + 1, MANIFEST_CRC_TAG);
+		n = (size_t)(tag - dup);
+		n += (size_t)sprintf(dup + n, "%s%08x\"\n}\n", MANIFEST_CRC_TAG,
+				     train_state_manifest_crc(dup, n));
+		tf_write_all(manifest, dup, n);
+		T_CHECK(train_state_read(ck, &st, err2, sizeof(err2)) == ZINF_EFORMAT &&
+				strstr(err2, "zinf_state.json") &&
+				strstr(err2, "step: appears twice"),
+			"a resealed manifest with a key twice: %s", err2);
+		free(dup);
+	}
 	tf_read_all(model, &mafter, &na);
 	T_CHECK(na == nb && memcmp(mbefore, mafter, nb) == 0, "the checkpoint's files changed");
 	tf_write_all(manifest, text, len);
