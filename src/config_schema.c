@@ -394,7 +394,8 @@ const struct zinf_key
 			STRING("zinf.trace", zinf.trace,
 			       "write a Chrome trace-event timeline (Perfetto) to this file at the end of the run (its directory is checked before the run; "
 			       "`zinf train` refuses a path that is one of its input files or a file a save "
-			       "writes in its checkpoint directories, as for `--log-json`)"),
+			       "writes in its checkpoint directories, as for `--log-json`, and the "
+			       "`--log-json` file itself)"),
 			BOOL("zinf.overlap_optimizer", zinf.overlap_optimizer, 1, 0,
 			     "run the optimizer step in the background, module by module in forward order, so the next forward starts while later modules are still updated; a fetch waits only for its own module"),
 			BOOL("zinf.overlap_gradients", zinf.overlap_gradients, 1, 0,

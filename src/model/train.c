@@ -335,6 +335,9 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		zinf_config_get_string(r->cfg, "zinf.trace", &trace);
 		if (trace && *trace)
 			rc = train_check_output(o, "zinf.trace", trace, err, errlen);
+		if (!rc && trace && *trace && o->log_json_path)
+			rc = train_check_outputs_differ("--log-json", o->log_json_path,
+							"zinf.trace", trace, err, errlen);
 	}
 	if (rc)
 		return rc;

@@ -125,13 +125,47 @@ int train_source_unchanged(const char *dir, const char *flag, uint64_t seen, cha
 	return rc;
 }
 
-/* Both name one existing directory. */
+/* path made absolute and free of links and dots, its last parts allowed not to exist
+ * yet (a --save directory is made after the outputs are checked). */
+static void resolve(const char *path, char *out, size_t len)
+{
+	char dir[PATH_MAX], base[PATH_MAX], up[PATH_MAX], *name;
+
+	if (realpath(path, out))
+		return;
+	if (errno != ENOENT) {
+		snprintf(out, len, "%s", path);
+		return;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	snprintf(base, sizeof(base), "%s", path);
+	snprintf(up, sizeof(up), "%s", dirname(dir));
+	if (!strcmp(up, path)) { /* "/" or "." themselves missing: nothing to resolve */
+		snprintf(out, len, "%s", path);
+		return;
+	}
+	resolve(up, dir, sizeof(dir));
+	name = basename(base);
+	if (!strcmp(name, ".")) /* (a missing directory's own links, once it is made) */
+		snprintf(out, len, "%s", dir);
+	else if (!strcmp(name, ".."))
+		snprintf(out, len, "%s", dirname(dir));
+	else if (snprintf(out, len, "%s/%s", dir, name) >= (int)len)
+		snprintf(out, len, "%s", path);
+}
+
+/* Both name one directory: the same inode, or where either does not exist yet, the
+ * same resolved path. */
 static bool same_dir(const char *a, const char *b)
 {
+	char ra[PATH_MAX], rb[PATH_MAX];
 	struct stat sa, sb;
 
-	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
-	       sa.st_ino == sb.st_ino;
+	if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	resolve(a, ra, sizeof(ra));
+	resolve(b, rb, sizeof(rb));
+	return !strcmp(ra, rb);
 }
 
 /* Where a write to path lands, as an absolute path when it can be resolved: path, or
@@ -153,8 +187,7 @@ static void write_target(const char *path, char *out, size_t len)
 			break;
 		snprintf(cur, sizeof(cur), "%s", to[0] == '/' ? to : next);
 	}
-	if (!realpath(cur, out))
-		snprintf(out, len, "%s", cur);
+	resolve(cur, out, len);
 }
 
 int train_check_output(const struct zinf_train_opts *o, const char *what, const char *path,
@@ -191,4 +224,20 @@ int train_check_output(const struct zinf_train_opts *o, const char *what, const 
 			return -EINVAL;
 		}
 	return 0;
+}
+
+int train_check_outputs_differ(const char *what_a, const char *a, const char *what_b, const char *b,
+			       char *err, size_t errlen)
+{
+	char ta[PATH_MAX], tb[PATH_MAX];
+	struct stat sa, sb;
+
+	write_target(a, ta, sizeof(ta));
+	write_target(b, tb, sizeof(tb));
+	if (strcmp(ta, tb) != 0 &&
+	    (stat(a, &sa) || stat(b, &sb) || sa.st_dev != sb.st_dev || sa.st_ino != sb.st_ino))
+		return 0;
+	snprintf(err, errlen, "%s: %s is the %s file (one would write over the other)", b, what_b,
+		 what_a);
+	return -EINVAL;
 }

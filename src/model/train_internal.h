@@ -287,6 +287,10 @@ int train_source_unchanged(const char *dir, const char *flag, uint64_t seen, cha
  * run, or one that goes on, would destroy it. 0, or -EINVAL with err. */
 int train_check_output(const struct zinf_train_opts *o, const char *what, const char *path,
 		       char *err, size_t errlen);
+/* Two outputs (--log-json, zinf.trace) name one file, through links or not: -EINVAL
+ * with a line in err. */
+int train_check_outputs_differ(const char *what_a, const char *a, const char *what_b, const char *b,
+			       char *err, size_t errlen);
 
 /* What of dir a load reads, as it is now: a digest of the name, inode, size and
  * modification time of each file a save writes, and of a final save being moved in.

@@ -309,6 +309,24 @@ int main(int argc, char **argv)
 			"--log-json a dangling link to --save's config.json");
 		snprintf(a, sizeof(a), "%s/good3/config.json", d.root);
 		T_CHECK(access(a, F_OK) != 0, "%s was made by a refused run", a);
+		/* a --save directory not made yet (run's): its files count the same (it is made
+		 * after the outputs are checked); and the two outputs may not be one file */
+		const char *fresh[][2] = {
+			{"--log-json '%s/saved/config.json'", "--log-json names a file a save"},
+			{"--set zinf.trace='%s/saved/../saved/./model.safetensors'",
+			 "zinf.trace names a file a save"},
+			{"--log-json '%s/good3/l.json' --set zinf.trace='%s/good3/./l.json'",
+			 "zinf.trace is the --log-json file"},
+		};
+		for (size_t i = 0; i < sizeof(fresh) / sizeof(fresh[0]); i++) {
+			char out[400];
+			snprintf(out, sizeof(out), fresh[i][0], d.root, d.root);
+			snprintf(a, sizeof(a),
+				 "--model '%s/good' --config '%s' --data-format text --seq-len 16 "
+				 "--data '%s' --steps 2 %s",
+				 d.root, d.ds, d.data, out);
+			T_CHECK(run(a, fresh[i][1], 1) == 2, "%s", out); /* (saved/ not made) */
+		}
 		snprintf(mcfg, sizeof(mcfg), "%s/good2/config.json", d.root);
 		tf_read_all(mcfg, &after, &n_after);
 		T_CHECK(n_before == n_after && memcmp(before, after, n_after) == 0,
