@@ -62,6 +62,9 @@
 		.path = p, .type = ZK_STRING, .offset = OFF(f), .doc = d                           \
 	}
 
+/* The table's layout is kept by hand: clang-format re-lays the whole of it out whenever
+ * one entry's length changes. */
+/* clang-format off */
 const struct zinf_key
 	zinf_keys[] =
 		{
@@ -75,7 +78,8 @@ const struct zinf_key
 			FLOAT("gradient_clipping", gradient_clipping, 0, 0, INF, ZKF_AUTO,
 			      "clip the global L2 norm of all gradients to this value; 0 = off (auto: 1.0)"),
 			COUNT("steps_per_print", steps_per_print, 10, 1, 1e15, 0,
-			      "log progress every N optimizer steps"),
+			      "zinf train's progress without a terminal: a line every N optimizer steps "
+			      "(and the first, the last and skipped ones; --log-json has every step)"),
 			/* ---- precision ----------------------------------------------------------------- */
 			SECTION("bf16",
 				"bfloat16 training: bf16 params and compute, fp32 master weights, no loss scaling"),
@@ -263,10 +267,13 @@ const struct zinf_key
 			     "with device cpu on a CUDA device: page-lock the host homes, for DMA copies (beside zinf.pinned_memory_limit)"),
 			COUNT("zero_optimization.offload_param.buffer_count",
 			      zero.offload_param.buffer_count, 5,
-			      1, 1e6, 0, "staging buffers for parameter reads"),
+			      1, 1e6, ZKF_WARN_IF_SET,
+			      "DeepSpeed's staging buffers for parameter reads; zinf stages through "
+			      "its pool of zinf.pinned_memory_limit (warning unless the default)"),
 			COUNT("zero_optimization.offload_param.buffer_size",
-			      zero.offload_param.buffer_size, 1e8, 1, 1e15, 0,
-			      "elements per staging buffer"),
+			      zero.offload_param.buffer_size, 1e8, 1, 1e15, ZKF_WARN_IF_SET,
+			      "elements per DeepSpeed staging buffer (warning unless the default, as "
+			      "buffer_count)"),
 			COUNT("zero_optimization.offload_param.max_in_cpu",
 			      zero.offload_param.max_in_cpu, 1e9, 0, 1e15, ZKF_WARN_IF_SET,
 			      "elements of parameters kept in host memory when the home tier is nvme (not implemented yet: warning if set)"),
@@ -283,7 +290,9 @@ const struct zinf_key
 			     "stage through pinned memory (zinf always stages through its bounded pinned pool)"),
 			COUNT("zero_optimization.offload_optimizer.buffer_count",
 			      zero.offload_optimizer.buffer_count, 4,
-			      1, 1e6, 0, "staging buffers for optimizer-state I/O"),
+			      1, 1e6, ZKF_WARN_IF_SET,
+			      "DeepSpeed's staging buffers for optimizer-state I/O; zinf stages whole "
+			      "sub-groups in 1-3 slots of its pinned pool (warning unless the default)"),
 			BOOL("zero_optimization.offload_optimizer.pipeline_read",
 			     zero.offload_optimizer.pipeline_read, 1, 0,
 			     "overlap reading sub-group i+1 with updating i (zinf default true; DeepSpeed false)"),
@@ -301,19 +310,25 @@ const struct zinf_key
 			      1, 1e15, 0,
 			      "elements per optimizer sub-group (the unit of the pipelined NVMe step)"),
 			BOOL("zero_optimization.overlap_comm", zero.overlap_comm, 0, 0,
-			     "overlap gradient reduction with backward (default true at stage 3, as DeepSpeed)"),
+			     "overlap gradient reduction with backward (default true at stage 3, as "
+			     "DeepSpeed; between ranks: no effect with the one rank zinf runs today)"),
 			BOOL("zero_optimization.contiguous_gradients", zero.contiguous_gradients, 1,
-			     0, "copy gradients into one contiguous buffer as they are produced"),
+			     0, "copy gradients into one contiguous buffer as they are produced (zinf's "
+			     "gradient buffers are always contiguous per module)"),
 			BOOL("zero_optimization.reduce_scatter", zero.reduce_scatter, 1, 0,
-			     "reduce gradients with reduce-scatter rather than all-reduce"),
+			     "reduce gradients with reduce-scatter rather than all-reduce (between "
+			     "ranks: no effect with one rank)"),
 			BOOL("zero_optimization.allgather_partitions", zero.allgather_partitions, 1,
-			     0, "all-gather parameter partitions rather than broadcast"),
+			     0, "all-gather parameter partitions rather than broadcast (between ranks: "
+			     "no effect with one rank)"),
 			COUNT(
 				"zero_optimization.reduce_bucket_size", zero.reduce_bucket_size,
 				5e8, 1, 1e15,
-				ZKF_AUTO, "elements reduced at a time (auto: hidden_size^2)"),
+				ZKF_AUTO, "elements reduced at a time (auto: hidden_size^2; between "
+				"ranks: no effect with one rank)"),
 			COUNT("zero_optimization.allgather_bucket_size", zero.allgather_bucket_size,
-			      5e8, 1, 1e15, 0, "elements all-gathered at a time (stages 1-2)"),
+			      5e8, 1, 1e15, 0, "elements all-gathered at a time (stages 1-2; between "
+			      "ranks: no effect with one rank)"),
 			COUNT(
 				"zero_optimization.stage3_prefetch_bucket_size",
 				zero.stage3_prefetch_bucket_size, 5e7, 0, 1e15,
@@ -330,7 +345,10 @@ const struct zinf_key
 			      "a released module needed again within this many elements of other fetches stays cached on the device; one needed later is evicted at once"),
 			BOOL("zero_optimization.stage3_gather_16bit_weights_on_model_save",
 			     zero.stage3_gather_16bit_weights_on_model_save, 0, 0,
-			     "save consolidated 16-bit weights with --save"),
+			     "zinf train --save without --save-dtype: write the weights in the 16-bit "
+			     "dtype the run trains in (bf16 or fp16), as DeepSpeed's consolidated "
+			     "16-bit save, rather than the source checkpoint's (its saves are always "
+			     "consolidated)"),
 			{.path = "zero_optimization.stage3_gather_fp16_weights_on_model_save",
 			 .type = ZK_BOOL,
 			 .offset = OFF(zero.stage3_gather_16bit_weights_on_model_save),
@@ -444,6 +462,7 @@ const struct zinf_key
 			IGNORED("tensor_parallel"),
 			IGNORED("graph_harvesting"),
 };
+/* clang-format on */
 
 const int zinf_n_keys = (int)(sizeof(zinf_keys) / sizeof(zinf_keys[0]));
 

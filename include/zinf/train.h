@@ -51,6 +51,9 @@ struct zinf_train_step {
 	double eval_loss;      /* mean loss on the eval data */
 	bool saved;	       /* save_dir/checkpoint-<step> was written after this step */
 	uint64_t resumed_from; /* resume_dir's step (0 without a resume): steps done before */
+	/* the config's steps_per_print: how often a printer shows a step (it is called
+	 * after every one) */
+	uint64_t steps_per_print;
 };
 
 /* Called after each step (and, with step 0, after the evaluation before the run's first

@@ -51,8 +51,10 @@ struct train_run {
 	struct train_model tm;
 	struct train_data data, eval;
 	uint64_t B, gas, vocab;
-	bool cpu_ckpt; /* activation_checkpointing.cpu_checkpointing */
-	bool tf32;     /* zinf.tf32 */
+	uint64_t print_every; /* steps_per_print */
+	bool cpu_ckpt;	      /* activation_checkpointing.cpu_checkpointing */
+	bool tf32;	      /* zinf.tf32 */
+	bool save_16bit;      /* stage3_gather_16bit_weights_on_model_save */
 	struct zinf_engine *e;
 	struct train_pass pass;
 	int32_t *inputs, *targets;
@@ -194,6 +196,12 @@ static int setup_config(struct train_run *r, char *err, size_t errlen)
 					  &r->cpu_ckpt);
 	if (!rc)
 		rc = zinf_config_get_bool(r->cfg, "zinf.tf32", &r->tf32);
+	if (!rc)
+		rc = zinf_config_get_u64(r->cfg, "steps_per_print", &r->print_every);
+	if (!rc)
+		rc = zinf_config_get_bool(
+			r->cfg, "zero_optimization.stage3_gather_16bit_weights_on_model_save",
+			&r->save_16bit);
 	if (rc) {
 		const char *msg = zinf_config_last_error(r->cfg);
 
@@ -539,6 +547,7 @@ static int train_step(struct train_run *r, uint64_t step, struct zinf_train_step
 	s->step = step;
 	s->resumed_from = r->first_step - 1;
 	s->steps = r->o->steps;
+	s->steps_per_print = r->print_every;
 	s->loss = sum / (double)r->gas;
 	s->lr = res.lr;
 	s->grad_norm = res.grad_norm;
@@ -563,9 +572,15 @@ static int report(struct train_run *r, struct zinf_train_step *s, char *err, siz
 	return 0;
 }
 
+/* --save-dtype; else with stage3_gather_16bit_weights_on_model_save the 16-bit dtype
+ * the run trains in (DeepSpeed's consolidated 16-bit save); else the source's. */
 static enum zinf_dtype save_dtype_of(const struct train_run *r)
 {
-	return r->o->save_dtype != ZINF_DTYPE_NONE ? r->o->save_dtype : r->tm.source_dtype;
+	if (r->o->save_dtype != ZINF_DTYPE_NONE)
+		return r->o->save_dtype;
+	if (r->save_16bit && r->tm.param_dtype != ZINF_DTYPE_F32)
+		return r->tm.param_dtype;
+	return r->tm.source_dtype;
 }
 
 /* The model after step into dir, and with save_state its training state. A state from an

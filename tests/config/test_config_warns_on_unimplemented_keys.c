@@ -63,8 +63,9 @@ int main(void)
 	T_CHECK_RC(zinf_config_load_string(
 		cfg,
 		"{\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\": \"cpu\","
-		" \"ratio\": 0.5, \"fast_init\": true}, \"offload_param\": {\"device\": \"cpu\","
-		" \"max_in_cpu\": 5}}}",
+		" \"ratio\": 0.5, \"fast_init\": true, \"buffer_count\": 4},"
+		" \"offload_param\": {\"device\": \"cpu\", \"max_in_cpu\": 5, \"buffer_count\": 8,"
+		" \"buffer_size\": 1e6}}}",
 		"o.json"));
 	T_CHECK(has_warning(cfg, "zero_optimization.offload_optimizer.ratio: not implemented"),
 		"ratio");
@@ -72,7 +73,12 @@ int main(void)
 		"fast_init is implemented and warns not");
 	T_CHECK(has_warning(cfg, "zero_optimization.offload_param.max_in_cpu: not implemented"),
 		"max_in_cpu");
-	T_CHECK(zinf_config_warning_count(cfg) == 2, "%d warnings", zinf_config_warning_count(cfg));
+	/* DeepSpeed's staging buffers: zinf's come from its pinned pool */
+	T_CHECK(has_warning(cfg, "offload_param.buffer_count: not implemented") &&
+			has_warning(cfg, "offload_param.buffer_size: not implemented"),
+		"offload_param's buffers");
+	T_CHECK(!has_warning(cfg, "offload_optimizer.buffer_count"), "a default buffer_count");
+	T_CHECK(zinf_config_warning_count(cfg) == 4, "%d warnings", zinf_config_warning_count(cfg));
 
 	/* NVMe sub-groups smaller than an I/O block: padded, said once resolved (--set too). */
 	for (int k = 0; k < 2; k++) {

@@ -3,7 +3,9 @@
  * the run that saved it (fp32 bit-exact weights, so 1e-6 relative; bf16 parameters saved
  * as bf16 too). The saved directory opens in the project's safetensors reader with
  * Hugging Face's names, shapes and dtype, sharded with an index when over the shard size,
- * and its config.json names the saved dtype. Tied embeddings are saved once. */
+ * and its config.json names the saved dtype (--save-dtype's; without it, with
+ * stage3_gather_16bit_weights_on_model_save, a 16-bit run's). Tied embeddings are saved
+ * once. */
 #include "hf_config.h"
 #include "llama_names.h"
 #include "safetensors.h"
@@ -48,9 +50,13 @@ static void check_layout(const char *dir, enum zinf_st_dtype dtype, bool sharded
 	zinf_hf_config_free(&hf);
 }
 
+/* gather16: the dtype comes from stage3_gather_16bit_weights_on_model_save, not
+ * --save-dtype */
 static void round_trip(struct tf_dir *d, bool bf16, const char *name, uint64_t shard_bytes,
-		       enum zinf_st_dtype want, bool sharded)
+		       enum zinf_st_dtype want, bool sharded, bool gather16)
 {
+	static const char *const sets[] = {
+		"zero_optimization.stage3_gather_16bit_weights_on_model_save=true"};
 	struct zinf_train_opts o;
 	struct zinf_train_result a, b;
 	struct tf_losses la, lb;
@@ -64,8 +70,12 @@ static void round_trip(struct tf_dir *d, bool bf16, const char *name, uint64_t s
 	o.eval_batches = 2;
 	o.save_dir = save;
 	o.save_max_shard_bytes = shard_bytes;
-	if (want == ZINF_ST_BF16)
+	if (gather16) {
+		o.config_sets = sets;
+		o.n_config_sets = 1;
+	} else if (want == ZINF_ST_BF16) {
 		o.save_dtype = ZINF_DTYPE_BF16;
+	}
 	tf_run(&o, &a);
 	check_layout(save, want, sharded);
 
@@ -88,13 +98,17 @@ int main(void)
 
 	tf_setup(&d, NULL);
 	/* fp32 parameters, default dtype (the init's fp32), shards of 40 kB */
-	round_trip(&d, false, "fp32-sharded", 40000, ZINF_ST_F32, true);
+	round_trip(&d, false, "fp32-sharded", 40000, ZINF_ST_F32, true, false);
 	/* bf16 parameters saved as bf16 in one file */
-	round_trip(&d, true, "bf16-single", 0, ZINF_ST_BF16, false);
+	round_trip(&d, true, "bf16-single", 0, ZINF_ST_BF16, false, false);
+	/* and without --save-dtype, by DeepSpeed's 16-bit save (the init's dtype is fp32);
+	 * an fp32 run keeps fp32 */
+	round_trip(&d, true, "bf16-gather16", 0, ZINF_ST_BF16, false, true);
+	round_trip(&d, false, "fp32-gather16", 0, ZINF_ST_F32, false, true);
 	tf_cleanup(&d);
 
 	tf_setup(&d, ", \"tie_word_embeddings\": true");
-	round_trip(&d, false, "tied", 0, ZINF_ST_F32, false);
+	round_trip(&d, false, "tied", 0, ZINF_ST_F32, false, false);
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }
