@@ -776,7 +776,6 @@ int zinf_config_load_string(struct zinf_config *cfg, const char *json, const cha
 		memcpy(cfg->last_error, keep, sizeof(keep));
 		return rc;
 	}
-	zinf_config_warn_environment(cfg);
 	cfg->last_error[0] = 0;
 	return 0;
 }

@@ -215,8 +215,9 @@ void zinf_config_warn(struct zinf_config *cfg, const char *fmt, ...)
 /* Cross-key checks. world_size 0 = unknown (at load): batch sizes are checked for
  * divisibility only; otherwise exactly, and the missing one is derived. */
 int zinf_config_validate(struct zinf_config *cfg, int world_size);
-/* Warnings about this machine (missing nvme paths) and unimplemented values. */
-void zinf_config_warn_environment(struct zinf_config *cfg);
+/* Warnings about this machine (missing nvme paths, with paths) and unimplemented
+ * values: given by zinf_config_resolve, once the file and the overrides are in. */
+void zinf_config_warn_environment(struct zinf_config *cfg, bool paths);
 
 /* Describe a key's accepted values ("an integer from 0 to 3"), for messages and docs. */
 void zinf_key_expected(const struct zinf_key *k, char *buf, size_t len);

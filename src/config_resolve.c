@@ -247,7 +247,7 @@ static void warn_missing_dir(struct zinf_config *cfg, const char *key, const cha
 				 key, path);
 }
 
-void zinf_config_warn_environment(struct zinf_config *cfg)
+static void warn_missing_paths(struct zinf_config *cfg)
 {
 	struct zinf_config_values *v = &cfg->v;
 
@@ -272,6 +272,14 @@ void zinf_config_warn_environment(struct zinf_config *cfg)
 			warn_missing_dir(cfg, "zinf.trace", dir);
 		}
 	}
+}
+
+void zinf_config_warn_environment(struct zinf_config *cfg, bool paths)
+{
+	struct zinf_config_values *v = &cfg->v;
+
+	if (paths)
+		warn_missing_paths(cfg);
 	for (int i = 0; i < zinf_n_keys; i++) {
 		const struct zinf_key *k = &zinf_keys[i];
 		const void *f = zinf_key_cfield(cfg, k);
@@ -352,6 +360,10 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 	int rc;
 
 	cfg->last_error[0] = 0;
+	/* here, not at the load: --set overrides come between (a path given on the command
+	 * line in place of the file's is the one looked at); a run about to start reports a
+	 * missing path as its error instead */
+	zinf_config_warn_environment(cfg, !(info && info->require_all));
 	resolve_double(cfg, "gradient_clipping", HF_MAX_GRAD_NORM);
 	/* Both backends compute in bf16, so "auto" means bf16 unless fp16 was asked for. */
 	resolve_bool(cfg, "fp16.enabled", false);

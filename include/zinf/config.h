@@ -68,14 +68,15 @@ struct zinf_config_resolve_info {
 };
 
 /* Resolve "auto" values and re-run cross-key checks (batch arithmetic needs the world
- * size). Returns 0 or ZINF_ECONFIG. */
+ * size); warn of what has no effect and of paths missing on this machine (after the
+ * overrides: the values looked at are the run's). Returns 0 or ZINF_ECONFIG. */
 int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolve_info *info);
 
 /* The last error on cfg as one line ("" if none). Valid until the next call on cfg. */
 const char *zinf_config_last_error(const struct zinf_config *cfg);
 
-/* Warnings gathered while loading (unimplemented DeepSpeed keys, deprecated names,
- * paths missing on this machine), each one line. i < zinf_config_warning_count(). */
+/* Warnings gathered while loading (unimplemented DeepSpeed keys, deprecated names) and
+ * resolving (values with no effect, paths missing on this machine), each one line. i < zinf_config_warning_count(). */
 int zinf_config_warning_count(const struct zinf_config *cfg);
 const char *zinf_config_warning(const struct zinf_config *cfg, int i);
 

@@ -30,6 +30,7 @@ int main(void)
 		"  \"stage3_gather_fp16_weights_on_model_save\": true,"
 		"  \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/nonexistent/zinf-nvme\"}}}",
 		"w.json"));
+	T_CHECK(zinf_config_resolve(cfg, NULL) == 0, "%s", zinf_config_last_error(cfg));
 	T_CHECK(has_warning(
 			cfg,
 			"w.json: wall_clock_breakdown: DeepSpeed key not implemented by zinf; ignored"),
@@ -67,6 +68,7 @@ int main(void)
 		" \"offload_param\": {\"device\": \"cpu\", \"max_in_cpu\": 5, \"buffer_count\": 8,"
 		" \"buffer_size\": 1e6}}}",
 		"o.json"));
+	T_CHECK(zinf_config_resolve(cfg, NULL) == 0, "%s", zinf_config_last_error(cfg));
 	T_CHECK(has_warning(cfg, "zero_optimization.offload_optimizer.ratio: not implemented"),
 		"ratio");
 	T_CHECK(!has_warning(cfg, "zero_optimization.offload_optimizer.fast_init"),
@@ -120,8 +122,31 @@ int main(void)
 	T_CHECK_RC(zinf_config_load_string(
 		cfg, "{\"zero_optimization\": {\"stage\": 2}, \"bf16\": {\"enabled\": true}}",
 		"clean.json"));
+	T_CHECK(zinf_config_resolve(cfg, NULL) == 0, "%s", zinf_config_last_error(cfg));
 	T_CHECK(zinf_config_warning_count(cfg) == 0, "clean config warns: %s",
 		zinf_config_warning(cfg, 0));
+
+	/* Paths are looked at once the overrides are in: the file's missing one, replaced
+	 * by --set, warns not; a run about to start (require_all) reports it as its error,
+	 * not as a warning. */
+	for (int k = 0; k < 3; k++) {
+		struct zinf_config_resolve_info info = {.device_free_bytes = 1ull << 30,
+							.host_total_bytes = 1ull << 32,
+							.require_all = k == 2};
+		T_CHECK_RC(zinf_config_load_string(
+			cfg,
+			"{\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\":"
+			" \"nvme\", \"nvme_path\": \"/nonexistent/zinf-nvme\"}},"
+			" \"train_micro_batch_size_per_gpu\": 1}",
+			"p.json"));
+		if (k == 1)
+			T_CHECK_RC(zinf_config_set(cfg, "zero_optimization.offload_param.nvme_path",
+						   "/var/tmp"));
+		T_CHECK(zinf_config_resolve(cfg, &info) == 0, "%s", zinf_config_last_error(cfg));
+		T_CHECK(has_warning(cfg, "/nonexistent/zinf-nvme does not exist") == (k == 0),
+			"case %d: %d warnings (%s)", k, zinf_config_warning_count(cfg),
+			zinf_config_warning(cfg, 0) ? zinf_config_warning(cfg, 0) : "");
+	}
 	zinf_config_destroy(cfg);
 	return T_EXIT_PASS;
 }
