@@ -28,7 +28,8 @@ const char bench_train_usage[] =
 	"share of the offloaded step that compute waited for data. Step 1 is left out.\n"
 	"options:\n"
 	"  --model DIR, --init CONFIG.json, --config DS.json, --set KEY=VALUE, --data FILE,\n"
-	"  --data-format llmc|text, --seq-len T, --steps N (>= 2), --seed S,\n"
+	"  --data-format llmc|text, --seq-len T, --micro-batch-size B,\n"
+	"  --gradient-accumulation-steps G, --steps N (>= 2), --seed S,\n"
 	"  --shuffle none|seeded, --activation-checkpointing   as for zinf train\n"
 	"  --resident-set KEY=VALUE  an override for the resident run only (repeatable)\n"
 	"  --json                    one JSON object instead of the table\n";

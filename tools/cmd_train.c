@@ -34,6 +34,8 @@ const char cmd_train_usage[] =
 	"  --data FILE              training tokens (llm.c token file, or text)\n"
 	"  --data-format llmc|text  text: the file's bytes are the tokens (vocab >= 256)\n"
 	"  --seq-len T              tokens per row (<= max_position_embeddings)\n"
+	"  --micro-batch-size B     sequences per micro-batch, for the config's \"auto\"\n"
+	"  --gradient-accumulation-steps G  micro-batches per step, for its \"auto\"\n"
 	"  --steps N                optimizer steps\n"
 	"  --seed S                 random init and shuffling (default 1337)\n"
 	"  --shuffle none|seeded    window order (default none: sequential)\n"

@@ -22,6 +22,18 @@ int train_flag_u64(const char *prog, const char *flag, const char *text, uint64_
 	return 0;
 }
 
+/* A whole number >= 1, at most the config's bound for a batch size (1e9). */
+static int positive(const char *prog, const char *flag, const char *text, uint64_t *out)
+{
+	if (train_flag_u64(prog, flag, text, out))
+		return -1;
+	if (*out < 1 || *out > 1000000000) {
+		fprintf(stderr, "%s: %s %s: expected 1 to 1000000000\n", prog, flag, text);
+		return -1;
+	}
+	return 0;
+}
+
 static int parse_choice(const char *prog, const char *flag, const char *text, const char *a,
 			const char *b, bool *is_b)
 {
@@ -79,6 +91,11 @@ int train_flag_apply(struct train_flags *f, int c, const char *arg)
 		return parse_choice(f->prog, "--data-format", arg, "llmc", "text", &o->data_text);
 	case TF_SEQ_LEN:
 		return train_flag_u64(f->prog, "--seq-len", arg, &o->seq_len);
+	case TF_MICRO_BATCH:
+		return positive(f->prog, "--micro-batch-size", arg, &o->micro_batch_size);
+	case TF_GRAD_ACCUM:
+		return positive(f->prog, "--gradient-accumulation-steps", arg,
+				&o->gradient_accumulation_steps);
 	case TF_STEPS:
 		return train_flag_u64(f->prog, "--steps", arg, &o->steps);
 	case TF_SEED:

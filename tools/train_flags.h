@@ -20,6 +20,8 @@ enum train_flag {
 	TF_DATA,
 	TF_DATA_FORMAT,
 	TF_SEQ_LEN,
+	TF_MICRO_BATCH,
+	TF_GRAD_ACCUM,
 	TF_STEPS,
 	TF_SEED,
 	TF_SHUFFLE,
@@ -51,6 +53,8 @@ enum train_flag {
 	{"data", required_argument, NULL, TF_DATA},                             \
 	{"data-format", required_argument, NULL, TF_DATA_FORMAT},               \
 	{"seq-len", required_argument, NULL, TF_SEQ_LEN},                       \
+	{"micro-batch-size", required_argument, NULL, TF_MICRO_BATCH},          \
+	{"gradient-accumulation-steps", required_argument, NULL, TF_GRAD_ACCUM}, \
 	{"steps", required_argument, NULL, TF_STEPS},                           \
 	{"seed", required_argument, NULL, TF_SEED},                             \
 	{"shuffle", required_argument, NULL, TF_SHUFFLE},                       \

@@ -74,6 +74,11 @@ struct zinf_train_opts {
 	const char *config_path;
 	const char *const *config_sets;
 	int n_config_sets;
+	/* Batch sizes as the Hugging Face Trainer gives them (0: not given): they fill the
+	 * config's train_micro_batch_size_per_gpu and gradient_accumulation_steps where
+	 * those are "auto" or absent, and must equal them where they are set. */
+	uint64_t micro_batch_size;
+	uint64_t gradient_accumulation_steps;
 	/* Data: an llm.c token file, or bytes of any file with data_text. */
 	const char *data_path;
 	bool data_text;

@@ -153,6 +153,33 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 	return 0;
 }
 
+/* A batch size given as a flag (want, 0: not given) fills key where the config leaves it
+ * "auto" or unset, as the Hugging Face Trainer fills DeepSpeed's; a value the config sets
+ * must be the same. */
+static int batch_flag(struct train_run *r, const char *flag, uint64_t want, const char *key,
+		      char *err, size_t errlen)
+{
+	uint64_t have = 0;
+	char v[32];
+	int rc;
+
+	if (!want)
+		return 0;
+	rc = zinf_config_get_u64(r->cfg, key, &have);
+	if (rc == 0 && have && have != want) {
+		snprintf(err, errlen,
+			 "%s %llu: the config sets %s to %llu (give it as \"auto\", or leave the "
+			 "flag out)",
+			 flag, (unsigned long long)want, key, (unsigned long long)have);
+		return ZINF_ECONFIG;
+	}
+	snprintf(v, sizeof(v), "%llu", (unsigned long long)want);
+	rc = zinf_config_set(r->cfg, key, v);
+	if (rc)
+		snprintf(err, errlen, "%s %s: %s", flag, v, zinf_config_last_error(r->cfg));
+	return rc;
+}
+
 static int setup_config(struct train_run *r, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
@@ -175,6 +202,16 @@ static int setup_config(struct train_run *r, char *err, size_t errlen)
 		}
 		*eq = 0;
 		rc = zinf_config_set(r->cfg, kv, eq + 1);
+	}
+	if (!rc) { /* (a config error is reported below) */
+		rc = batch_flag(r, "--micro-batch-size", o->micro_batch_size,
+				"train_micro_batch_size_per_gpu", err, errlen);
+		if (!rc)
+			rc = batch_flag(r, "--gradient-accumulation-steps",
+					o->gradient_accumulation_steps,
+					"gradient_accumulation_steps", err, errlen);
+		if (rc)
+			return rc;
 	}
 	info.world_size = 1;
 	info.hidden_size = r->tm.hf.hidden_size;

@@ -11,8 +11,9 @@
  * far beyond the host's, and a --log-json
  * or zinf.trace path naming an input (--data, --config) or a file a save writes in the
  * --model directory (each left byte-identical), a FIFO as --config, --init, --data or
- * --log-json (refused at once, not waited on). Good runs (text, an llm.c token file)
- * exit 0 and save. */
+ * --log-json (refused at once, not waited on), --micro-batch-size against the config's
+ * own value, an "auto" batch size no flag fills. Good runs (text, an llm.c token file,
+ * batch sizes from the flags) exit 0 and save. */
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -190,6 +191,40 @@ int main(int argc, char **argv)
 	snprintf(a, sizeof(a), "%s --model '%s' --resume '%s' --data '%s' --steps 2", base, partial,
 		 partial, d.data);
 	T_CHECK(run(a, "exactly one of --model", 1) == 2, "--model and --resume");
+	/* batch sizes as flags: only where the config leaves them "auto" or unset */
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --micro-batch-size 3", base, d.data);
+	T_CHECK(run(a, "--micro-batch-size 3: the config sets train_micro_batch_size_per_gpu to 2",
+		    1) == 2,
+		"a --micro-batch-size the config contradicts");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --gradient-accumulation-steps 0", base,
+		 d.data);
+	T_CHECK(run(a, "--gradient-accumulation-steps 0: expected 1 to", 1) == 2,
+		"--gradient-accumulation-steps 0");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --set train_micro_batch_size_per_gpu=auto",
+		 base, d.data);
+	T_CHECK(run(a, "train_micro_batch_size_per_gpu: \"auto\" could not be resolved", 1) == 2,
+		"an \"auto\" micro batch without --micro-batch-size");
+	{ /* filled in: 1 x 16 tokens x 3 micro-batches a step; the config's own value agrees */
+		char log[200], *text;
+		size_t n;
+		snprintf(log, sizeof(log), "%s/batch.jsonl", d.root);
+		snprintf(a, sizeof(a),
+			 "%s --data '%s' --steps 2 --set train_micro_batch_size_per_gpu=auto --set "
+			 "gradient_accumulation_steps=auto --micro-batch-size 1 "
+			 "--gradient-accumulation-steps 3 --log-json '%s'",
+			 base, d.data, log);
+		T_CHECK(run(a, "", 0) == 0, "batch sizes from the flags");
+		tf_read_all(log, &text, &n);
+		T_CHECK(strstr(text, "\"tokens\": 48,") != NULL, "a step of 48 tokens: %s", text);
+		free(text);
+		snprintf(a, sizeof(a), "rm -rf '%s/saved'", d.root);
+		T_CHECK(system(a) == 0, "rm");
+		snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --micro-batch-size 2", base,
+			 d.data);
+		T_CHECK(run(a, "", 0) == 0, "a --micro-batch-size the config agrees with");
+		snprintf(a, sizeof(a), "rm -rf '%s/saved'", d.root);
+		T_CHECK(system(a) == 0, "rm");
+	}
 	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --save-every 1 --save-total-limit 0", base,
 		 d.data);
 	T_CHECK(run(a, "--save-total-limit 0", 1) == 2, "--save-total-limit 0");
