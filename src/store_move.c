@@ -410,6 +410,12 @@ out:
  * they count only while failing. */
 static bool space_can_come(struct zinf_store *s, const struct module *mod)
 {
+	/* Parameters homed on the device (offload_param none) are ready and unheld between
+	 * uses, but they are homes, not caches: evict_one never drops them and none ever
+	 * loads. Counted, they kept zinf_store_alloc_scratch polling for ever for room that
+	 * could not come (gradient buffers in a budget too tight for them). */
+	if (s->o.param_home == ZINF_TIER_DEVICE)
+		return false;
 	for (uint32_t m = 0; m < s->n_modules; m++) {
 		const struct module *o = &s->modules[m];
 		if (o == mod || o->refs)
