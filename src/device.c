@@ -472,6 +472,7 @@ void zinf_device_get_stats(struct zinf_device *dev, struct zinf_device_stats *ou
 	memset(out, 0, sizeof(*out));
 	out->limit = st.size;
 	out->used = st.used;
+	out->largest_free = st.largest_free;
 	out->peak = st.peak;
 	out->live_allocs = st.live;
 	out->alloc_failures = __atomic_load_n(&dev->alloc_failures, __ATOMIC_RELAXED);

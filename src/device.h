@@ -76,6 +76,7 @@ struct zinf_copy_stats {
 struct zinf_device_stats {
 	uint64_t limit;		 /* heap budget, bytes */
 	uint64_t used;		 /* bytes allocated now */
+	uint64_t largest_free;	 /* the largest free extent (less than limit - used: split) */
 	uint64_t peak;		 /* highest used since create */
 	uint64_t live_allocs;	 /* allocations now */
 	uint64_t alloc_failures; /* allocations refused with ZINF_EBUDGET */

@@ -435,7 +435,7 @@ static bool space_can_come(struct zinf_store *s, const struct module *mod)
 
 static int fail_no_space(struct zinf_store *s, struct module *mod)
 {
-	char held[256] = "", need[32], freeb[32];
+	char held[256] = "", need[32], freeb[32], split[80] = "", big[32];
 	struct zinf_device_stats ds;
 	size_t o = 0;
 
@@ -444,11 +444,15 @@ static int fail_no_space(struct zinf_store *s, struct module *mod)
 			o += (size_t)snprintf(held + o, sizeof(held) - o, "%s%s", o ? ", " : "",
 					      s->modules[m].name);
 	zinf_device_get_stats(s->o.device, &ds);
+	if (ds.largest_free < mod->dev_bytes && ds.limit - ds.used >= mod->dev_bytes)
+		snprintf(split, sizeof(split), " but the largest free extent is %s (fragmented)",
+			 zinf_format_bytes(ds.largest_free, big, sizeof(big)));
 	return store_fail(
 		s, ZINF_EBUDGET,
-		"device budget: module %s needs %s, %s free, the rest held by modules in use (%s); release some before waiting",
+		"device budget: module %s needs %s, %s free%s, the rest held by modules in use (%s); release some before waiting",
 		mod->name, zinf_format_bytes(mod->dev_bytes, need, sizeof(need)),
-		zinf_format_bytes(ds.limit - ds.used, freeb, sizeof(freeb)), o ? held : "none");
+		zinf_format_bytes(ds.limit - ds.used, freeb, sizeof(freeb)), split,
+		o ? held : "none");
 }
 
 int zinf_store_wait(struct zinf_store *s, uint32_t module)

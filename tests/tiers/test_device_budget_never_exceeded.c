@@ -87,6 +87,10 @@ int main(void)
 	T_CHECK_STR(
 		zinf_device_last_error(dev),
 		"device budget: need 100 MiB, 128 MiB free of 256 MiB but the largest free extent is 64 MiB (fragmented)");
+	zinf_device_get_stats(dev, &st); /* the stores' messages say so from the stats */
+	T_CHECK(st.largest_free == 64 * MiB && st.limit - st.used == 128 * MiB,
+		"stats: largest free extent %llu of %llu free", (unsigned long long)st.largest_free,
+		(unsigned long long)(st.limit - st.used));
 	/* Freeing b merges a, b, c into one 192 MiB hole. */
 	T_CHECK_RC(zinf_device_free(dev, b));
 	T_CHECK_RC(zinf_device_alloc(dev, 192 * MiB, &a));
