@@ -221,8 +221,14 @@ void zinf_key_expected(const struct zinf_key *k, char *buf, size_t len)
 			snprintf(buf, len, "a whole number from %s to %s%s", lo, hi, auto_s);
 		break;
 	case ZK_BYTES:
-		snprintf(buf, len, "a byte size >= %s%s such as 1048576 or \"1MiB\"%s", lo,
-			 (k->flags & ZKF_ALIGN4K) ? ", a multiple of 4096," : "", auto_s);
+		if (k->max >= 1e300)
+			snprintf(buf, len, "a byte size >= %s%s such as 1048576 or \"1MiB\"%s", lo,
+				 (k->flags & ZKF_ALIGN4K) ? ", a multiple of 4096," : "", auto_s);
+		else
+			snprintf(buf, len,
+				 "a byte size from %s to %s%s such as 1048576 or \"1MiB\"%s", lo,
+				 hi, (k->flags & ZKF_ALIGN4K) ? ", a multiple of 4096," : "",
+				 auto_s);
 		break;
 	case ZK_FLOAT:
 		if (k->max >= 1e300)
@@ -365,7 +371,7 @@ static int set_bytes(struct zinf_config *cfg, const struct zinf_key *k, const ch
 	} else {
 		return fail_type(cfg, k, path, j);
 	}
-	if ((double)bytes < k->min)
+	if ((double)bytes < k->min || (double)bytes > k->max)
 		return fail_range(cfg, k, path, shown);
 	if ((k->flags & ZKF_ALIGN4K) && bytes % 4096)
 		return zinf_config_fail(

@@ -231,8 +231,10 @@ const struct zinf_key
 			     "profile checkpoint recomputation (not implemented yet: warning if true)"),
 			/* ---- async I/O ----------------------------------------------------------------- */
 			SECTION("aio", "NVMe I/O (DeepSpeed's aio block)"),
-			BYTES("aio.block_size", aio.block_size, 1048576, 4096, ZKF_ALIGN4K,
-			      "bytes per I/O request; large transfers are split into blocks of this size"),
+			{.path = "aio.block_size", .type = ZK_BYTES, .offset = OFF(aio.block_size),
+			 .def = 1048576, .min = 4096, .max = 1073741824, .flags = ZKF_ALIGN4K,
+			 .doc = "bytes per I/O request; large transfers are split into blocks of "
+				"this size (at most 1 GiB, io_uring's limit for one buffer)"},
 			COUNT("aio.queue_depth", aio.queue_depth, 8, 1, 4096, 0,
 			      "requests in flight per ring or thread"),
 			COUNT("aio.intra_op_parallelism", aio.intra_op_parallelism, 1,

@@ -20,7 +20,7 @@ const char cmd_check_usage[] =
 	"\n"
 	"options:\n"
 	"  --world-size N    ranks the batch sizes are checked for (default: $WORLD_SIZE,\n"
-	"                    $OMPI_COMM_WORLD_SIZE, else 1)\n"
+	"                    $OMPI_COMM_WORLD_SIZE, $PMI_SIZE, else 1)\n"
 	"  --hidden-size N   model hidden size, to resolve \"auto\" bucket sizes\n"
 	"  --set KEY=VALUE   override one key (repeatable), e.g. --set zero_optimization.stage=3\n"
 	"  --json            print the resolved config as one JSON object\n"
