@@ -37,6 +37,10 @@ static void load_all(struct lf_engine *le)
 				"%s", zinf_last_error(le->e));
 			free(src);
 		}
+	/* the load's optimizer-state writes go on after it returns: done before any fault
+	 * is armed (one still queued would take a gradient write's fault), as zinf train
+	 * syncs after its load */
+	T_CHECK(zinf_engine_sync(le->e) == 0, "load: %s", zinf_last_error(le->e));
 }
 
 /* One backward pass (one micro-batch), then zinf_engine_sync; a fault of op_mask is
