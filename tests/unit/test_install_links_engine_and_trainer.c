@@ -1,0 +1,63 @@
+/* The installed package works from outside the project: `cmake --install` of this build
+ * into a fresh prefix, then a program (tests/unit/consumer) configured with
+ * find_package(zinf) and linked with zinf::model and zinf::zinf trains 2 steps of the demo
+ * model through <zinf/train.h> and prints its losses. argv: cmake, this build's
+ * directory, the consumer's sources, the C compiler, the demo model and DeepSpeed
+ * configs. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "test.h"
+
+static char dir[] = "/var/tmp/zinf-install-XXXXXX";
+
+static void sh(const char *what, const char *cmd)
+{
+	char full[4096], log[256];
+
+	snprintf(log, sizeof(log), "%s/log.txt", dir);
+	snprintf(full, sizeof(full), "(%s) >'%s' 2>&1", cmd, log);
+	if (system(full) != 0) {
+		snprintf(full, sizeof(full), "cat '%s' >&2", log);
+		T_CHECK(system(full) >= 0, "cat");
+		T_CHECK(0, "%s failed: %s", what, cmd);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	char cmd[4096], path[300], out[512] = "";
+	FILE *f;
+
+	T_CHECK(argc == 7, "usage: %s CMAKE BUILD_DIR CONSUMER_DIR CC MODEL.json DS.json", argv[0]);
+	T_CHECK(mkdtemp(dir), "mkdtemp");
+	snprintf(cmd, sizeof(cmd), "'%s' --install '%s' --prefix '%s/prefix'", argv[1], argv[2],
+		 dir);
+	sh("install", cmd);
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' -S '%s' -B '%s/b' -DCMAKE_PREFIX_PATH='%s/prefix' -DCMAKE_C_COMPILER='%s' "
+		 "-DCMAKE_BUILD_TYPE=Release",
+		 argv[1], argv[3], dir, dir, argv[4]);
+	sh("configure the consumer", cmd);
+	snprintf(cmd, sizeof(cmd), "'%s' --build '%s/b'", argv[1], dir);
+	sh("build the consumer", cmd);
+
+	snprintf(path, sizeof(path), "%s/text.txt", dir);
+	f = fopen(path, "w");
+	T_CHECK(f, "%s", path);
+	for (int i = 0; i < 4000; i++)
+		fprintf(f, "line %d of a text the consumer trains on.\n", i);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "cd '%s' && '%s/b/consumer' '%s' '%s' '%s' 2>&1", dir, dir,
+		 argv[5], argv[6], path);
+	sh("train through the installed library", cmd);
+	snprintf(path, sizeof(path), "%s/log.txt", dir);
+	f = fopen(path, "r");
+	T_CHECK(f && fgets(out, sizeof(out), f), "the consumer printed nothing");
+	fclose(f);
+	T_CHECK(strncmp(out, "trained: loss ", 14) == 0, "consumer: %s", out);
+	fprintf(stderr, "%s", out);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	T_CHECK(system(cmd) == 0, "rm");
+	return T_EXIT_PASS;
+}
