@@ -437,7 +437,9 @@ static int check_host_memory(struct zinf_engine *e)
 	zinf_store_get_stats(e->store, &st);
 	if (e->cfg->v.zero.offload_param.device == ZINF_OFFLOAD_CPU)
 		params = st.param_bytes;
-	for (uint32_t i = 0; i < e->n_params && !e->nvme_state; i++)
+	if (e->nvme_state) /* the optimizer state on NVMe: the accumulators may not be */
+		return engine_grad_check_host(e);
+	for (uint32_t i = 0; i < e->n_params; i++)
 		elems += e->params[i].elems;
 	if (!ram || params + 16 * elems <= ram)
 		return 0;

@@ -253,6 +253,21 @@ int main(int argc, char **argv)
 			      " \"num_hidden_layers\": 500, \"num_attention_heads\": 64",
 			      "", "host memory: parameters homed there need"),
 		"a model whose host-memory state is more than the host has");
+	/* the same with the optimizer state on NVMe but its gradient accumulators in host
+	 * memory: 67G parameters in layers of 34 MB, 268 GB of accumulators */
+	snprintf(a, sizeof(a),
+		 "--set bf16.enabled=true --set zero_optimization.offload_param.device=nvme "
+		 "--set zinf.device_memory_limit=128MiB --set zinf.pinned_memory_limit=128MiB "
+		 "--set zero_optimization.offload_param.nvme_path='%s' "
+		 "--set zero_optimization.offload_optimizer.device=nvme "
+		 "--set zero_optimization.offload_optimizer.nvme_path='%s' "
+		 "--set zinf.offload_gradients=cpu",
+		 d.root, d.root);
+	T_CHECK(refused_model(small,
+			      "\"hidden_size\": 1024, \"intermediate_size\": 4096,"
+			      " \"num_hidden_layers\": 4000, \"num_attention_heads\": 8",
+			      a, "gradients: the fp32 accumulators in host memory need"),
+		"gradient accumulators in host memory beyond the host's");
 	/* a decoder layer of 3.75 MiB (fp32), and as much again for its gradients */
 	T_CHECK(refused_model(small,
 			      "\"hidden_size\": 256, \"intermediate_size\": 1024,"
