@@ -14,9 +14,11 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "io_internal.h"
+#include "zinf/config.h" /* zinf_format_bytes */
 #include "zinf/error.h"
 #include "zinf/log.h"
 
@@ -667,5 +669,39 @@ int zinf_io_extent_locate(struct zinf_io *io, uint32_t id, uint64_t off, const c
 		return -EINVAL;
 	io_extent_map(io, e, off, &file, file_off, &max_len);
 	*path = io->files[file].name;
+	return 0;
+}
+
+int zinf_io_check_space(struct zinf_io *io, uint64_t bytes)
+{
+	int n = io->n_paths;
+
+	for (int p = 0; p < n; p++) {
+		struct statvfs fs;
+		struct stat st, other;
+		uint64_t share = 0, free_b;
+		char a[32], b[32], c[32];
+		bool counted = false;
+
+		if (stat(io->paths[p].run_dir, &st) || statvfs(io->paths[p].run_dir, &fs))
+			continue;
+		/* the paths on this file system (once: at the first of them) */
+		for (int q = 0; q < n && !counted; q++) {
+			if (stat(io->paths[q].run_dir, &other) || other.st_dev != st.st_dev)
+				continue;
+			counted = q < p;
+			share += bytes / (uint64_t)n + (uint64_t)(q < (int)(bytes % (uint64_t)n));
+		}
+		free_b = (uint64_t)fs.f_bavail * fs.f_frsize;
+		if (counted || share <= free_b)
+			continue;
+		io_set_error(io,
+			     "nvme path %s: the run needs at least %s there (its share of %s "
+			     "striped over %d path%s), %s free",
+			     io->paths[p].dir, zinf_format_bytes(share, a, sizeof(a)),
+			     zinf_format_bytes(bytes, b, sizeof(b)), n, n == 1 ? "" : "s",
+			     zinf_format_bytes(free_b, c, sizeof(c)));
+		return -ENOSPC;
+	}
 	return 0;
 }

@@ -452,6 +452,30 @@ static int check_host_memory(struct zinf_engine *e)
 			   zinf_format_bytes(ram, c, sizeof(c)));
 }
 
+/* The NVMe homes and optimizer state must fit the drives: a lower bound (the parameters'
+ * homes, the fp32 masters and Adam moments) against their free space, before any is
+ * laid out (the files are preallocated one unit at a time, so a run too big would fill
+ * the drives before it failed). */
+static int check_nvme_space(struct zinf_engine *e)
+{
+	uint64_t bytes = 0;
+	struct zinf_store_stats st;
+
+	if (!e->io)
+		return 0;
+	zinf_store_get_stats(e->store, &st);
+	if (e->cfg->v.zero.offload_param.device == ZINF_OFFLOAD_NVME)
+		bytes += st.param_bytes;
+	for (uint32_t i = 0; i < e->n_params && e->nvme_state; i++)
+		bytes += 12 * e->params[i].elems;
+	if (zinf_io_check_space(e->io, bytes) == 0)
+		return 0;
+	return engine_fail(e, ZINF_EBUDGET,
+			   "%s: parameter homes and optimizer state on NVMe (free space, add a "
+			   "drive to zinf.nvme_paths, or keep less on NVMe)",
+			   zinf_io_last_error(e->io));
+}
+
 int zinf_engine_finalize(struct zinf_engine *e)
 {
 	uint64_t total = 0, off = 0;
@@ -461,6 +485,8 @@ int zinf_engine_finalize(struct zinf_engine *e)
 	if (e->finalized)
 		return engine_fail(e, ZINF_ESTATE, "finalize called twice");
 	rc = check_host_memory(e);
+	if (!rc)
+		rc = check_nvme_space(e);
 	if (rc)
 		return rc;
 	rc = zinf_store_finalize(e->store);

@@ -119,6 +119,12 @@ uint64_t zinf_io_extent_len(struct zinf_io *io, uint32_t id);
  * stays usable). Never free a region whose unregister failed: the kernel may still use
  * its pages. */
 int zinf_io_register_buffer(struct zinf_io *io, void *base, uint64_t len);
+/* Whether the nvme paths' file systems have room for bytes more, striped over the paths
+ * (each path its share; paths on one file system add up): checked before a run lays out
+ * its homes, so that a run too big for the drives is refused at once rather than filling
+ * them to the last byte first. 0, or -ENOSPC with the path, the share and the free bytes
+ * in the last error. A file system whose free space cannot be read is not checked. */
+int zinf_io_check_space(struct zinf_io *io, uint64_t bytes);
 int zinf_io_unregister_buffer(struct zinf_io *io);
 
 /* ---- requests ------------------------------------------------------------------ */

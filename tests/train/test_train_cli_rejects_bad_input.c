@@ -8,7 +8,8 @@
  * (before the run, not after it), a --set typo (named as --set's, not the file's), a
  * device budget that holds a decoder layer but not with its gradients or is more than the
  * host's memory (the host device backend), parameters and optimizer state in host memory
- * far beyond the host's, and a --log-json
+ * far beyond the host's (its gradient accumulators too), NVMe state beyond the drive's
+ * free space, and a --log-json
  * or zinf.trace path naming an input (--data, --config) or a file a save writes in the
  * --model directory (each left byte-identical), a FIFO as --config, --init, --data or
  * --log-json (refused at once, not waited on), --micro-batch-size against the config's
@@ -268,6 +269,21 @@ int main(int argc, char **argv)
 			      " \"num_hidden_layers\": 4000, \"num_attention_heads\": 8",
 			      a, "gradients: the fp32 accumulators in host memory need"),
 		"gradient accumulators in host memory beyond the host's");
+	/* 500G parameters and their optimizer state on NVMe: 6.8 TiB, refused before any
+	 * file is made (the drive is not filled first) */
+	snprintf(a, sizeof(a),
+		 "--set bf16.enabled=true --set zero_optimization.offload_param.device=nvme "
+		 "--set zero_optimization.offload_param.nvme_path='%s' "
+		 "--set zero_optimization.offload_optimizer.device=nvme "
+		 "--set zero_optimization.offload_optimizer.nvme_path='%s'",
+		 d.root, d.root);
+	T_CHECK(refused_model(small,
+			      "\"hidden_size\": 8192, \"intermediate_size\": 32768,"
+			      " \"num_hidden_layers\": 500, \"num_attention_heads\": 64",
+			      a, "the run needs at least 6.84 TiB there"),
+		"NVMe state beyond the drive's free space");
+	snprintf(a, sizeof(a), "du -s '%s' | awk '{ exit $1 > 10000 }'", d.root);
+	T_CHECK(system(a) == 0, "a refused run left files on the drive");
 	/* a decoder layer of 3.75 MiB (fp32), and as much again for its gradients */
 	T_CHECK(refused_model(small,
 			      "\"hidden_size\": 256, \"intermediate_size\": 1024,"
