@@ -218,10 +218,11 @@ int engine_nvme_finalize(struct zinf_engine *e)
 	if (rc)
 		return rc;
 	/* The pipeline keeps its staging buffers; what is left must still stage a chunk
-	 * of parameters and a module's gradients, or a fetch would wait forever (checked
-	 * before, with the arithmetic of the buffers; this is what the pool says). */
+	 * of parameters and a module's gradients, in one piece, or a fetch would wait
+	 * forever (checked before, with the arithmetic of the buffers; this is what the
+	 * pool says) */
 	zinf_pinned_get_stats(e->pinned, &ps);
-	if (ps.limit - ps.used < need)
+	if (ps.largest_free < need)
 		return engine_fail(
 			e, ZINF_EBUDGET,
 			"pinned budget: the optimizer pipeline holds %s of %s, leaving less than the %s a parameter chunk or a module's gradients need (raise zinf.pinned_memory_limit or lower zero_optimization.sub_group_size)",

@@ -496,6 +496,7 @@ void zinf_pinned_get_stats(struct zinf_pinned *pool, struct zinf_pinned_stats *o
 	zinf_arena_get_stats(&pool->arena, &st);
 	out->limit = st.size;
 	out->used = st.used;
+	out->largest_free = st.largest_free;
 	out->peak = st.peak;
 	out->live_buffers = st.live;
 	out->allocs = st.allocs;

@@ -44,6 +44,7 @@ struct zinf_pinned_opts {
 struct zinf_pinned_stats {
 	uint64_t limit;	       /* pool size, bytes */
 	uint64_t used;	       /* bytes in live buffers */
+	uint64_t largest_free; /* the largest free extent (less than limit - used: split) */
 	uint64_t peak;	       /* highest used since create */
 	uint64_t live_buffers; /* buffers now */
 	uint64_t allocs;       /* buffers handed out since create */
