@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -87,9 +88,23 @@ static void rerun_with_fast_defaults(char **argv)
 		unsetenv("OMP_WAIT_POLICY");
 }
 
+/* The soft limit on open files up to the hard one (as Go's runtime does): a checkpoint
+ * of many safetensors shards keeps each open while it loads, beside the NVMe files and
+ * rings; Debian's soft default is 1024. */
+static void raise_open_files_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl); /* (if refused, the limit stays as it was) */
+	}
+}
+
 int main(int argc, char **argv)
 {
 	rerun_with_fast_defaults(argv);
+	raise_open_files_limit();
 	if (argc < 2) {
 		usage(stderr);
 		return ZINF_EXIT_USAGE;
