@@ -427,18 +427,32 @@ static bool grads_async_fits(struct zinf_engine *e)
 
 /* What lives in host memory whatever the budgets say (parameters homed there, with
  * offload_param cpu; the optimizer state, 16 bytes a parameter, with offload_optimizer
- * cpu) must fit the host: a model far larger is refused here, not by the OOM killer. */
+ * cpu; with it on NVMe, the fp32 gradient accumulators unless they go there too) must
+ * fit the host: a model far larger is refused here, not by the OOM killer. */
 static int check_host_memory(struct zinf_engine *e)
 {
-	uint64_t ram = zinf_host_memory_bytes(), params = 0, elems = 0;
+	uint64_t ram = zinf_host_memory_bytes(), params = 0, elems = 0, grads;
 	struct zinf_store_stats st;
 	char a[32], b[32], c[32];
 
 	zinf_store_get_stats(e->store, &st);
 	if (e->cfg->v.zero.offload_param.device == ZINF_OFFLOAD_CPU)
 		params = st.param_bytes;
-	if (e->nvme_state) /* the optimizer state on NVMe: the accumulators may not be */
-		return engine_grad_check_host(e);
+	if (e->nvme_state) {
+		grads = engine_grad_host_bytes(e);
+		if (!ram || params + grads <= ram)
+			return 0;
+		return engine_fail(
+			e, ZINF_EBUDGET,
+			"host memory: parameters homed there need %s and the fp32 gradient "
+			"accumulators %s (4 bytes a parameter), more than this host's %s (%s)",
+			zinf_format_bytes(params, a, sizeof(a)),
+			zinf_format_bytes(grads, b, sizeof(b)),
+			zinf_format_bytes(ram, c, sizeof(c)),
+			grads ? "set zinf.offload_gradients to nvme; auto chooses it only when "
+				"sub_group_size is under a seventh of the parameters"
+			      : "offload the parameters to nvme: zero_optimization.offload_param");
+	}
 	for (uint32_t i = 0; i < e->n_params; i++)
 		elems += e->params[i].elems;
 	if (!ram || params + 16 * elems <= ram)

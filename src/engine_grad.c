@@ -53,11 +53,9 @@ static bool want_nvme(const struct zinf_engine *e, uint64_t elems, uint64_t larg
 	return ram && host > ram / 4 && nvme < host;
 }
 
-int engine_grad_check_host(struct zinf_engine *e)
+uint64_t engine_grad_host_bytes(const struct zinf_engine *e)
 {
-	uint64_t ram = zinf_host_memory_bytes(), total = 0, largest = 0, params = 0;
-	uint64_t group[4] = {0}, sub = e->cfg->v.zero.sub_group_size;
-	char a[32], b[32], c[32];
+	uint64_t total = 0, largest = 0, group[4] = {0}, sub = e->cfg->v.zero.sub_group_size;
 
 	/* the groups engine_nvme_finalize will make: one per weight decay and 16-bit dtype */
 	for (uint32_t i = 0; i < e->n_params; i++)
@@ -68,23 +66,7 @@ int engine_grad_check_host(struct zinf_engine *e)
 		if ((sub < group[k] ? sub : group[k]) > largest)
 			largest = sub < group[k] ? sub : group[k];
 	}
-	if (!ram || want_nvme(e, total, largest))
-		return 0;
-	if (e->cfg->v.zero.offload_param.device == ZINF_OFFLOAD_CPU) {
-		struct zinf_store_stats st;
-		zinf_store_get_stats(e->store, &st);
-		params = st.param_bytes;
-	}
-	if (total * sizeof(float) + params <= ram)
-		return 0;
-	return engine_fail(e, ZINF_EBUDGET,
-			   "gradients: the fp32 accumulators in host memory need %s (4 bytes a "
-			   "parameter) beside %s of parameters homed there, more than this host's "
-			   "%s (set zinf.offload_gradients to nvme; auto chooses it only when "
-			   "sub_group_size is under a seventh of the parameters)",
-			   zinf_format_bytes(total * sizeof(float), a, sizeof(a)),
-			   zinf_format_bytes(params, b, sizeof(b)),
-			   zinf_format_bytes(ram, c, sizeof(c)));
+	return want_nvme(e, total, largest) ? 0 : total * sizeof(float);
 }
 
 /* The optimizer's NVMe traffic, read by zinf_engine_get_stats on the model's thread. */

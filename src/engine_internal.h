@@ -361,11 +361,10 @@ void engine_nvme_loads_free(struct zinf_engine *e, struct egroup *g);
  * (after the groups and their pieces): zinf.offload_gradients decides host memory (one
  * fp32 buffer per group, p->grad_acc) or NVMe (per sub-group, grads_nvme). */
 int engine_grad_setup(struct zinf_engine *e);
-/* At finalize, before anything is laid out: with the accumulators in host memory, as
- * engine_grad_setup will decide from zinf.offload_gradients and sub_group_size, they and
- * the parameters homed there must fit the host's memory. 0, or ZINF_EBUDGET naming the
- * bytes and the fix. */
-int engine_grad_check_host(struct zinf_engine *e);
+/* At finalize, before anything is laid out: the bytes of host memory the accumulators
+ * will take, as engine_grad_setup will decide from zinf.offload_gradients and
+ * sub_group_size (0 when they go to NVMe). */
+uint64_t engine_grad_host_bytes(const struct zinf_engine *e);
 /* With grads_nvme: add p's gradient g (p->elems floats) to its sub-groups' sums; a
  * sub-group is written to NVMe as soon as all of it has been added since it was opened. */
 int engine_grad_add(struct zinf_engine *e, struct eparam *p, const float *g);

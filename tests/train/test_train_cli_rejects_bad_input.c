@@ -267,8 +267,20 @@ int main(int argc, char **argv)
 	T_CHECK(refused_model(small,
 			      "\"hidden_size\": 1024, \"intermediate_size\": 4096,"
 			      " \"num_hidden_layers\": 4000, \"num_attention_heads\": 8",
-			      a, "gradients: the fp32 accumulators in host memory need"),
+			      a, "and the fp32 gradient accumulators 250.03 GiB"),
 		"gradient accumulators in host memory beyond the host's");
+	/* parameters homed in host memory (1 TB of bf16), the optimizer state and its
+	 * accumulators on NVMe: the parameters alone are too many */
+	snprintf(a, sizeof(a),
+		 "--set bf16.enabled=true --set zero_optimization.offload_optimizer.device=nvme "
+		 "--set zero_optimization.offload_optimizer.nvme_path='%s' "
+		 "--set zinf.offload_gradients=nvme",
+		 d.root);
+	T_CHECK(refused_model(small,
+			      "\"hidden_size\": 8192, \"intermediate_size\": 32768,"
+			      " \"num_hidden_layers\": 500, \"num_attention_heads\": 64",
+			      a, "host memory: parameters homed there need 1000.02 GiB"),
+		"host-homed parameters beyond the host's, with the optimizer on NVMe");
 	/* 500G parameters and their optimizer state on NVMe: 6.8 TiB, refused before any
 	 * file is made (the drive is not filled first) */
 	snprintf(a, sizeof(a),
