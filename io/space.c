@@ -681,26 +681,43 @@ int zinf_io_check_space(struct zinf_io *io, uint64_t bytes)
 		struct stat st, other;
 		uint64_t share = 0, free_b;
 		char a[32], b[32], c[32];
+		int on_fs = 0;
 		bool counted = false;
 
-		if (stat(io->paths[p].run_dir, &st) || statvfs(io->paths[p].run_dir, &fs))
+		/* (0 blocks: a file system that does not say, such as an unbounded tmpfs) */
+		if (stat(io->paths[p].run_dir, &st) || statvfs(io->paths[p].run_dir, &fs) ||
+		    fs.f_blocks == 0)
 			continue;
 		/* the paths on this file system (once: at the first of them) */
 		for (int q = 0; q < n && !counted; q++) {
 			if (stat(io->paths[q].run_dir, &other) || other.st_dev != st.st_dev)
 				continue;
 			counted = q < p;
+			on_fs++;
 			share += bytes / (uint64_t)n + (uint64_t)(q < (int)(bytes % (uint64_t)n));
 		}
+		/* f_bavail, also for root (whose fallocate may take the reserved blocks): file
+		 * systems whose free blocks overstate what can be written (quotas, thin
+		 * volumes) are common, and the bound is only a lower one */
 		free_b = (uint64_t)fs.f_bavail * fs.f_frsize;
 		if (counted || share <= free_b)
 			continue;
-		io_set_error(io,
-			     "nvme path %s: the run needs at least %s there (its share of %s "
-			     "striped over %d path%s), %s free",
-			     io->paths[p].dir, zinf_format_bytes(share, a, sizeof(a)),
-			     zinf_format_bytes(bytes, b, sizeof(b)), n, n == 1 ? "" : "s",
-			     zinf_format_bytes(free_b, c, sizeof(c)));
+		if (on_fs > 1)
+			io_set_error(io,
+				     "nvme path %s: the run needs at least %s on its file system "
+				     "(the share of %s striped over %d paths of the %d there), %s "
+				     "free",
+				     io->paths[p].dir, zinf_format_bytes(share, a, sizeof(a)),
+				     zinf_format_bytes(bytes, b, sizeof(b)), n, on_fs,
+				     zinf_format_bytes(free_b, c, sizeof(c)));
+		else
+			io_set_error(
+				io,
+				"nvme path %s: the run needs at least %s there (its share of %s "
+				"striped over %d path%s), %s free",
+				io->paths[p].dir, zinf_format_bytes(share, a, sizeof(a)),
+				zinf_format_bytes(bytes, b, sizeof(b)), n, n == 1 ? "" : "s",
+				zinf_format_bytes(free_b, c, sizeof(c)));
 		return -ENOSPC;
 	}
 	return 0;
