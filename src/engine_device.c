@@ -36,10 +36,18 @@ int zinf_engine_device_alloc(struct zinf_engine *e, uint64_t bytes, void **out)
 				   "device memory for activations: the engine is not finalized");
 	if (bytes == 0)
 		return engine_fail(e, -EINVAL, "device memory for activations: 0 bytes asked");
-	/* Modules fetched ahead give way when the budget is short. */
+	/* Modules fetched ahead give way when the budget is short, then gradient buffers
+	 * still being copied out in the background (as for zinf_module_grads). */
 	rc = zinf_store_alloc_scratch(e->store, bytes, out);
 	if (rc == ZINF_EBUDGET && e->prefetch && zinf_prefetch_drop(e->prefetch) > 0)
 		rc = zinf_store_alloc_scratch(e->store, bytes, out);
+	if (rc == ZINF_EBUDGET && e->grads_async) {
+		int drc = engine_gq_drain(e);
+
+		if (drc)
+			return drc;
+		rc = zinf_store_alloc_scratch(e->store, bytes, out);
+	}
 	if (rc)
 		return engine_fail(e, rc, "device memory for activations (%llu bytes): %s",
 				   (unsigned long long)bytes, zinf_store_last_error(e->store));
