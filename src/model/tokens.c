@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -347,4 +348,119 @@ int zinf_token_file_read_batch(struct zinf_token_file *tf, const struct zinf_tok
 		memcpy(tg, in + 1, (T - 1) * sizeof(*tg));
 	}
 	return 0;
+}
+
+/* ---- the whole file against the vocabulary, beside training ---------------------------- */
+
+#define SCAN_BLOCK_TOKENS (1u << 20)
+
+struct zinf_token_scan {
+	const struct zinf_token_file *tf;
+	uint64_t vocab;
+	pthread_t thread;
+	int stop; /* atomic: the owner asks the scan to end */
+	int done; /* atomic: the fields below are final */
+	int rc;	  /* 0 clean, ZINF_EFORMAT found, < 0 a read failed */
+	uint64_t index;
+	uint32_t token;
+	char why[160];
+};
+
+static void *scan_main(void *arg)
+{
+	struct zinf_token_scan *s = arg;
+	const struct zinf_token_file *tf = s->tf;
+	uint64_t tb = (uint64_t)tf->token_bytes;
+	void *buf = malloc(SCAN_BLOCK_TOKENS * tb);
+
+	if (!buf)
+		s->rc = -ENOMEM;
+	for (uint64_t pos = 0;
+	     buf && pos < tf->n_tokens && !s->rc && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);) {
+		uint64_t k = tf->n_tokens - pos < SCAN_BLOCK_TOKENS ? tf->n_tokens - pos
+								    : SCAN_BLOCK_TOKENS;
+		int rc = pread_full(tf->fd, buf, k * tb, tf->data_begin + pos * tb);
+
+		if (rc) { /* (a short read is -EIO here: ZINF_EFORMAT means a finding) */
+			s->rc = rc == ZINF_EFORMAT ? -EIO : rc;
+			snprintf(s->why, sizeof(s->why), "read at offset %llu: %s",
+				 (unsigned long long)(tf->data_begin + pos * tb),
+				 rc == ZINF_EFORMAT ? "short (the file shrank?)"
+						    : zinf_strerror(rc));
+		}
+		for (uint64_t j = 0; j < k && !s->rc; j++) {
+			uint32_t v = tb == 1   ? ((const uint8_t *)buf)[j]
+				     : tb == 2 ? ((const uint16_t *)buf)[j]
+					       : ((const uint32_t *)buf)[j];
+			if (v > INT32_MAX || v >= s->vocab) {
+				s->rc = ZINF_EFORMAT;
+				s->index = pos + j;
+				s->token = v;
+			}
+		}
+		pos += k;
+	}
+	free(buf);
+	__atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+int zinf_token_scan_start(const struct zinf_token_file *tf, uint64_t vocab_size,
+			  struct zinf_token_scan **out)
+{
+	struct zinf_token_scan *s;
+	int rc;
+
+	*out = NULL;
+	if (!tf || tf->fd < 0)
+		return -EINVAL;
+	if (tf->token_bytes < 4 && vocab_size >= (1ull << (8 * tf->token_bytes)))
+		return 0; /* no token of this width can be out */
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->tf = tf;
+	s->vocab = vocab_size;
+	rc = pthread_create(&s->thread, NULL, scan_main, s);
+	if (rc) {
+		free(s);
+		return -rc;
+	}
+	*out = s;
+	return 0;
+}
+
+bool zinf_token_scan_done(struct zinf_token_scan *s)
+{
+	return !s || __atomic_load_n(&s->done, __ATOMIC_ACQUIRE);
+}
+
+void zinf_token_scan_wait(struct zinf_token_scan *s)
+{
+	while (!zinf_token_scan_done(s))
+		usleep(200);
+}
+
+int zinf_token_scan_check(struct zinf_token_scan *s, char *err, size_t errlen)
+{
+	if (!zinf_token_scan_done(s) || !s || !s->rc)
+		return 0;
+	if (s->rc == ZINF_EFORMAT)
+		snprintf(err, errlen,
+			 "%s: token %u at index %llu is >= vocab_size %llu (found by the scan of "
+			 "the whole file)",
+			 s->tf->path, s->token, (unsigned long long)s->index,
+			 (unsigned long long)(s->vocab < INT32_MAX ? s->vocab : INT32_MAX));
+	else
+		snprintf(err, errlen, "%s: scan: %s", s->tf->path, s->why);
+	return s->rc;
+}
+
+void zinf_token_scan_stop(struct zinf_token_scan *s)
+{
+	if (!s)
+		return;
+	__atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(s->thread, NULL);
+	free(s);
 }

@@ -91,4 +91,28 @@ int zinf_token_file_read_batch(struct zinf_token_file *tf, const struct zinf_tok
 			       uint64_t micro_batch, uint64_t vocab_size, int32_t *inputs,
 			       int32_t *targets);
 
+/* ---- the whole file against the vocabulary, beside training ---------------------------- */
+
+/* A batch's tokens are checked as they are read, so a token outside the vocabulary deep
+ * in a large file would stop a run only when (hours later) its batch comes. A scan reads
+ * the whole file on a thread of its own meanwhile (pread on tf's descriptor; nothing of
+ * tf is written, so zinf_token_file_read may run beside it), and the trainer asks it
+ * between steps. */
+struct zinf_token_scan;
+
+/* Start scanning tf for a token >= vocab_size (or beyond INT32_MAX). *out is NULL, and
+ * nothing runs, when no token of the file's width can be out (text's bytes under a
+ * vocabulary of 256 or more). Returns 0, -ENOMEM or a thread error. */
+int zinf_token_scan_start(const struct zinf_token_file *tf, uint64_t vocab_size,
+			  struct zinf_token_scan **out);
+/* 0 while nothing is found (running, or done); ZINF_EFORMAT with the first such token
+ * and its index in err, or the negative code of a failed read with why. s NULL: 0. */
+int zinf_token_scan_check(struct zinf_token_scan *s, char *err, size_t errlen);
+/* Whether the scan has read the whole file or stopped at its finding. */
+bool zinf_token_scan_done(struct zinf_token_scan *s);
+/* Until it is done. */
+void zinf_token_scan_wait(struct zinf_token_scan *s);
+/* Stop it where it is, join the thread and free. NULL: nothing. */
+void zinf_token_scan_stop(struct zinf_token_scan *s);
+
 #endif /* ZINF_MODEL_TOKENS_H */

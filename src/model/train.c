@@ -45,11 +45,15 @@ struct train_data {
 	struct zinf_token_windows win;
 };
 
+/* Token files up to this size are scanned whole before step 1. */
+#define TRAIN_SCAN_WAIT_BYTES (64ull << 20)
+
 struct train_run {
 	const struct zinf_train_opts *o;
 	struct zinf_config *cfg;
 	struct train_model tm;
 	struct train_data data, eval;
+	struct zinf_token_scan *scan; /* --data against the vocabulary, beside the steps */
 	uint64_t B, gas, vocab;
 	uint64_t print_every; /* steps_per_print */
 	bool cpu_ckpt;	      /* activation_checkpointing.cpu_checkpointing */
@@ -388,6 +392,17 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		return rc;
 	r->vocab = hf->vocab_size;
 	rc = setup_data(r, &r->data, o->data_path, o->shuffle, err, errlen);
+	if (!rc && (rc = zinf_token_scan_start(r->data.tf, r->vocab, &r->scan)) != 0)
+		snprintf(err, errlen, "%s: cannot start its scan: %s", o->data_path,
+			 zinf_strerror(rc));
+	/* a small file (read in well under a second) is checked whole before step 1; a
+	 * larger one as the steps go (zinf_token_scan_check in the loop) */
+	if (!rc && r->scan &&
+	    zinf_token_file_count(r->data.tf) * (uint64_t)zinf_token_file_token_bytes(r->data.tf) <=
+		    TRAIN_SCAN_WAIT_BYTES) {
+		zinf_token_scan_wait(r->scan);
+		rc = zinf_token_scan_check(r->scan, err, errlen);
+	}
 	if (!rc && o->eval_data_path)
 		rc = setup_data(r, &r->eval, o->eval_data_path, false, err, errlen);
 	if (!rc)
@@ -486,6 +501,7 @@ static void finish(struct train_run *r, bool failed)
 		train_save_dir_unmake(r->o->save_dir);
 	if (r->save_lock >= 0)
 		close(r->save_lock);
+	zinf_token_scan_stop(r->scan);
 	if (r->pass.m)
 		train_pass_destroy(&r->pass);
 	zinf_engine_destroy(r->e);
@@ -741,6 +757,8 @@ static int run_loop(struct train_run *r, struct zinf_train_result *res, char *er
 	}
 	for (uint64_t step = r->first_step; step <= o->steps; step++) {
 		rc = stop_asked(o, step, err, errlen);
+		if (!rc)
+			rc = zinf_token_scan_check(r->scan, err, errlen);
 		if (!rc)
 			rc = train_step(r, step, &s, err, errlen);
 		if (rc)

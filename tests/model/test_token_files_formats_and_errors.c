@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test.h"
 #include "tokens.h"
@@ -59,8 +60,25 @@ static void expect_open_fail(enum zinf_token_format fmt, int code, const char *n
 	zinf_token_file_destroy(tf);
 }
 
+/* Scan tf against vocab to its end: its check's result, and the message in err (none
+ * runs where no token of the file's width can be out: 0). */
+static int scan_all(struct zinf_token_file *tf, uint64_t vocab, char *err, size_t errlen)
+{
+	struct zinf_token_scan *s;
+	int rc;
+
+	T_CHECK_RC(zinf_token_scan_start(tf, vocab, &s));
+	while (!zinf_token_scan_done(s))
+		usleep(1000);
+	*err = 0;
+	rc = zinf_token_scan_check(s, err, errlen);
+	zinf_token_scan_stop(s);
+	return rc;
+}
+
 static void check_reads(enum zinf_token_format fmt, uint64_t n, uint32_t mod, int width)
 {
+	char err[512];
 	struct zinf_token_file *tf;
 	int32_t buf[64];
 
@@ -87,6 +105,12 @@ static void check_reads(enum zinf_token_format fmt, uint64_t n, uint32_t mod, in
 	T_CHECK(zinf_token_file_read(tf, 0, 20, 50, buf) == ZINF_EFORMAT, "vocab bound ignored");
 	T_CHECK(strstr(zinf_token_file_last_error(tf), ">= vocab_size 50"), "msg: %s",
 		zinf_token_file_last_error(tf));
+	/* The whole-file scan: nothing under the file's own bound, the first token past
+	 * a lower one (8 * 7 = 56 >= 50) */
+	T_CHECK(scan_all(tf, mod, err, sizeof(err)) == 0, "a clean file: %s", err);
+	T_CHECK(scan_all(tf, 50, err, sizeof(err)) == ZINF_EFORMAT &&
+			strstr(err, "token 56 at index 8 is >= vocab_size 50") && strstr(err, path),
+		"scan: %s", err);
 	zinf_token_file_destroy(tf);
 }
 
@@ -101,6 +125,38 @@ int main(void)
 	check_reads(ZINF_TOKEN_FORMAT_LLMC, 1000, 65536, 2);
 	write_tokens(ZINF_TOKENS_MAGIC_U32, 7, 777, 777, 4, 200003);
 	check_reads(ZINF_TOKEN_FORMAT_LLMC, 777, 200003, 4);
+
+	/* A scan past its first block (2^20 tokens): one token out at 1.2M; none of a text
+	 * file's bytes can be out of a vocabulary of 256 (no scan runs); stopped at once. */
+	{
+		uint64_t n = 1500000, bad = 1200000;
+		uint16_t *t = calloc(n, sizeof(*t));
+		int32_t h[ZINF_TOKENS_HEADER_INTS] = {ZINF_TOKENS_MAGIC_U16, 1, (int32_t)n};
+		struct zinf_token_file *tf;
+		struct zinf_token_scan *s;
+		char err[512];
+		FILE *f = fopen(path, "wb");
+
+		T_CHECK(t && f, "alloc");
+		for (uint64_t k = 0; k < n; k++)
+			t[k] = (uint16_t)(k % 1000);
+		t[bad] = 4000;
+		T_CHECK(fwrite(h, 4, ZINF_TOKENS_HEADER_INTS, f) == ZINF_TOKENS_HEADER_INTS &&
+				fwrite(t, 2, n, f) == n && fclose(f) == 0,
+			"write");
+		free(t);
+		T_CHECK_RC(zinf_token_file_create(&tf));
+		T_CHECK_RC(zinf_token_file_open(tf, path, ZINF_TOKEN_FORMAT_LLMC));
+		T_CHECK(scan_all(tf, 1000, err, sizeof(err)) == ZINF_EFORMAT &&
+				strstr(err, "token 4000 at index 1200000 is >= vocab_size 1000"),
+			"scan: %s", err);
+		T_CHECK(scan_all(tf, 4001, err, sizeof(err)) == 0, "scan: %s", err);
+		T_CHECK_RC(zinf_token_scan_start(tf, 65536, &s));
+		T_CHECK(s == NULL, "a scan of 16-bit tokens under a vocabulary of 65536");
+		T_CHECK_RC(zinf_token_scan_start(tf, 1000, &s));
+		zinf_token_scan_stop(s); /* stopped before or after its finding: no leak */
+		zinf_token_file_destroy(tf);
+	}
 
 	/* Text: every byte a token, including 0 and 255. */
 	{

@@ -169,6 +169,12 @@ int main(int argc, char **argv)
 	snprintf(a, sizeof(a), "--init '%s' --config '%s' --seq-len 16 --data '%s' --steps 20",
 		 d.model, d.ds, tokens);
 	T_CHECK(run(a, "700", 1) == 2, "token out of the vocabulary");
+	/* 2 steps read tokens 0..127 only: the whole file is checked before step 1 all the
+	 * same (not when, in a long run, the batch holding it comes) */
+	snprintf(a, sizeof(a), "--init '%s' --config '%s' --seq-len 16 --data '%s' --steps 2",
+		 d.model, d.ds, tokens);
+	T_CHECK(run(a, "token 300 at index 700 is >= vocab_size 256 (found by the scan", 1) == 2,
+		"a token out of the vocabulary beyond the run's batches");
 	snprintf(a, sizeof(a),
 		 "--init '%s' --config '%s' --data-format text --seq-len 16 --data '%s' --steps 2",
 		 small, d.ds, d.data);
