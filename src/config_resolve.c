@@ -232,8 +232,22 @@ int zinf_config_validate(struct zinf_config *cfg, int world_size)
 
 /* ---- warnings about this machine and about values without effect ------------------- */
 
+/* A value given by --set is the command line's: its warning is named so, not the file. */
+static char *name_for(struct zinf_config *cfg, const char *key)
+{
+	static char set_name[] = "--set";
+	char base[64];
+	char *file = cfg->name;
+
+	snprintf(base, sizeof(base), "%.*s", (int)strcspn(key, "["), key); /* a list's item */
+	if (cfg->source[KEY(base)] == ZINF_SRC_SET)
+		cfg->name = set_name;
+	return file;
+}
+
 static void warn_missing_dir(struct zinf_config *cfg, const char *key, const char *path)
 {
+	char *file = name_for(cfg, key);
 	struct stat st;
 
 	if (path && stat(path, &st) != 0)
@@ -245,6 +259,7 @@ static void warn_missing_dir(struct zinf_config *cfg, const char *key, const cha
 		zinf_config_warn(cfg,
 				 "%s: %s is not a directory (an error only when training starts)",
 				 key, path);
+	cfg->name = file;
 }
 
 static void warn_missing_paths(struct zinf_config *cfg)
@@ -292,10 +307,13 @@ void zinf_config_warn_environment(struct zinf_config *cfg, bool paths)
 			differs = *(const uint64_t *)f != (uint64_t)k->def;
 		else if (k->type == ZK_FLOAT)
 			differs = *(const double *)f != k->def;
-		if (differs)
+		if (differs) {
+			char *file = name_for(cfg, k->path);
 			zinf_config_warn(cfg,
 					 "%s: not implemented by zinf yet; the value has no effect",
 					 k->path);
+			cfg->name = file;
+		}
 	}
 	if (v->optimizer.type == ZINF_OPT_ADAM && v->optimizer.weight_decay > 0 &&
 	    !cfg->present[KEY("optimizer.params.adam_w_mode")])

@@ -147,6 +147,20 @@ int main(void)
 			"case %d: %d warnings (%s)", k, zinf_config_warning_count(cfg),
 			zinf_config_warning(cfg, 0) ? zinf_config_warning(cfg, 0) : "");
 	}
+	/* a value --set gave is warned of under --set's name, not the file's */
+	T_CHECK_RC(zinf_config_load_string(
+		cfg,
+		"{\"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\":"
+		" \"nvme\", \"nvme_path\": \"/var/tmp\"}}, \"zinf\": {\"nvme_paths\":"
+		" [\"/var/tmp\"]}}",
+		"s.json"));
+	T_CHECK_RC(zinf_config_set(cfg, "zero_optimization.offload_param.buffer_count", "8"));
+	T_CHECK_RC(zinf_config_set(cfg, "zinf.nvme_paths", "[\"/nonexistent/by-set\"]"));
+	T_CHECK(zinf_config_resolve(cfg, NULL) == 0, "%s", zinf_config_last_error(cfg));
+	T_CHECK(has_warning(cfg, "--set: zero_optimization.offload_param.buffer_count: not") &&
+			has_warning(cfg, "--set: zinf.nvme_paths[0]: /nonexistent/by-set does not"),
+		"--set's warnings: %d, the first %s", zinf_config_warning_count(cfg),
+		zinf_config_warning(cfg, 0) ? zinf_config_warning(cfg, 0) : "");
 	zinf_config_destroy(cfg);
 	return T_EXIT_PASS;
 }
