@@ -219,10 +219,13 @@ int zinf_config_validate(struct zinf_config *cfg, int world_size);
  * values: given by zinf_config_resolve, once the file and the overrides are in. */
 void zinf_config_warn_environment(struct zinf_config *cfg, bool paths);
 
-/* Describe a key's accepted values ("an integer from 0 to 3"), for messages and docs. */
+/* config_describe.c. Describe a key's accepted values ("an integer from 0 to 3"), for
+ * messages and docs. */
 void zinf_key_expected(const struct zinf_key *k, char *buf, size_t len);
 /* The shortest text that reads back as exactly v (5e-05, not 5.0000000000000002e-05). */
 void zinf_fmt_double(double v, char *buf, size_t len);
+/* A bound or whole number as the descriptions show it (%.15g; 1e+15 and up as 1e+15). */
+void zinf_fmt_num(double v, char *buf, size_t len);
 /* Name of enum value idx of k into buf. Returns 0 or -ERANGE. */
 int zinf_key_enum_name(const struct zinf_key *k, int idx, char *buf, size_t len);
 /* Write a key's current value as JSON text (strings quoted). */
