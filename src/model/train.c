@@ -341,6 +341,44 @@ static int setup_state(struct train_run *r, char *err, size_t errlen)
 	return 0;
 }
 
+/* The outputs, --log-json and zinf.trace: none an input or a saved file, nor each other. */
+static int check_outputs(struct train_run *r, char *err, size_t errlen)
+{
+	const char *log = r->o->log_json_path, *trace = NULL;
+	int rc = 0;
+
+	zinf_config_get_string(r->cfg, "zinf.trace", &trace);
+	if (trace && !*trace)
+		trace = NULL;
+	if (log)
+		rc = train_check_output(r->o, "--log-json", log, err, errlen);
+	if (!rc && trace)
+		rc = train_check_output(r->o, "zinf.trace", trace, err, errlen);
+	if (!rc && trace && log)
+		rc = train_check_outputs_differ("--log-json", log, "zinf.trace", trace, err,
+						errlen);
+	return rc;
+}
+
+/* --data against the vocabulary, whole: a small file (read in well under a second)
+ * before step 1, a larger one as the steps go (zinf_token_scan_check in the loop). */
+static int start_scan(struct train_run *r, char *err, size_t errlen)
+{
+	struct zinf_token_file *tf = r->data.tf;
+	int rc = zinf_token_scan_start(tf, r->vocab, &r->scan);
+
+	if (rc) {
+		snprintf(err, errlen, "%s: cannot start its scan: %s", r->o->data_path,
+			 zinf_strerror(rc));
+		return rc;
+	}
+	if (!r->scan || zinf_token_file_count(tf) * (uint64_t)zinf_token_file_token_bytes(tf) >
+				TRAIN_SCAN_WAIT_BYTES)
+		return 0;
+	zinf_token_scan_wait(r->scan);
+	return zinf_token_scan_check(r->scan, err, errlen);
+}
+
 static int setup(struct train_run *r, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
@@ -377,32 +415,14 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 			return rc;
 	}
 	rc = setup_config(r, err, errlen);
-	if (!rc && o->log_json_path)
-		rc = train_check_output(o, "--log-json", o->log_json_path, err, errlen);
-	if (!rc) {
-		const char *trace = NULL;
-		zinf_config_get_string(r->cfg, "zinf.trace", &trace);
-		if (trace && *trace)
-			rc = train_check_output(o, "zinf.trace", trace, err, errlen);
-		if (!rc && trace && *trace && o->log_json_path)
-			rc = train_check_outputs_differ("--log-json", o->log_json_path,
-							"zinf.trace", trace, err, errlen);
-	}
+	if (!rc)
+		rc = check_outputs(r, err, errlen);
 	if (rc)
 		return rc;
 	r->vocab = hf->vocab_size;
 	rc = setup_data(r, &r->data, o->data_path, o->shuffle, err, errlen);
-	if (!rc && (rc = zinf_token_scan_start(r->data.tf, r->vocab, &r->scan)) != 0)
-		snprintf(err, errlen, "%s: cannot start its scan: %s", o->data_path,
-			 zinf_strerror(rc));
-	/* a small file (read in well under a second) is checked whole before step 1; a
-	 * larger one as the steps go (zinf_token_scan_check in the loop) */
-	if (!rc && r->scan &&
-	    zinf_token_file_count(r->data.tf) * (uint64_t)zinf_token_file_token_bytes(r->data.tf) <=
-		    TRAIN_SCAN_WAIT_BYTES) {
-		zinf_token_scan_wait(r->scan);
-		rc = zinf_token_scan_check(r->scan, err, errlen);
-	}
+	if (!rc)
+		rc = start_scan(r, err, errlen);
 	if (!rc && o->eval_data_path)
 		rc = setup_data(r, &r->eval, o->eval_data_path, false, err, errlen);
 	if (!rc)

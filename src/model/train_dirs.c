@@ -154,15 +154,23 @@ static void resolve(const char *path, char *out, size_t len)
 		snprintf(out, len, "%s", path);
 }
 
-/* Both name one directory: the same inode, or where either does not exist yet, the
- * same resolved path. */
+/* Both exist and are one file (or directory). */
+static bool same_inode(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
+/* Both name one directory: the same inode, or (either not made yet) the same resolved
+ * path. */
 static bool same_dir(const char *a, const char *b)
 {
 	char ra[PATH_MAX], rb[PATH_MAX];
-	struct stat sa, sb;
 
-	if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
-		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	if (same_inode(a, b))
+		return true;
 	resolve(a, ra, sizeof(ra));
 	resolve(b, rb, sizeof(rb));
 	return !strcmp(ra, rb);
@@ -198,17 +206,13 @@ int train_check_output(const struct zinf_train_opts *o, const char *what, const 
 	const char *dirs[] = {o->model_dir, o->resume_dir, o->save_dir};
 	const char *dir_flags[] = {"--model", "--resume", "--save"};
 	char parent[PATH_MAX], base[PATH_MAX], *pdir, *name;
-	struct stat out, in;
 
-	if (stat(path, &out) == 0)
-		for (int i = 0; i < 4; i++)
-			if (inputs[i] && stat(inputs[i], &in) == 0 && in.st_dev == out.st_dev &&
-			    in.st_ino == out.st_ino) {
-				snprintf(err, errlen,
-					 "%s: %s is the %s file (the run would write over it)",
-					 path, what, input_flags[i]);
-				return -EINVAL;
-			}
+	for (int i = 0; i < 4; i++)
+		if (inputs[i] && same_inode(path, inputs[i])) {
+			snprintf(err, errlen, "%s: %s is the %s file (the run would write over it)",
+				 path, what, input_flags[i]);
+			return -EINVAL;
+		}
 	/* a link is judged by what it names (the run writes through it) */
 	write_target(path, parent, sizeof(parent));
 	snprintf(base, sizeof(base), "%s", parent);
@@ -230,12 +234,10 @@ int train_check_outputs_differ(const char *what_a, const char *a, const char *wh
 			       char *err, size_t errlen)
 {
 	char ta[PATH_MAX], tb[PATH_MAX];
-	struct stat sa, sb;
 
 	write_target(a, ta, sizeof(ta));
 	write_target(b, tb, sizeof(tb));
-	if (strcmp(ta, tb) != 0 &&
-	    (stat(a, &sa) || stat(b, &sb) || sa.st_dev != sb.st_dev || sa.st_ino != sb.st_ino))
+	if (strcmp(ta, tb) != 0 && !same_inode(a, b))
 		return 0;
 	snprintf(err, errlen, "%s: %s is the %s file (one would write over the other)", b, what_b,
 		 what_a);
