@@ -680,7 +680,7 @@ int zinf_io_check_space(struct zinf_io *io, uint64_t bytes)
 		struct statvfs fs;
 		struct stat st, other;
 		uint64_t share = 0, free_b;
-		char a[32], b[32], c[32];
+		char a[32], b[32], c[32], where[64] = "there";
 		int on_fs = 0;
 		bool counted = false;
 
@@ -703,21 +703,14 @@ int zinf_io_check_space(struct zinf_io *io, uint64_t bytes)
 		if (counted || share <= free_b)
 			continue;
 		if (on_fs > 1)
-			io_set_error(io,
-				     "nvme path %s: the run needs at least %s on its file system "
-				     "(the share of %s striped over %d paths of the %d there), %s "
-				     "free",
-				     io->paths[p].dir, zinf_format_bytes(share, a, sizeof(a)),
-				     zinf_format_bytes(bytes, b, sizeof(b)), n, on_fs,
-				     zinf_format_bytes(free_b, c, sizeof(c)));
-		else
-			io_set_error(
-				io,
-				"nvme path %s: the run needs at least %s there (its share of %s "
-				"striped over %d path%s), %s free",
-				io->paths[p].dir, zinf_format_bytes(share, a, sizeof(a)),
-				zinf_format_bytes(bytes, b, sizeof(b)), n, n == 1 ? "" : "s",
-				zinf_format_bytes(free_b, c, sizeof(c)));
+			snprintf(where, sizeof(where), "on its file system (%d of the paths)",
+				 on_fs);
+		io_set_error(io,
+			     "nvme path %s: the run needs at least %s %s (a share of %s striped "
+			     "over %d path%s), %s free",
+			     io->paths[p].dir, zinf_format_bytes(share, a, sizeof(a)), where,
+			     zinf_format_bytes(bytes, b, sizeof(b)), n, n == 1 ? "" : "s",
+			     zinf_format_bytes(free_b, c, sizeof(c)));
 		return -ENOSPC;
 	}
 	return 0;

@@ -62,9 +62,10 @@ uint64_t engine_grad_host_bytes(const struct zinf_engine *e)
 		group[2 * e->params[i].decay + (e->params[i].dtype == ZINF_DTYPE_F16)] +=
 			e->params[i].elems;
 	for (int k = 0; k < 4; k++) {
+		uint64_t first = sub < group[k] ? sub : group[k]; /* the group's largest */
 		total += group[k];
-		if ((sub < group[k] ? sub : group[k]) > largest)
-			largest = sub < group[k] ? sub : group[k];
+		if (first > largest)
+			largest = first;
 	}
 	return want_nvme(e, total, largest) ? 0 : total * sizeof(float);
 }
