@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -232,34 +233,36 @@ int zinf_config_validate(struct zinf_config *cfg, int world_size)
 
 /* ---- warnings about this machine and about values without effect ------------------- */
 
-/* A value given by --set is the command line's: its warning is named so, not the file. */
-static char *name_for(struct zinf_config *cfg, const char *key)
+/* A warning about key's value: named --set when the command line gave it (as
+ * zinf_config_set names its errors), else the file. */
+__attribute__((format(printf, 3, 4))) static void warn_key(struct zinf_config *cfg, const char *key,
+							   const char *fmt, ...)
 {
 	static char set_name[] = "--set";
-	char base[64];
-	char *file = cfg->name;
+	char base[64], msg[512], *file = cfg->name;
+	va_list ap;
 
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 	snprintf(base, sizeof(base), "%.*s", (int)strcspn(key, "["), key); /* a list's item */
 	if (cfg->source[KEY(base)] == ZINF_SRC_SET)
 		cfg->name = set_name;
-	return file;
+	zinf_config_warn(cfg, "%s: %s", key, msg);
+	cfg->name = file;
 }
 
 static void warn_missing_dir(struct zinf_config *cfg, const char *key, const char *path)
 {
-	char *file = name_for(cfg, key);
 	struct stat st;
 
 	if (path && stat(path, &st) != 0)
-		zinf_config_warn(
-			cfg,
-			"%s: %s does not exist on this machine (an error only when training starts)",
-			key, path);
+		warn_key(cfg, key,
+			 "%s does not exist on this machine (an error only when training starts)",
+			 path);
 	else if (path && !S_ISDIR(st.st_mode))
-		zinf_config_warn(cfg,
-				 "%s: %s is not a directory (an error only when training starts)",
-				 key, path);
-	cfg->name = file;
+		warn_key(cfg, key, "%s is not a directory (an error only when training starts)",
+			 path);
 }
 
 static void warn_missing_paths(struct zinf_config *cfg)
@@ -307,13 +310,9 @@ void zinf_config_warn_environment(struct zinf_config *cfg, bool paths)
 			differs = *(const uint64_t *)f != (uint64_t)k->def;
 		else if (k->type == ZK_FLOAT)
 			differs = *(const double *)f != k->def;
-		if (differs) {
-			char *file = name_for(cfg, k->path);
-			zinf_config_warn(cfg,
-					 "%s: not implemented by zinf yet; the value has no effect",
-					 k->path);
-			cfg->name = file;
-		}
+		if (differs)
+			warn_key(cfg, k->path,
+				 "not implemented by zinf yet; the value has no effect");
 	}
 	if (v->optimizer.type == ZINF_OPT_ADAM && v->optimizer.weight_decay > 0 &&
 	    !cfg->present[KEY("optimizer.params.adam_w_mode")])

@@ -1,8 +1,8 @@
 /*
  * zinf train: parse the flags into a struct zinf_train_opts, run zinf_train_run(), and
  * show progress: a one-line bar redrawn in place on a terminal (step/N, loss, tokens/s,
- * ETA, NVMe GB/s), plain lines every steps_per_print steps otherwise. Exit 0 done, 1 failed while
- * running, 2 invalid input (one line on stderr).
+ * ETA, NVMe GB/s), plain lines every steps_per_print steps otherwise. Exit 0 done, 1
+ * failed while running, 2 invalid input (one line on stderr).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -102,13 +102,14 @@ static void on_step(const struct zinf_train_step *s, void *user)
 	eta = s->elapsed_seconds / (double)(s->step - s->resumed_from) *
 	      (double)(s->steps - s->step);
 	fmt_eta(eta, etabuf, sizeof(etabuf));
-	if (!p->tty && print_line(s)) {
-		fprintf(p->f,
-			"step %" PRIu64 "/%" PRIu64
-			" loss %.4f lr %.3g %.0f tok/s nvme %.2f GB/s eta %s%s\n",
-			s->step, s->steps, s->loss, s->lr, s->tokens_per_second, nvme_gbs, etabuf,
-			s->skipped ? " (skipped)" : "");
-	} else if (p->tty) {
+	if (!p->tty) {
+		if (print_line(s))
+			fprintf(p->f,
+				"step %" PRIu64 "/%" PRIu64
+				" loss %.4f lr %.3g %.0f tok/s nvme %.2f GB/s eta %s%s\n",
+				s->step, s->steps, s->loss, s->lr, s->tokens_per_second, nvme_gbs,
+				etabuf, s->skipped ? " (skipped)" : "");
+	} else {
 		fill = (int)(20 * s->step / (s->steps ? s->steps : 1));
 		memset(bar, '#', (size_t)fill);
 		memset(bar + fill, '.', (size_t)(20 - fill));
