@@ -1,10 +1,8 @@
 /*
  * zinf train: the run. Checks every input first (model config and checkpoint, the
  * DeepSpeed config resolved for this model and run, data files against the vocabulary
- * and sequence length, the save directory), then brings up the engine, loads the model
- * and runs the optimizer steps: per step gradient_accumulation_steps micro-batches
- * (train_pass.c), zinf_step, a log-json line and the caller's callback; evaluation before
- * the first step and every eval_every steps; the save at the end.
+ * and sequence length, the save directory), then brings up the engine, loads the model,
+ * runs the optimizer steps (train_loop.c) and the save at the end, and tears down.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,11 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tokens.h"
-#include "train_internal.h"
+#include "train_run.h"
 #include "zinf/config.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
@@ -31,55 +28,7 @@ void zinf_train_opts_init(struct zinf_train_opts *opts)
 	opts->save_dtype = ZINF_DTYPE_NONE;
 }
 
-static double now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* One data file and its window rule. */
-struct train_data {
-	struct zinf_token_file *tf;
-	struct zinf_token_windows win;
-};
-
-/* Token files up to this size are scanned whole before step 1. */
-#define TRAIN_SCAN_WAIT_BYTES (64ull << 20)
-
-struct train_run {
-	const struct zinf_train_opts *o;
-	struct zinf_config *cfg;
-	struct train_model tm;
-	struct train_data data, eval;
-	struct zinf_token_scan *scan; /* --data against the vocabulary, beside the steps */
-	uint64_t B, gas, vocab;
-	uint64_t print_every; /* steps_per_print */
-	bool cpu_ckpt;	      /* activation_checkpointing.cpu_checkpointing */
-	bool tf32;	      /* zinf.tf32 */
-	bool save_16bit;      /* stage3_gather_16bit_weights_on_model_save */
-	struct zinf_engine *e;
-	struct train_pass pass;
-	int32_t *inputs, *targets;
-	FILE *log;
-	struct train_state now; /* this run, as a checkpoint's state would describe it */
-	struct train_state ck;	/* resume_dir's state */
-	uint64_t first_step;	/* 1, or after resume_dir's step */
-	int save_lock;		/* -1, or the flock on save_dir/.zinf-save.lock, held to the end */
-	bool save_dir_made;	/* save_dir did not exist: removed again if the run fails */
-	uint64_t src_seen;	/* train_save_seen of the --model or --resume directory */
-};
-
 /* ---- setup: every check before anything runs ------------------------------------------- */
-
-/* save_dir/checkpoint-<step>, or with partial its name while it is being written. */
-static void snapshot_path(const struct zinf_train_opts *o, uint64_t step, bool partial, char *buf,
-			  size_t len)
-{
-	snprintf(buf, len, "%s/checkpoint-%llu%s", o->save_dir, (unsigned long long)step,
-		 partial ? ".partial" : "");
-}
 
 static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 {
@@ -537,303 +486,6 @@ static void finish(struct train_run *r, bool failed)
 	zinf_config_destroy(r->cfg);
 }
 
-/* ---- the loop ------------------------------------------------------------------------------ */
-
-static int read_batch(struct train_run *r, struct train_data *d, uint64_t i, char *err,
-		      size_t errlen)
-{
-	int rc = zinf_token_file_read_batch(d->tf, &d->win, i, r->vocab, r->inputs, r->targets);
-
-	if (rc)
-		snprintf(err, errlen, "%s", zinf_token_file_last_error(d->tf));
-	return rc;
-}
-
-/* Mean loss over the eval batches, no update. */
-static int evaluate(struct train_run *r, double *loss, char *err, size_t errlen)
-{
-	double sum = 0;
-	float l;
-	int rc;
-
-	for (uint64_t i = 0; i < r->o->eval_batches; i++) {
-		rc = read_batch(r, &r->eval, i, err, errlen);
-		if (!rc)
-			rc = train_pass_run(&r->pass, r->inputs, r->targets, false, &l, err,
-					    errlen);
-		if (rc)
-			return rc;
-		sum += l;
-	}
-	*loss = sum / (double)r->o->eval_batches;
-	return 0;
-}
-
-static void fill_deltas(struct zinf_train_step *s, const struct zinf_stats *a,
-			const struct zinf_stats *b)
-{
-	s->wait_seconds = b->wait_seconds - a->wait_seconds;
-	s->nvme_read_bytes = b->nvme_to_pinned.bytes - a->nvme_to_pinned.bytes;
-	s->nvme_write_bytes = b->pinned_to_nvme.bytes - a->pinned_to_nvme.bytes;
-	s->h2d_bytes = b->pinned_to_device.bytes - a->pinned_to_device.bytes;
-	s->d2h_bytes = b->device_to_pinned.bytes - a->device_to_pinned.bytes;
-	s->peak_device_bytes = b->device_peak;
-	s->peak_pinned_bytes = b->pinned_peak;
-	s->device_limit_bytes = b->device_limit;
-	s->pinned_limit_bytes = b->pinned_limit;
-}
-
-static int train_step(struct train_run *r, uint64_t step, struct zinf_train_step *s, char *err,
-		      size_t errlen)
-{
-	struct zinf_stats a, b;
-	struct zinf_step_result res;
-	double t0 = now_seconds(), t1, sum = 0;
-	float loss;
-	int rc;
-
-	zinf_engine_get_stats(r->e, &a);
-	for (uint64_t mb = 0; mb < r->gas; mb++) {
-		rc = read_batch(r, &r->data, (step - 1) * r->gas + mb, err, errlen);
-		if (!rc)
-			rc = train_pass_run(&r->pass, r->inputs, r->targets, true, &loss, err,
-					    errlen);
-		if (rc)
-			return rc;
-		sum += loss;
-	}
-	t1 = now_seconds();
-	rc = zinf_step(r->e, &res);
-	/* The updates run in the background (zinf.overlap_optimizer) and count in the next
-	 * step's figures; before an evaluation and at the end they are waited for here, so
-	 * that they count in this step's. */
-	if (!rc && (step == r->o->steps ||
-		    (r->o->eval_data_path && r->o->eval_every && step % r->o->eval_every == 0)))
-		rc = zinf_engine_sync(r->e);
-	if (rc) {
-		snprintf(err, errlen, "step %llu: %s", (unsigned long long)step,
-			 zinf_last_error(r->e));
-		return rc;
-	}
-	zinf_engine_get_stats(r->e, &b);
-	memset(s, 0, sizeof(*s));
-	s->step = step;
-	s->resumed_from = r->first_step - 1;
-	s->steps = r->o->steps;
-	s->steps_per_print = r->print_every;
-	s->loss = sum / (double)r->gas;
-	s->lr = res.lr;
-	s->grad_norm = res.grad_norm;
-	s->skipped = res.skipped;
-	s->tokens = r->gas * r->B * r->o->seq_len;
-	s->fwd_bwd_seconds = t1 - t0;
-	s->optimizer_seconds = now_seconds() - t1;
-	s->step_seconds = now_seconds() - t0;
-	s->tokens_per_second = s->step_seconds > 0 ? (double)s->tokens / s->step_seconds : 0;
-	fill_deltas(s, &a, &b);
-	return 0;
-}
-
-static int report(struct train_run *r, struct zinf_train_step *s, char *err, size_t errlen)
-{
-	if (r->log && s->step && train_log_write(r->log, s)) {
-		snprintf(err, errlen, "%s: --log-json: write failed", r->o->log_json_path);
-		return -EIO;
-	}
-	if (r->o->on_step)
-		r->o->on_step(s, r->o->on_step_user);
-	return 0;
-}
-
-/* --save-dtype; else with stage3_gather_16bit_weights_on_model_save the 16-bit dtype
- * the run trains in (DeepSpeed's consolidated 16-bit save); else the source's. */
-static enum zinf_dtype save_dtype_of(const struct train_run *r)
-{
-	if (r->o->save_dtype != ZINF_DTYPE_NONE)
-		return r->o->save_dtype;
-	if (r->save_16bit && r->tm.param_dtype != ZINF_DTYPE_F32)
-		return r->tm.param_dtype;
-	return r->tm.source_dtype;
-}
-
-/* The model after step into dir, and with save_state its training state. A state from an
- * earlier save into dir is removed first: only a complete save has one. */
-static int save_to(struct train_run *r, const char *dir, uint64_t step, char *err, size_t errlen)
-{
-	struct train_file_sums sums = {0};
-	char path[4200];
-	int rc;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, TRAIN_STATE_FILE);
-	if (unlink(path) && errno != ENOENT) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: cannot remove the earlier state: %s", path,
-			 strerror(errno));
-		return rc;
-	}
-	if (r->o->save_state) {
-		struct train_model_writer mw;
-
-		r->now.step = step;
-		rc = train_model_writer_begin(&r->tm, dir, save_dtype_of(r),
-					      r->o->save_max_shard_bytes, &mw, err, errlen);
-		if (!rc)
-			rc = train_state_save(&r->tm, r->e, dir, &r->now, &mw,
-					      r->o->save_max_shard_bytes, &sums, err, errlen);
-	} else {
-		rc = train_model_save(&r->tm, r->e, dir, save_dtype_of(r),
-				      r->o->save_max_shard_bytes, &sums, err, errlen);
-	}
-	train_file_sums_free(&sums);
-	return rc;
-}
-
-/* After a save into save_dir/name failed: remove what it wrote (a warning if it cannot:
- * the next run into save_dir removes it). */
-static void drop_partial(const char *save_dir, const char *name)
-{
-	char why[400];
-
-	if (train_snapshot_remove_partial(save_dir, name, why, sizeof(why)))
-		zinf_logf(ZINF_LOG_WARN, "%s/%s: the failed save's files are left: %s", save_dir,
-			  name, why);
-}
-
-/* The save directory, made and locked before step 1, made again if something removed
- * it meanwhile. */
-static int save_dir_again(const char *save_dir, char *err, size_t errlen)
-{
-	int rc;
-
-	if (mkdir(save_dir, 0755) == 0 || errno == EEXIST)
-		return 0;
-	rc = -errno;
-	snprintf(err, errlen, "%s: --save: cannot create: %s", save_dir, strerror(-rc));
-	return rc;
-}
-
-/* --save-every: the model after this step into save_dir/checkpoint-<step>, written under
- * a .partial name and renamed once complete. */
-static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t errlen)
-{
-	const struct zinf_train_opts *o = r->o;
-	char partial[4200], done[4200];
-	int rc = zinf_engine_sync(r->e); /* the step's updates, done in the background */
-
-	if (rc) {
-		snprintf(err, errlen, "step %llu: %s", (unsigned long long)step,
-			 zinf_last_error(r->e));
-		return rc;
-	}
-	rc = save_dir_again(o->save_dir, err, errlen);
-	if (rc)
-		return rc;
-	snapshot_path(o, step, true, partial, sizeof(partial));
-	snapshot_path(o, step, false, done, sizeof(done));
-	rc = save_to(r, partial, step, err, errlen);
-	if (rc)
-		drop_partial(o->save_dir, strrchr(partial, '/') + 1);
-	if (!rc && rename(partial, done)) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: cannot rename to %s: %s", partial, done,
-			 strerror(errno));
-	}
-	if (!rc && o->save_total_limit)
-		rc = train_snapshots_rotate(o->save_dir, o->save_total_limit, step, err, errlen);
-	return rc;
-}
-
-/* opts.stop set: -EINTR, naming the step not run. */
-static int stop_asked(const struct zinf_train_opts *o, uint64_t step, char *err, size_t errlen)
-{
-	if (!o->stop || !*o->stop)
-		return 0;
-	snprintf(err, errlen, "stopped before step %llu of %llu (asked to stop)",
-		 (unsigned long long)step, (unsigned long long)o->steps);
-	return -EINTR;
-}
-
-static int run_loop(struct train_run *r, struct zinf_train_result *res, char *err, size_t errlen)
-{
-	const struct zinf_train_opts *o = r->o;
-	struct zinf_train_step s;
-	double t0 = now_seconds();
-	int rc;
-
-	rc = stop_asked(o, r->first_step, err, errlen);
-	if (rc)
-		return rc;
-	if (o->eval_data_path) {
-		memset(&s, 0, sizeof(s));
-		s.steps = o->steps;
-		s.resumed_from = r->first_step - 1;
-		s.loss = NAN;
-		s.has_eval = true;
-		rc = evaluate(r, &s.eval_loss, err, errlen);
-		if (rc)
-			return rc;
-		res->first_eval_loss = res->last_eval_loss = s.eval_loss;
-		report(r, &s, err, errlen);
-	}
-	for (uint64_t step = r->first_step; step <= o->steps; step++) {
-		rc = stop_asked(o, step, err, errlen);
-		if (!rc)
-			rc = zinf_token_scan_check(r->scan, err, errlen);
-		if (!rc)
-			rc = train_step(r, step, &s, err, errlen);
-		if (rc)
-			return rc;
-		s.elapsed_seconds = now_seconds() - t0;
-		if (o->eval_data_path &&
-		    ((o->eval_every && step % o->eval_every == 0) || step == o->steps)) {
-			s.has_eval = true;
-			rc = evaluate(r, &s.eval_loss, err, errlen);
-			if (rc)
-				return rc;
-			res->last_eval_loss = s.eval_loss;
-		}
-		if (o->save_every && step % o->save_every == 0 && step < o->steps) {
-			rc = save_snapshot(r, step, err, errlen);
-			if (rc)
-				return rc;
-			s.saved = true;
-		}
-		if (step == r->first_step)
-			res->first_loss = s.loss;
-		res->last_loss = s.loss;
-		res->steps = step - r->first_step + 1;
-		res->tokens += s.tokens;
-		rc = report(r, &s, err, errlen);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-/* The final save, timed, with what it read from NVMe (the stats after the steps'). */
-static int save_final(struct train_run *r, struct zinf_train_result *res, char *err, size_t errlen)
-{
-	double t0 = now_seconds();
-	struct zinf_stats st;
-	int rc = save_dir_again(r->o->save_dir, err, errlen);
-	char staging[4200];
-
-	/* written aside and moved in once complete: an earlier save there stays whole until
-	 * then */
-	snprintf(staging, sizeof(staging), "%s/%s", r->o->save_dir, TRAIN_FINAL_PARTIAL);
-	if (!rc) {
-		rc = save_to(r, staging, r->o->steps, err, errlen);
-		if (rc) /* not committed: what it wrote is of no use */
-			drop_partial(r->o->save_dir, TRAIN_FINAL_PARTIAL);
-	}
-	if (!rc) /* a failure from here leaves a committed save the next run moves in */
-		rc = train_save_publish(r->o->save_dir, err, errlen);
-	zinf_engine_get_stats(r->e, &st);
-	res->save_nvme_read_bytes = st.nvme_to_pinned.bytes - res->nvme_read_bytes;
-	res->save_seconds = now_seconds() - t0;
-	return rc;
-}
-
 static void fill_result(struct train_run *r, struct zinf_train_result *res)
 {
 	struct zinf_stats st;
@@ -855,7 +507,7 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	struct zinf_train_result local;
 	struct zinf_train_result *res = result ? result : &local;
 	struct train_run r;
-	double t0 = now_seconds();
+	double t0 = train_now_seconds();
 	int rc;
 
 	memset(&r, 0, sizeof(r));
@@ -879,7 +531,7 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 		res->bad_input = rc != -ENOMEM && rc != -EIO && rc != ZINF_EDEVICE;
 		goto out;
 	}
-	rc = run_loop(&r, res, err, errlen);
+	rc = train_run_loop(&r, res, err, errlen);
 	if (rc == -EINTR && opts->stop && *opts->stop) {
 		res->stopped = true;
 		goto out;
@@ -891,9 +543,9 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	}
 	fill_result(&r, res);
 	if (opts->save_dir)
-		rc = save_final(&r, res, err, errlen);
+		rc = train_save_final(&r, res, err, errlen);
 out:
-	res->seconds = now_seconds() - t0;
+	res->seconds = train_now_seconds() - t0;
 	finish(&r, rc != 0);
 	return rc;
 }

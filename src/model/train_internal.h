@@ -1,7 +1,7 @@
 /*
  * The trainer's internals (zinf train): the model as the engine holds it, the
  * micro-batch pass through the engine, and the per-step log. Shared by train.c,
- * train_model.c, train_save.c, train_pass.c and train_log.c.
+ * train_loop.c, train_model.c, train_save.c, train_pass.c and train_log.c.
  */
 #ifndef ZINF_MODEL_TRAIN_INTERNAL_H
 #define ZINF_MODEL_TRAIN_INTERNAL_H
