@@ -59,4 +59,14 @@ static inline double t_json_number(const char *json, const char *name)
 	return strtod(p + strlen(key), NULL);
 }
 
+/* How many times needle occurs in text (not overlapping). */
+static inline int t_count(const char *text, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = strstr(text, needle); p; p = strstr(p + strlen(needle), needle))
+		n++;
+	return n;
+}
+
 #endif /* ZINF_TESTS_CLI_UTIL_H */

@@ -16,6 +16,7 @@
 #include "cmd.h"
 #include "train_flags.h"
 #include "zinf/config.h"
+#include "zinf/log.h"
 #include "zinf/train.h"
 
 const char bench_train_usage[] =
@@ -120,6 +121,28 @@ static void *run_thread(void *arg)
 	r->rc = zinf_train_run(&r->o, &r->res, r->err, sizeof(r->err));
 	pass_turn(r, true);
 	return NULL;
+}
+
+/* Both runs load one config, so a warning about it (a key with no effect) would print
+ * twice: each warning line prints once, as the library's stderr logger would print it.
+ * Called under the logger's lock. */
+#define SEEN_MAX 64
+static char *seen[SEEN_MAX];
+static int n_seen;
+
+static void log_warnings_once(enum zinf_log_level level, const char *msg, void *user)
+{
+	static const char *const names[] = {"error", "warn", "info", "debug"};
+
+	(void)user;
+	if (level == ZINF_LOG_WARN) {
+		for (int i = 0; i < n_seen; i++)
+			if (strcmp(seen[i], msg) == 0)
+				return;
+		if (n_seen < SEEN_MAX && (seen[n_seen] = strdup(msg)))
+			n_seen++;
+	}
+	fprintf(stderr, "zinf: %s: %s\n", names[level], msg);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -393,6 +416,7 @@ int bench_train(int argc, char **argv)
 		rc = ZINF_EXIT_FAIL;
 		goto out;
 	}
+	zinf_log_set_callback(log_warnings_once, NULL);
 	if (pthread_create(&t[0], NULL, run_thread, &off)) {
 		fprintf(stderr, "zinf bench train: cannot start a thread\n");
 		rc = ZINF_EXIT_FAIL;
@@ -426,6 +450,9 @@ int bench_train(int argc, char **argv)
 		print_table(&off, &res, &f);
 	rc = ZINF_EXIT_OK;
 out:
+	zinf_log_set_callback(NULL, NULL);
+	while (n_seen)
+		free(seen[--n_seen]);
 	free(off.steps);
 	free(res.steps);
 	free(off.cpu);
