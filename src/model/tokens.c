@@ -359,8 +359,10 @@ struct zinf_token_scan {
 	uint64_t vocab;
 	pthread_t thread;
 	int stop; /* atomic: the owner asks the scan to end */
-	int done; /* atomic: the fields below are final */
-	int rc;	  /* 0 clean, ZINF_EFORMAT found, < 0 a read failed */
+	int done; /* atomic: the fields below are final; set under mu, cv broadcast */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int rc; /* 0 clean, ZINF_EFORMAT found, < 0 a read failed */
 	uint64_t index;
 	uint32_t token;
 	char why[160];
@@ -401,7 +403,10 @@ static void *scan_main(void *arg)
 		pos += k;
 	}
 	free(buf);
+	pthread_mutex_lock(&s->mu);
 	__atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
 	return NULL;
 }
 
@@ -421,8 +426,12 @@ int zinf_token_scan_start(const struct zinf_token_file *tf, uint64_t vocab_size,
 		return -ENOMEM;
 	s->tf = tf;
 	s->vocab = vocab_size;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
 	rc = pthread_create(&s->thread, NULL, scan_main, s);
 	if (rc) {
+		pthread_cond_destroy(&s->cv);
+		pthread_mutex_destroy(&s->mu);
 		free(s);
 		return -rc;
 	}
@@ -437,8 +446,12 @@ bool zinf_token_scan_done(struct zinf_token_scan *s)
 
 void zinf_token_scan_wait(struct zinf_token_scan *s)
 {
-	while (!zinf_token_scan_done(s))
-		usleep(200);
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	while (!__atomic_load_n(&s->done, __ATOMIC_ACQUIRE))
+		pthread_cond_wait(&s->cv, &s->mu);
+	pthread_mutex_unlock(&s->mu);
 }
 
 int zinf_token_scan_check(struct zinf_token_scan *s, char *err, size_t errlen)
@@ -462,5 +475,7 @@ void zinf_token_scan_stop(struct zinf_token_scan *s)
 		return;
 	__atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(s->thread, NULL);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
