@@ -93,6 +93,7 @@ static int create_schedules(struct zinf_engine *e, char *err, size_t errlen)
 	e->sched.total_num_steps = (int64_t)v->scheduler.total_num_steps;
 	e->sched.warmup_min_ratio = v->scheduler.warmup_min_ratio;
 	e->sched.cos_min_ratio = v->scheduler.cos_min_ratio;
+	e->sched.last_batch_iteration = v->scheduler.last_batch_iteration;
 	rc = zinf_lr_schedule_check(&e->sched, err, errlen);
 	if (rc)
 		return rc;

@@ -160,7 +160,7 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 		return 0;
 	}
 	info.step = e->steps + 1;
-	info.lr = zinf_lr_at(&e->sched, (int64_t)e->steps - 1);
+	info.lr = zinf_lr_of_step(&e->sched, e->steps + 1);
 	info.grad_scale = clip.grad_scale / (float)e->gas;
 	if (e->opt.on) {
 		/* The updates run in the background; fetches wait per module. */

@@ -23,6 +23,7 @@ void zinf_lr_schedule_opts_init(struct zinf_lr_schedule_opts *opts)
 	opts->total_num_steps = 0;
 	opts->warmup_min_ratio = 0.0;
 	opts->cos_min_ratio = 1e-4;
+	opts->last_batch_iteration = -1;
 }
 
 static const char *const type_names[] = {"constant", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR"};
@@ -159,4 +160,9 @@ double zinf_lr_at(const struct zinf_lr_schedule_opts *o, int64_t iteration)
 	default:
 		return o->lr;
 	}
+}
+
+double zinf_lr_of_step(const struct zinf_lr_schedule_opts *o, uint64_t step)
+{
+	return zinf_lr_at(o, (int64_t)step - 2 + (o->last_batch_iteration + 1));
 }

@@ -40,6 +40,9 @@ struct zinf_lr_schedule_opts {
 	int64_t total_num_steps;	   /* WarmupDecayLR, WarmupCosineLR; required (> 0) */
 	double warmup_min_ratio;	   /* WarmupCosineLR; default 0 */
 	double cos_min_ratio;		   /* WarmupCosineLR; default 1e-4 */
+	/* all types: the iteration the schedule was at before step 1, to resume it after
+	 * that many steps (DeepSpeed's constructor argument); default -1, the start */
+	int64_t last_batch_iteration;
 };
 
 void zinf_lr_schedule_opts_init(struct zinf_lr_schedule_opts *opts);
@@ -51,6 +54,10 @@ int zinf_lr_schedule_check(const struct zinf_lr_schedule_opts *opts, char *err, 
 /* The learning rate at DeepSpeed batch iteration `iteration` (>= -1) of a checked
  * schedule. Pure and thread-safe. */
 double zinf_lr_at(const struct zinf_lr_schedule_opts *opts, int64_t iteration);
+/* The rate optimizer step `step` (1-based, skipped steps not counted) runs with: the
+ * iteration step - 2 after last_batch_iteration + 1 (so at -1, the start: iteration
+ * step - 2, and -1 for step 1). */
+double zinf_lr_of_step(const struct zinf_lr_schedule_opts *opts, uint64_t step);
 
 /* "WarmupLR" etc. (DeepSpeed's names; "constant" or NULL for none) and "log"/"linear".
  * Return 0 or -EINVAL. */

@@ -2,7 +2,8 @@
  * Each LR schedule gives DeepSpeed's value at chosen iterations (values worked out by
  * hand from deepspeed/runtime/lr_schedules.py), including the iteration -1 value set at
  * construction, warmup_num_steps < 2 acting as 2, the decay floor at 0 and the cosine
- * floor past total_num_steps; bad parameters are refused with the key named.
+ * floor past total_num_steps; optimizer step k runs at iteration k - 2 after
+ * last_batch_iteration + 1; bad parameters are refused with the key named.
  */
 #include <errno.h>
 #include <math.h>
@@ -102,5 +103,18 @@ int main(void)
 	o.warmup_max_lr = -1;
 	T_CHECK(zinf_lr_schedule_check(&o, err, sizeof(err)) == -EINVAL, "negative lr accepted");
 	T_CHECK(strstr(err, "warmup_max_lr = -1"), "message: %s", err);
+	/* the rate of optimizer step k: iteration k - 2, or after last_batch_iteration */
+	zinf_lr_schedule_opts_init(&o);
+	o.type = ZINF_LR_WARMUP;
+	o.warmup_num_steps = 10;
+	o.warmup_type = ZINF_WARMUP_LINEAR;
+	T_CHECK_RC(zinf_lr_schedule_check(&o, err, sizeof(err)));
+	T_NEAR(zinf_lr_of_step(&o, 1), 0.0); /* iteration -1 */
+	T_NEAR(zinf_lr_of_step(&o, 2), 0.0);
+	T_NEAR(zinf_lr_of_step(&o, 3), 1e-4);
+	o.last_batch_iteration = 5;
+	T_NEAR(zinf_lr_of_step(&o, 1), 5e-4);
+	T_NEAR(zinf_lr_of_step(&o, 2), 6e-4);
+	T_NEAR(zinf_lr_of_step(&o, 7), 1e-3);
 	return T_EXIT_PASS;
 }
