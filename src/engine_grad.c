@@ -55,13 +55,14 @@ static bool want_nvme(const struct zinf_engine *e, uint64_t elems, uint64_t larg
 
 uint64_t engine_grad_host_bytes(const struct zinf_engine *e)
 {
-	uint64_t total = 0, largest = 0, group[4] = {0}, sub = e->cfg->v.zero.sub_group_size;
+	uint64_t total = 0, largest = 0, group[ENGINE_MAX_GROUPS] = {0};
+	uint64_t sub = e->cfg->v.zero.sub_group_size;
 
-	/* the groups engine_nvme_finalize will make: one per weight decay and 16-bit dtype */
+	/* the groups engine_nvme_finalize will make: one per weight decay and dtype */
 	for (uint32_t i = 0; i < e->n_params; i++)
-		group[2 * e->params[i].decay + (e->params[i].dtype == ZINF_DTYPE_F16)] +=
+		group[3 * e->params[i].decay + (e->params[i].dtype - ZINF_DTYPE_F32)] +=
 			e->params[i].elems;
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k < ENGINE_MAX_GROUPS; k++) {
 		uint64_t first = sub < group[k] ? sub : group[k]; /* the group's largest */
 		total += group[k];
 		if (first > largest)
@@ -163,24 +164,27 @@ static int setup_group(struct zinf_engine *e, struct egroup *g, int gi)
 
 int engine_grad_setup(struct zinf_engine *e)
 {
-	uint64_t total = 0, largest = 0;
+	uint64_t total = 0, largest = 0, out_bytes = 0;
 	int rc;
 
 	pthread_mutex_init(&e->grad_lock, NULL);
 	pthread_cond_init(&e->grad_cv, NULL);
 	e->grad_setup = true;
 	for (int k = 0; k < e->n_groups; k++) {
+		uint64_t bytes = e->groups[k].sub_elems * engine_dtype_bytes(e->groups[k].dtype);
 		total += e->groups[k].elems;
 		if (e->groups[k].sub_elems > largest)
 			largest = e->groups[k].sub_elems;
+		if (bytes > out_bytes)
+			out_bytes = bytes;
 	}
-	e->sub_out = malloc(largest ? largest * 2 : 1);
+	e->sub_out = malloc(out_bytes ? out_bytes : 1);
 	if (!e->sub_out)
 		return engine_fail(e, -ENOMEM,
 				   "optimizer on nvme: cannot allocate a sub-group's %" PRIu64
 				   " bytes of new parameter copies",
-				   largest * 2);
-	e->state_bytes += largest * 2;
+				   out_bytes);
+	e->state_bytes += out_bytes;
 	e->grads_nvme = want_nvme(e, total, largest);
 	zinf_logf(ZINF_LOG_INFO, "gradient accumulators of %" PRIu64 " parameters: %s", total,
 		  e->grads_nvme ? "nvme" : "host memory");

@@ -253,7 +253,7 @@ struct zinf_engine {
 	uint64_t grad_wr_serial;
 	pthread_mutex_t grad_lock; /* read-ahead completions */
 	pthread_cond_t grad_cv;
-	void *sub_out; /* (largest sub-group) 16-bit: the step's new copy of one sub-group */
+	void *sub_out; /* (largest sub-group) in its dtype: the step's new copy of one sub-group */
 
 	float *state; /* one host allocation carved into every eparam's buffers */
 	uint64_t state_bytes;

@@ -190,11 +190,6 @@ int engine_nvme_finalize(struct zinf_engine *e)
 	for (uint32_t i = 0; i < e->n_params; i++) {
 		struct eparam *p = &e->params[i];
 		struct egroup *g;
-		if (p->dtype == ZINF_DTYPE_F32)
-			return engine_fail(
-				e, ZINF_ECONFIG,
-				"param %u: fp32 parameters with zero_optimization.offload_optimizer.device nvme (expected bf16 or fp16 parameters, or offload_optimizer.device cpu)",
-				i);
 		p->group = group_for(e, p->decay, p->dtype);
 		g = &e->groups[p->group];
 		p->group_off = g->elems;
@@ -270,7 +265,7 @@ static void out_free(struct zinf_engine *e, struct eparam *p)
 		return;
 	free(p->out);
 	p->out = NULL;
-	out_bytes(e, -(int64_t)(p->elems * 2));
+	out_bytes(e, -(int64_t)(p->elems * engine_dtype_bytes(p->dtype)));
 }
 
 /* Sub-group s of group gi is updated: its new copy (e->sub_out) goes to the parameters it
@@ -282,17 +277,18 @@ static int scatter_sub_out(struct zinf_engine *e, int gi, uint64_t s)
 	for (uint64_t k = g->sub_piece[s]; k < g->sub_piece[s + 1]; k++) {
 		const struct epiece *pc = &g->pieces[k];
 		struct eparam *p = &e->params[pc->param];
+		uint64_t es = engine_dtype_bytes(p->dtype);
 		if (!p->out) {
-			p->out = malloc(p->elems * 2);
+			p->out = malloc(p->elems * es);
 			if (!p->out)
 				return engine_fail(e, -ENOMEM,
 						   "optimizer on nvme: cannot allocate the %" PRIu64
 						   "-byte new copy of param %u",
-						   p->elems * 2, pc->param);
-			out_bytes(e, (int64_t)(p->elems * 2));
+						   p->elems * es, pc->param);
+			out_bytes(e, (int64_t)(p->elems * es));
 		}
-		memcpy((char *)p->out + pc->param_off * 2,
-		       (const char *)e->sub_out + pc->sub_off * 2, pc->elems * 2);
+		memcpy((char *)p->out + pc->param_off * es,
+		       (const char *)e->sub_out + pc->sub_off * es, pc->elems * es);
 	}
 	return 0;
 }

@@ -119,6 +119,8 @@ static void store_param(const struct zinf_adam_args *a, uint64_t i, float p)
 		((uint16_t *)a->out)[i] = zinf_f32_to_bf16(p);
 	else if (a->out_dtype == ZINF_DTYPE_F16)
 		((uint16_t *)a->out)[i] = zinf_f32_to_f16(p);
+	else if (a->out_dtype == ZINF_DTYPE_F32)
+		((float *)a->out)[i] = p;
 }
 
 /* Written with explicit fmaf() and no a*b+c expressions, so that no compiler flag
@@ -398,9 +400,10 @@ static int adam_check_step(struct zinf_adam *adam, const struct zinf_adam_shard 
 		return adam_fail(adam, -EINVAL,
 				 "adam step %llu: shard grad_dtype %d is not F32, BF16 or F16",
 				 (unsigned long long)info->step, (int)s->grad_dtype);
-	if (s->param_out && s->param_dtype != ZINF_DTYPE_BF16 && s->param_dtype != ZINF_DTYPE_F16)
+	if (s->param_out && s->param_dtype != ZINF_DTYPE_F32 && s->param_dtype != ZINF_DTYPE_BF16 &&
+	    s->param_dtype != ZINF_DTYPE_F16)
 		return adam_fail(adam, -EINVAL,
-				 "adam step %llu: shard param_dtype %d is not BF16 or F16",
+				 "adam step %llu: shard param_dtype %d is not F32, BF16 or F16",
 				 (unsigned long long)info->step, (int)s->param_dtype);
 	if (!s->param_out && s->param_dtype != ZINF_DTYPE_NONE)
 		return adam_fail(adam, -EINVAL,

@@ -43,6 +43,10 @@ AVX512_INLINE void store_param16(void *out, uint64_t i, __m512 p, enum zinf_dtyp
 {
 	__m256i h;
 
+	if (dt == ZINF_DTYPE_F32) {
+		_mm512_storeu_ps((float *)out + i, p);
+		return;
+	}
 	if (dt == ZINF_DTYPE_BF16)
 		h = f32_to_bf16_16(p);
 	else if (dt == ZINF_DTYPE_F16)
@@ -96,21 +100,24 @@ AVX512_INLINE uint64_t update16(const struct zinf_adam_args *a, uint64_t i, uint
 		return update16(a, i, end, gdt, odt);                                              \
 	}
 INSTANCE(upd_f32_none, ZINF_DTYPE_F32, ZINF_DTYPE_NONE)
+INSTANCE(upd_f32_f32, ZINF_DTYPE_F32, ZINF_DTYPE_F32)
 INSTANCE(upd_f32_bf16, ZINF_DTYPE_F32, ZINF_DTYPE_BF16)
 INSTANCE(upd_f32_f16, ZINF_DTYPE_F32, ZINF_DTYPE_F16)
 INSTANCE(upd_bf16_none, ZINF_DTYPE_BF16, ZINF_DTYPE_NONE)
+INSTANCE(upd_bf16_f32, ZINF_DTYPE_BF16, ZINF_DTYPE_F32)
 INSTANCE(upd_bf16_bf16, ZINF_DTYPE_BF16, ZINF_DTYPE_BF16)
 INSTANCE(upd_bf16_f16, ZINF_DTYPE_BF16, ZINF_DTYPE_F16)
 INSTANCE(upd_f16_none, ZINF_DTYPE_F16, ZINF_DTYPE_NONE)
+INSTANCE(upd_f16_f32, ZINF_DTYPE_F16, ZINF_DTYPE_F32)
 INSTANCE(upd_f16_bf16, ZINF_DTYPE_F16, ZINF_DTYPE_BF16)
 INSTANCE(upd_f16_f16, ZINF_DTYPE_F16, ZINF_DTYPE_F16)
 #undef INSTANCE
 
 /* [grad dtype - F32][param dtype] */
 static uint64_t (*const instances[3][4])(const struct zinf_adam_args *, uint64_t, uint64_t) = {
-	{upd_f32_none, NULL, upd_f32_bf16, upd_f32_f16},
-	{upd_bf16_none, NULL, upd_bf16_bf16, upd_bf16_f16},
-	{upd_f16_none, NULL, upd_f16_bf16, upd_f16_f16},
+	{upd_f32_none, upd_f32_f32, upd_f32_bf16, upd_f32_f16},
+	{upd_bf16_none, upd_bf16_f32, upd_bf16_bf16, upd_bf16_f16},
+	{upd_f16_none, upd_f16_f32, upd_f16_bf16, upd_f16_f16},
 };
 
 static void update_avx512(const struct zinf_adam_args *a, uint64_t begin, uint64_t end)

@@ -366,11 +366,12 @@ static int check_step_input(struct zinf_adam_nvme *h, const struct zinf_adam_nvm
 			    "optimizer step: bufs.grad_dtype %d (expected F32, BF16 or F16)",
 			    (int)b->grad_dtype);
 	if (!b->sub_buffers &&
-	    (b->param_out ? (b->param_dtype != ZINF_DTYPE_BF16 && b->param_dtype != ZINF_DTYPE_F16)
+	    (b->param_out ? (b->param_dtype != ZINF_DTYPE_F32 &&
+			     b->param_dtype != ZINF_DTYPE_BF16 && b->param_dtype != ZINF_DTYPE_F16)
 			  : b->param_dtype != ZINF_DTYPE_NONE))
 		return fail(h, -EINVAL, -1,
-			    "optimizer step: bufs.param_dtype %d with param_out %p (expected BF16 "
-			    "or F16 with a buffer, NONE without)",
+			    "optimizer step: bufs.param_dtype %d with param_out %p (expected F32, "
+			    "BF16 or F16 with a buffer, NONE without)",
 			    (int)b->param_dtype, b->param_out);
 	if (h->n_written < h->n_groups)
 		return fail(h, ZINF_ESTATE, -1,

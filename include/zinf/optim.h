@@ -81,9 +81,9 @@ struct zinf_adam_shard {
 	float *exp_avg;	   /* (n_elems) fp32 first moment m, updated in place */
 	float *exp_avg_sq; /* (n_elems) fp32 second moment v, updated in place */
 	const void *grad;  /* (n_elems) grad_dtype: F32, BF16 or F16 */
-	void *param_out;   /* (n_elems) param_dtype: the new low-precision copy, or NULL */
+	void *param_out;   /* (n_elems) param_dtype: the new copy, or NULL */
 	enum zinf_dtype grad_dtype;
-	enum zinf_dtype param_dtype; /* BF16, F16, or NONE when param_out is NULL */
+	enum zinf_dtype param_dtype; /* F32, BF16, F16, or NONE when param_out is NULL */
 	uint64_t n_elems;
 };
 
@@ -201,7 +201,7 @@ struct zinf_adam_nvme_bufs {
 	const void *grad; /* (n_elems) grad_dtype: F32, BF16 or F16 */
 	void *param_out;  /* (n_elems) param_dtype: the new copy, or NULL */
 	enum zinf_dtype grad_dtype;
-	enum zinf_dtype param_dtype; /* BF16, F16, or NONE when param_out is NULL */
+	enum zinf_dtype param_dtype; /* F32, BF16, F16, or NONE when param_out is NULL */
 	/* (n_sub_groups) 1 = step this sub-group, 0 = leave it; NULL = all. Redoing a
 	 * failed step for the sub-groups it did not update gives the same bits as a step
 	 * that never failed (the update is element-wise). */

@@ -67,6 +67,7 @@ struct state {
 	float g32[BIG_N];
 	uint16_t g16[BIG_N];
 	uint16_t out[BIG_N];
+	float out32[BIG_N]; /* the F32 copy */
 };
 
 static struct state ref, got;
@@ -82,6 +83,7 @@ static void fill(struct state *s, uint64_t n, enum zinf_dtype gdt)
 		s->g32[i] = g;
 		s->g16[i] = gdt == ZINF_DTYPE_BF16 ? zinf_f32_to_bf16(g) : zinf_f32_to_f16(g);
 		s->out[i] = 0;
+		s->out32[i] = 0;
 	}
 	s->p[5] = 1e30f;
 	s->p[6] = -1e-40f;
@@ -96,7 +98,12 @@ static void compare(const char *what, uint64_t n, enum zinf_dtype odt)
 			(unsigned long long)i, got.m[i], ref.m[i]);
 		T_CHECK(same_f32(got.v[i], ref.v[i]), "%s: exp_avg_sq[%llu] %a vs scalar %a", what,
 			(unsigned long long)i, got.v[i], ref.v[i]);
-		if (odt != ZINF_DTYPE_NONE)
+		if (odt == ZINF_DTYPE_F32)
+			T_CHECK(same_f32(got.out32[i], ref.out32[i]) &&
+					same_f32(got.out32[i], got.p[i]),
+				"%s: param_out[%llu] %a vs scalar %a, master %a", what,
+				(unsigned long long)i, got.out32[i], ref.out32[i], got.p[i]);
+		else if (odt != ZINF_DTYPE_NONE)
 			T_CHECK(same_h16(got.out[i], ref.out[i], odt),
 				"%s: param_out[%llu] 0x%04x vs scalar 0x%04x", what,
 				(unsigned long long)i, got.out[i], ref.out[i]);
@@ -111,7 +118,9 @@ static void shard_of(struct state *s, struct zinf_adam_shard *sh, enum zinf_dtyp
 		.exp_avg = s->m,
 		.exp_avg_sq = s->v,
 		.grad = gdt == ZINF_DTYPE_F32 ? (const void *)s->g32 : s->g16,
-		.param_out = odt == ZINF_DTYPE_NONE ? NULL : s->out,
+		.param_out = odt == ZINF_DTYPE_NONE  ? NULL
+			     : odt == ZINF_DTYPE_F32 ? (void *)s->out32
+						     : s->out,
 		.grad_dtype = gdt,
 		.param_dtype = odt,
 		.n_elems = n,
@@ -121,11 +130,12 @@ static void shard_of(struct state *s, struct zinf_adam_shard *sh, enum zinf_dtyp
 static void check_kernel(const struct zinf_adam_kernel *k)
 {
 	static const enum zinf_dtype gdts[] = {ZINF_DTYPE_F32, ZINF_DTYPE_BF16, ZINF_DTYPE_F16};
-	static const enum zinf_dtype odts[] = {ZINF_DTYPE_NONE, ZINF_DTYPE_BF16, ZINF_DTYPE_F16};
+	static const enum zinf_dtype odts[] = {ZINF_DTYPE_NONE, ZINF_DTYPE_F32, ZINF_DTYPE_BF16,
+					       ZINF_DTYPE_F16};
 	unsigned combos = 0;
 
 	for (int gi = 0; gi < 3; gi++)
-		for (int oi = 0; oi < 3; oi++)
+		for (int oi = 0; oi < 4; oi++)
 			for (int type = 0; type < 2; type++)
 				for (int bc = 0; bc < 2; bc++) {
 					struct zinf_adam_opts o;

@@ -123,9 +123,9 @@ int main(void)
 	expect_error(h, zinf_adam_nvme_step(h, &bad, &si, &r), -EINVAL, "bufs.grad_dtype 0",
 		     "step with grad dtype NONE");
 	bad = b;
-	bad.param_dtype = ZINF_DTYPE_F32;
-	expect_error(h, zinf_adam_nvme_step(h, &bad, &si, &r), -EINVAL, "bufs.param_dtype 1",
-		     "step with an fp32 copy");
+	bad.param_dtype = ZINF_DTYPE_NONE;
+	expect_error(h, zinf_adam_nvme_step(h, &bad, &si, &r), -EINVAL, "bufs.param_dtype 0",
+		     "step with a copy of no dtype");
 	bad = b;
 	bad.param_out = NULL;
 	expect_error(h, zinf_adam_nvme_step(h, &bad, &si, &r), -EINVAL, "bufs.param_dtype 2",

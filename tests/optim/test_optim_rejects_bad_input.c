@@ -80,8 +80,8 @@ int main(void)
 	sh.grad_dtype = ZINF_DTYPE_NONE;
 	expect_bad_step(adam, sh, info, "grad_dtype 0 is not F32, BF16 or F16");
 	sh = good;
-	sh.param_dtype = ZINF_DTYPE_F32;
-	expect_bad_step(adam, sh, info, "param_dtype 1 is not BF16 or F16");
+	sh.param_dtype = ZINF_DTYPE_NONE;
+	expect_bad_step(adam, sh, info, "param_dtype 0 is not F32, BF16 or F16");
 	sh = good;
 	sh.param_out = NULL;
 	expect_bad_step(adam, sh, info, "param_out is NULL but param_dtype is 2");

@@ -2,7 +2,8 @@
  * whether the parameters live on the device, in host memory or on NVMe, and whether
  * activation checkpointing is on or off; bf16 parameters with the optimizer state on NVMe
  * (the pipelined step), with the gradient accumulators in host memory or on NVMe too,
- * train like bf16 parameters on the device with it in host memory.
+ * train like bf16 parameters on the device with it in host memory, and fp32 parameters
+ * with it on NVMe (DeepSpeed's fp32 NVMe example) like fp32 on the device.
  * Every run's loss changes from step to step (the updates take effect). */
 #include "train_fixture.h"
 
@@ -44,7 +45,7 @@ static void same(const struct tf_losses *a, const struct tf_losses *b, const cha
 int main(void)
 {
 	struct tf_dir d;
-	struct tf_losses dev, host, nvme, ckpt, b_dev, b_nvme, b_grads;
+	struct tf_losses dev, host, nvme, ckpt, b_dev, b_nvme, b_grads, f_nvme, f_grads;
 
 	tf_setup(&d, NULL);
 	run(&d, "none", "cpu", false, false, &dev);
@@ -63,6 +64,10 @@ int main(void)
 	same(&b_dev, &b_nvme, "bf16: device+cpu vs nvme+nvme");
 	run_set(&d, "nvme", "nvme", true, false, "zinf.offload_gradients=nvme", &b_grads);
 	same(&b_dev, &b_grads, "bf16: device+cpu vs nvme+nvme with gradients on nvme");
+	run(&d, "nvme", "nvme", false, false, &f_nvme);
+	same(&dev, &f_nvme, "fp32: device+cpu vs nvme+nvme");
+	run_set(&d, "none", "nvme", false, false, "zinf.offload_gradients=nvme", &f_grads);
+	same(&dev, &f_grads, "fp32: device+cpu vs device+nvme with gradients on nvme");
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }
