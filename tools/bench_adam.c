@@ -202,6 +202,7 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 	b->pipeline_read = true;
 	b->pipeline_write = true;
 	optind = 1;
+	opterr = 0; /* one line of our own below */
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
@@ -304,7 +305,9 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 			fputs(bench_adam_usage, stdout);
 			return -1;
 		default:
-			fputs(bench_adam_usage, stderr);
+			fprintf(stderr,
+				"zinf bench adam: %s: unknown or incomplete option (see zinf bench adam --help)\n",
+				argv[optind - 1]);
 			return ZINF_EXIT_USAGE;
 		}
 	}

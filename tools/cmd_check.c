@@ -78,6 +78,7 @@ int cmd_check(int argc, char **argv)
 	bool json = false, quiet = false, world_given = false;
 
 	optind = 1;
+	opterr = 0; /* one line of our own below */
 	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'w':
@@ -111,7 +112,9 @@ int cmd_check(int argc, char **argv)
 			fputs(cmd_check_usage, stdout);
 			return ZINF_EXIT_OK;
 		default:
-			fprintf(stderr, "zinf check: see 'zinf check --help'\n");
+			fprintf(stderr,
+				"zinf check: %s: unknown or incomplete option (see zinf check --help)\n",
+				argv[optind - 1]);
 			return ZINF_EXIT_USAGE;
 		}
 	}

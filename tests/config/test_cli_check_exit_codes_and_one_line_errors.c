@@ -123,6 +123,12 @@ int main(int argc, char **argv)
 		T_CHECK(r.status == 2, "'zinf %s': exit %d, want 2", usage_errors[i], r.status);
 		T_CHECK(r.err[0] != 0, "'zinf %s': no message", usage_errors[i]);
 	}
+	run(&r, argv[1], "check --no-such-flag x.json");
+	T_CHECK(count_lines(r.err) == 1 && strstr(r.err, "--no-such-flag: unknown"),
+		"an unknown flag: one line naming it: %s", r.err);
+	run(&r, argv[1], "check x.json --world-size");
+	T_CHECK(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, "--world-size"),
+		"a flag without its value: one line naming it: %s", r.err);
 	run(&r, argv[1], "check /nonexistent/ds.json");
 	T_CHECK(r.status == 2 && count_lines(r.err) == 1 &&
 			strstr(r.err, "/nonexistent/ds.json: cannot open"),

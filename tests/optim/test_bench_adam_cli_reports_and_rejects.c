@@ -47,5 +47,7 @@ int main(int argc, char **argv)
 	expect_usage_error(argv[1], "--isa sse9", "--isa sse9");
 	expect_usage_error(argv[1], "--type SGD", "--type SGD");
 	expect_usage_error(argv[1], "extra", "unexpected argument 'extra'");
+	expect_usage_error(argv[1], "--bogus", "--bogus: unknown");
+	expect_usage_error(argv[1], "--iters", "--iters");
 	return T_EXIT_PASS;
 }
