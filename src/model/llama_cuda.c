@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,19 +45,48 @@ int crt_fail(struct cuda_rt *m, int rc, const char *fmt, ...)
 	return rc;
 }
 
+/* A fault of a kernel (or the device) that leaves the context unusable. The GPU runs
+ * ahead of the host, so the call that reports one may come after the op that caused it:
+ * any work queued since the last synchronization. */
+static bool device_fault(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorIllegalAddress:
+	case cudaErrorLaunchFailure:
+	case cudaErrorMisalignedAddress:
+	case cudaErrorIllegalInstruction:
+	case cudaErrorHardwareStackError:
+	case cudaErrorInvalidPc:
+	case cudaErrorInvalidAddressSpace:
+	case cudaErrorAssert:
+	case cudaErrorLaunchTimeout:
+	case cudaErrorECCUncorrectable:
+		return true;
+	default:
+		return false;
+	}
+}
+
 int crt_cuda_fail(struct cuda_rt *m, cudaError_t e, const char *call, const char *step)
 {
 	(void)cudaGetLastError(); /* clear a non-sticky error */
 	return crt_fail(m, e == cudaErrorMemoryAllocation ? -ENOMEM : ZINF_EDEVICE,
-			"model runtime (cuda): %s failed in %s%s%s: %s (%s)", call, m->op,
+			"model runtime (cuda): %s failed in %s%s%s: %s (%s)%s", call, m->op,
 			step ? ", " : "", step ? step : "", cudaGetErrorString(e),
-			cudaGetErrorName(e));
+			cudaGetErrorName(e),
+			device_fault(e) ? "; a device fault, raised by this op or by work queued "
+					  "before it since the last synchronization"
+					: "");
 }
 
 int crt_blas_fail(struct cuda_rt *m, cublasStatus_t st, const char *call, const char *step)
 {
-	return crt_fail(m, ZINF_EDEVICE, "model runtime (cuda): %s failed in %s%s%s: %s", call,
-			m->op, step ? ", " : "", step ? step : "", cublasGetStatusString(st));
+	cudaError_t e = cudaPeekAtLastError(); /* a fault under cuBLAS's own status */
+
+	return crt_fail(m, ZINF_EDEVICE, "model runtime (cuda): %s failed in %s%s%s: %s%s%s%s",
+			call, m->op, step ? ", " : "", step ? step : "", cublasGetStatusString(st),
+			e != cudaSuccess ? " (CUDA: " : "",
+			e != cudaSuccess ? cudaGetErrorName(e) : "", e != cudaSuccess ? ")" : "");
 }
 
 /* Name the op now running (for messages) and clear the last error. */
