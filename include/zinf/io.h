@@ -97,7 +97,8 @@ int zinf_io_parse_engine(const char *text, enum zinf_io_engine *out);
 /* ---- extents ------------------------------------------------------------------- */
 
 /* Allocate an extent of len bytes (rounded up to the alignment) striped over the paths.
- * Files grow by file_size (fallocate'd) as needed; ENOSPC names the path. */
+ * Files grow by file_size (fallocate'd) as needed, or by the extent alone where a whole
+ * file_size does not fit the file system; ENOSPC names the path. */
 int zinf_io_extent_alloc(struct zinf_io *io, uint64_t len, uint32_t *id);
 /* Return an extent's space. No request may be in flight on it. */
 int zinf_io_extent_free(struct zinf_io *io, uint32_t id);
