@@ -7,7 +7,7 @@
  * line, not the I/O layer's log besides), a zinf.trace path that cannot be written
  * (before the run, not after it), a --set typo (named as --set's, not the file's), a
  * device budget that holds a decoder layer but not with its gradients or is more than the
- * host's memory (the host device backend), parameters and optimizer state in host memory
+ * host's memory (the host device backend), a pinned budget more than the host's memory, parameters and optimizer state in host memory
  * far beyond the host's (its gradient accumulators too), NVMe state beyond the drive's
  * free space, and a --log-json
  * or zinf.trace path naming an input (--data, --config) or a file a save writes in the
@@ -254,6 +254,10 @@ int main(int argc, char **argv)
 		 base, d.data);
 	T_CHECK(run(a, "device_memory_limit 976.56 PiB is more than the", 1) == 2,
 		"a host device budget beyond the host's memory");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --set zinf.pinned_memory_limit=20TB",
+		 base, d.data);
+	T_CHECK(run(a, "pinned_memory_limit 18.19 TiB is more than the", 1) == 2,
+		"a pinned budget beyond the host's memory");
 	/* 500G parameters with parameters and optimizer state in host memory: 8 TB */
 	T_CHECK(refused_model(small,
 			      "\"hidden_size\": 8192, \"intermediate_size\": 32768,"
