@@ -186,6 +186,7 @@ int cmd_train(int argc, char **argv)
 	struct zinf_train_result res;
 	struct progress prog = {.f = stdout};
 	char err[2048];
+	bool eval_batches = false;
 	int c;
 
 	zinf_train_opts_init(&o);
@@ -206,6 +207,11 @@ int cmd_train(int argc, char **argv)
 			prog.quiet = true;
 		else if (train_flag_apply(&flags, c, optarg))
 			return ZINF_EXIT_USAGE;
+		eval_batches |= c == TF_EVAL_BATCHES;
+	}
+	if (eval_batches && !o.eval_data_path) { /* (the library cannot tell its default) */
+		fprintf(stderr, "zinf train: --eval-batches: needs --eval-data FILE\n");
+		return ZINF_EXIT_USAGE;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "zinf train: %s: unexpected argument (try 'zinf train --help')\n",

@@ -111,7 +111,7 @@ int train_flag_apply(struct train_flags *f, int c, const char *arg)
 	case TF_EVAL_EVERY:
 		return train_flag_u64(f->prog, "--eval-every", arg, &o->eval_every);
 	case TF_EVAL_BATCHES:
-		return train_flag_u64(f->prog, "--eval-batches", arg, &o->eval_batches);
+		return positive(f->prog, "--eval-batches", arg, &o->eval_batches);
 	case TF_SAVE:
 		o->save_dir = arg;
 		return 0;

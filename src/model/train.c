@@ -55,7 +55,7 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (o->eval_data_path && !o->eval_batches) {
-		snprintf(err, errlen, "eval batches: must be >= 1");
+		snprintf(err, errlen, "--eval-batches 0: must be >= 1");
 		return -EINVAL;
 	}
 	if (o->save_dtype != ZINF_DTYPE_NONE && o->save_dtype != ZINF_DTYPE_F32 &&
@@ -81,8 +81,12 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 			 (unsigned long long)o->save_total_limit);
 		return -EINVAL;
 	}
-	if (o->save_state && !o->save_dir) {
-		snprintf(err, errlen, "--save-state: needs --save DIR");
+	if (!o->save_dir &&
+	    (o->save_state || o->save_dtype != ZINF_DTYPE_NONE || o->save_max_shard_bytes)) {
+		snprintf(err, errlen, "%s: needs --save DIR",
+			 o->save_state			    ? "--save-state"
+			 : o->save_dtype != ZINF_DTYPE_NONE ? "--save-dtype"
+							    : "--save-shard-size");
 		return -EINVAL;
 	}
 	if (o->save_dir) {

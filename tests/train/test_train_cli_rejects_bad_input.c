@@ -13,11 +13,13 @@
  * or zinf.trace path naming an input (--data, --config) or a file a save writes in the
  * --model directory (each left byte-identical), a FIFO as --config, --init, --data or
  * --log-json (refused at once, not waited on), --micro-batch-size against the config's
- * own value, an "auto" batch size no flag fills. Good runs (text, an llm.c token file,
+ * own value, an "auto" batch size no flag fills, --save-dtype, --save-shard-size or
+ * --eval-batches without the flag they need. Good runs (text, an llm.c token file,
  * batch sizes from the flags) exit 0 and save. */
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_util.h"
 #include "safetensors.h"
 #include "train_fixture.h"
 
@@ -144,6 +146,26 @@ int main(int argc, char **argv)
 
 	snprintf(a, sizeof(a), "--init '%s' --data '%s' --seq-len 16 --steps 2", d.model, d.data);
 	T_CHECK(run(a, "--config", 1) == 2, "missing --config");
+	{ /* a flag that does nothing without its companion */
+		static const char *const lone[][2] = {
+			{"--save-dtype bf16", "--save-dtype: needs --save DIR"},
+			{"--save-shard-size 1MB", "--save-shard-size: needs --save DIR"},
+			{"--eval-batches 3", "--eval-batches: needs --eval-data FILE"},
+			{"--eval-data README --eval-batches 0", "--eval-batches 0: expected 1 to"},
+		};
+		char out[2048];
+
+		for (size_t i = 0; i < sizeof(lone) / sizeof(lone[0]); i++) {
+			snprintf(a, sizeof(a),
+				 "cd '%s' && '%s' train --init '%s' --config '%s' --data-format "
+				 "text --seq-len 16 --data '%s' --steps 2 %s 2>&1 >/dev/null",
+				 d.root, zinf_bin, d.model, d.ds, d.data, lone[i][0]);
+			T_CHECK(t_run(a, out, sizeof(out)) == 2 && strstr(out, lone[i][1]) &&
+					strchr(out, '\n') == out + strlen(out) - 1,
+				"%s: want exit 2 and one line with '%s': %s", lone[i][0],
+				lone[i][1], out);
+		}
+	}
 	snprintf(a, sizeof(a), "%s --model '%s' --data '%s' --steps 2", base, partial, d.data);
 	T_CHECK(run(a, "exactly one of --model", 1) == 2, "--init and --model");
 	snprintf(a, sizeof(a), "%s --data '%s/nope.txt' --steps 2", base, d.root);
@@ -254,8 +276,8 @@ int main(int argc, char **argv)
 		 base, d.data);
 	T_CHECK(run(a, "device_memory_limit 976.56 PiB is more than the", 1) == 2,
 		"a host device budget beyond the host's memory");
-	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --set zinf.pinned_memory_limit=20TB",
-		 base, d.data);
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --set zinf.pinned_memory_limit=20TB", base,
+		 d.data);
 	T_CHECK(run(a, "pinned_memory_limit 18.19 TiB is more than the", 1) == 2,
 		"a pinned budget beyond the host's memory");
 	/* 500G parameters with parameters and optimizer state in host memory: 8 TB */
