@@ -85,6 +85,8 @@ static void set_type_defaults(struct zinf_hf_config *cfg, enum zinf_hf_model_typ
 {
 	cfg->model_type = type;
 	cfg->rms_norm_eps = 1e-6;
+	cfg->initializer_range = 0.02;
+	cfg->attention_dropout = 0.0;
 	cfg->rope_theta = 10000.0;
 	cfg->tie_word_embeddings = false;
 	cfg->attention_bias = type == ZINF_HF_QWEN2;
@@ -178,6 +180,21 @@ static int get_positive(struct zinf_hf_config *cfg, const char *name, const cJSO
 			       "%s%s: expected a positive number within float range (%g to %g)",
 			       prefix, key, (double)FLT_MIN, (double)FLT_MAX);
 	*out = item->valuedouble;
+	return 0;
+}
+
+/* attention_dropout: a probability below 1. */
+static int get_dropout(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
+{
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, "attention_dropout");
+
+	if (absent(item))
+		return 0;
+	if (!cJSON_IsNumber(item) || !(item->valuedouble >= 0.0 && item->valuedouble < 1.0))
+		return hf_fail(
+			cfg, ZINF_ECONFIG, name,
+			"attention_dropout: expected a number from 0 up to (not including) 1");
+	cfg->attention_dropout = item->valuedouble;
 	return 0;
 }
 
@@ -486,6 +503,11 @@ static int parse_fields(struct zinf_hf_config *cfg, const char *name, const cJSO
 			      (uint64_t *)((char *)cfg + uints[i].off));
 	if (rc == 0)
 		rc = get_positive(cfg, name, root, "", "rms_norm_eps", &cfg->rms_norm_eps);
+	if (rc == 0)
+		rc = get_positive(cfg, name, root, "", "initializer_range",
+				  &cfg->initializer_range);
+	if (rc == 0)
+		rc = get_dropout(cfg, name, root);
 	if (rc == 0)
 		rc = parse_rope(cfg, name, root);
 	if (rc == 0)

@@ -57,7 +57,9 @@ struct zinf_hf_config {
 	uint64_t sliding_window; /* 0 = none */
 	uint64_t max_window_layers;
 	enum zinf_st_dtype torch_dtype;
-	bool has_torch_dtype; /* torch_dtype (or dtype) was given */
+	bool has_torch_dtype;	  /* torch_dtype (or dtype) was given */
+	double initializer_range; /* std of a random init's matrices; default 0.02 */
+	double attention_dropout; /* in [0, 1); zinf applies no dropout (train warns) */
 
 	void *json; /* private: the loaded JSON tree, for writing back; NULL if built */
 	char last_error[ZINF_HF_ERR_BYTES];

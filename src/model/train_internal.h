@@ -80,8 +80,8 @@ extern uint64_t train_load_ranges;
 /* Register modules and parameters (dtype tm->param_dtype) with e and finalize. */
 int train_model_register(struct train_model *tm, struct zinf_engine *e, char *err, size_t errlen);
 /* Load the parameters: from the checkpoint in o->model_dir, module by module (zinf_module_load), or a seeded
- * random init (normal(0, 0.02) matrices and embeddings, ones for norms, zeros for
- * biases). */
+ * random init (normal(0, initializer_range) matrices and embeddings, ones for norms,
+ * zeros for biases). */
 int train_model_load(struct train_model *tm, struct zinf_engine *e, const struct zinf_train_opts *o,
 		     char *err, size_t errlen);
 /* Check a checkpoint directory against tm's config without loading (setup validation). */

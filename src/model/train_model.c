@@ -15,6 +15,7 @@
 #include "safetensors.h"
 #include "train_internal.h"
 #include "zinf/error.h"
+#include "zinf/log.h"
 
 enum zinf_llama_module_kind train_module_kind(const struct train_model *tm, int mod)
 {
@@ -92,6 +93,11 @@ int train_model_config(struct train_model *tm, const struct zinf_train_opts *o, 
 		snprintf(err, errlen, "%s", tm->hf.last_error);
 		return rc;
 	}
+	if (tm->hf.attention_dropout > 0)
+		zinf_logf(
+			ZINF_LOG_WARN,
+			"%s: attention_dropout %g: zinf applies no dropout; training runs as at 0",
+			path, tm->hf.attention_dropout);
 	llama_config_from_hf(&tm->hf, &tm->lc);
 	rc = zinf_llama_config_check(&tm->lc, err, errlen);
 	if (rc)
@@ -297,12 +303,12 @@ static double uniform_open(uint64_t *s)
 }
 
 /* Elements [first, first + n) of tensor k's values, from (seed, k) alone, so the init
- * depends neither on the order of loading nor on the pieces: normal(0, 0.02)
+ * depends neither on the order of loading nor on the pieces: normal(0, std)
  * (Box-Muller: elements 2j and 2j + 1 from draws 2j and 2j + 1, and splitmix64's state
  * before draw d is the start plus d steps) for matrices and embeddings, 1 for norm
  * weights, 0 for biases. */
-static void init_tensor(const struct zinf_llama_param_info *info, uint64_t seed, uint64_t k,
-			uint64_t first, uint64_t n, float *out)
+static void init_tensor(const struct zinf_llama_param_info *info, double std, uint64_t seed,
+			uint64_t k, uint64_t first, uint64_t n, float *out)
 {
 	uint64_t s0 = seed ^ (0x5851f42d4c957f2dull * (k + 1));
 
@@ -318,9 +324,9 @@ static void init_tensor(const struct zinf_llama_param_info *info, uint64_t seed,
 		double r = sqrt(-2.0 * log(uniform_open(&s))), a = 2.0 * M_PI * uniform_open(&s);
 
 		if (i >= first)
-			out[i - first] = (float)(0.02 * r * cos(a));
+			out[i - first] = (float)(std * r * cos(a));
 		if (i + 1 < first + n)
-			out[i + 1 - first] = (float)(0.02 * r * sin(a));
+			out[i + 1 - first] = (float)(std * r * sin(a));
 	}
 }
 
@@ -344,8 +350,8 @@ static int fill_random(void *user, int s, uint64_t first, uint64_t n, void *src,
 		return ZINF_ESTATE;
 	}
 	/* tensor k counts every slot of the modules before (present or not) */
-	init_tensor(&info, f->seed, (uint64_t)f->mod * ZINF_LLAMA_MAX_PARAMS + (uint64_t)s, first,
-		    n, src);
+	init_tensor(&info, f->tm->hf.initializer_range, f->seed,
+		    (uint64_t)f->mod * ZINF_LLAMA_MAX_PARAMS + (uint64_t)s, first, n, src);
 	return 0;
 }
 

@@ -7,7 +7,8 @@
  * the tensor list; mistral's and qwen2's sliding-window fields (sliding_window,
  * use_sliding_window, max_window_layers, layer_types) load and save back. transformers
  * 5's rope_parameters (rope_type, rope_theta and the llama3 factors in one object) load
- * like the older rope_theta + rope_scaling.
+ * like the older rope_theta + rope_scaling; initializer_range and attention_dropout load
+ * with their checks.
  * Usage: test_hf_config_llama_mistral_qwen2 DATA_DIR
  */
 #include <ftw.h>
@@ -74,6 +75,27 @@ static void check_errors(void)
 		    "head_dim: 15 is odd");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rms_norm_eps\":-1}", ZINF_ECONFIG,
 		    "rms_norm_eps: expected a positive number");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"initializer_range\":0}", ZINF_ECONFIG,
+		    "initializer_range: expected a positive number");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"attention_dropout\":1}", ZINF_ECONFIG,
+		    "attention_dropout: expected a number from 0");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"attention_dropout\":\"0.1\"}",
+		    ZINF_ECONFIG, "attention_dropout: expected a number from 0");
+	{
+		struct zinf_hf_config c;
+
+		zinf_hf_config_init(&c);
+		T_CHECK(zinf_hf_config_load_string(
+				&c,
+				"{" BASE ",\"num_attention_heads\":4,"
+				"\"initializer_range\":0.05,\"attention_dropout\":0.1}",
+				"cfg.json") == 0,
+			"%s", c.last_error);
+		T_CHECK(c.initializer_range == 0.05 && c.attention_dropout == 0.1,
+			"initializer_range %g, attention_dropout %g", c.initializer_range,
+			c.attention_dropout);
+		zinf_hf_config_free(&c);
+	}
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_theta\":\"x\"}", ZINF_ECONFIG,
 		    "rope_theta: expected a positive number");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"yarn\","
@@ -176,6 +198,9 @@ static void check_samples(void)
 			c.head_dim == 64 && c.max_position_embeddings == 131072,
 		"llama dims");
 	T_CHECK(c.rms_norm_eps == 1e-5 && c.rope_theta == 500000.0, "llama eps/theta");
+	T_CHECK(c.initializer_range == 0.02 && c.attention_dropout == 0.0,
+		"llama initializer_range %g, attention_dropout %g", c.initializer_range,
+		c.attention_dropout);
 	T_CHECK(c.rope_llama3 && c.rope_factor == 32.0 && c.rope_low_freq_factor == 1.0 &&
 			c.rope_high_freq_factor == 4.0 &&
 			c.rope_original_max_position_embeddings == 8192,
