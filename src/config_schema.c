@@ -278,7 +278,7 @@ const struct zinf_key
 			      "buffer_count)"),
 			COUNT("zero_optimization.offload_param.max_in_cpu",
 			      zero.offload_param.max_in_cpu, 1e9, 0, 1e15, ZKF_WARN_IF_SET,
-			      "elements of parameters kept in host memory when the home tier is nvme (not implemented yet: warning if set)"),
+			      "elements of parameters kept in host memory when the home tier is nvme (not implemented yet: warning unless the default)"),
 			SECTION("zero_optimization.offload_optimizer",
 				"where fp32 master weights and Adam state live"),
 			ENUM("zero_optimization.offload_optimizer.device",
@@ -338,7 +338,7 @@ const struct zinf_key
 			COUNT(
 				"zero_optimization.stage3_param_persistence_threshold",
 				zero.stage3_param_persistence_threshold, 1e5, 0, 1e15,
-				ZKF_AUTO, "parameters smaller than this (elements) stay on the device (auto: 10 x hidden_size)"),
+				ZKF_AUTO, "modules whose parameters add up to at most this many elements stay on the device once fetched, within a quarter of the device budget (DeepSpeed keeps single parameters; auto: 10 x hidden_size)"),
 			COUNT("zero_optimization.stage3_max_live_parameters",
 			      zero.stage3_max_live_parameters, 1e9, 0, 1e15, 0,
 			      "most parameter elements gathered on the device at once"),
