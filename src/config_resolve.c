@@ -440,6 +440,11 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 			(unsigned long long)info->total_steps);
 	if (!info || !info->require_all)
 		return 0;
+	/* the micro batch first: the other batch sizes' "auto" follow from it */
+	if (cfg->is_auto[KEY("train_micro_batch_size_per_gpu")])
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"train_micro_batch_size_per_gpu: \"auto\" could not be resolved here (expected a value in the config, or zinf train's --micro-batch-size)");
 	for (int i = 0; i < zinf_n_keys; i++) {
 		if (!cfg->is_auto[i])
 			continue;

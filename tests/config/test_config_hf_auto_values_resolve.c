@@ -28,10 +28,12 @@ int main(int argc, char **argv)
 	T_CHECK(zinf_config_get_source(cfg, "train_batch_size", &src) == 0 && src == ZINF_SRC_AUTO,
 		"source auto");
 
-	/* Nothing gives the micro batch: refused, naming the key. */
+	/* Nothing gives the micro batch: refused, naming the key that is missing (not
+	 * train_batch_size, which follows from it) and the flag that gives it. */
 	T_CHECK(zinf_config_resolve(cfg, &info) == ZINF_ECONFIG, "unresolvable auto accepted");
 	T_CHECK(strstr(zinf_config_last_error(cfg),
-		       "train_batch_size: \"auto\" could not be resolved"),
+		       "train_micro_batch_size_per_gpu: \"auto\" could not be resolved") &&
+			strstr(zinf_config_last_error(cfg), "--micro-batch-size"),
 		"%s", zinf_config_last_error(cfg));
 
 	T_CHECK_RC(zinf_config_set(cfg, "train_micro_batch_size_per_gpu", "4"));
