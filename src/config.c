@@ -770,6 +770,13 @@ static int config_set(struct zinf_config *cfg, const char *key, const char *valu
 		return fail_unknown(cfg, prefix, dot ? dot + 1 : key, key);
 	}
 	j = cJSON_ParseWithOpts(value, NULL, true);
+	if (j && cJSON_IsNull(j)) { /* DeepSpeed's None, as in a file: the default again */
+		cJSON_Delete(j);
+		key_reset(cfg, i);
+		if (zinf_keys[i].alias_of)
+			key_reset(cfg, zinf_key_find(zinf_keys[i].alias_of));
+		return 0;
+	}
 	if (!j || (is_textual(zinf_keys[i].type) && !cJSON_IsString(j) &&
 		   !(zinf_keys[i].type == ZK_STRLIST && cJSON_IsArray(j)) &&
 		   !(zinf_keys[i].type == ZK_BYTES && cJSON_IsNumber(j)))) {

@@ -1,7 +1,8 @@
 /* A key given as JSON null is DeepSpeed's None: as if not given, its default applies
  * (source "default"), for scalars (a count, a bool, a byte size, a path, a string) and
  * objects alike, as DeepSpeed's documented examples write them
- * ("number_checkpoints": null). An unknown key given as null is still refused, naming
+ * ("number_checkpoints": null), and so is --set KEY=null over a value the file gave
+ * (a quoted "null" is a string). An unknown key given as null is still refused, naming
  * it. */
 #include "config.h"
 #include "test.h"
@@ -50,6 +51,30 @@ int main(void)
 		"offload_param.device: %s", s);
 	T_CHECK(zinf_config_get_u64(cfg, "zero_optimization.stage", &u) == 0 && u == 3,
 		"the keys beside the nulls: stage %llu", (unsigned long long)u);
+	zinf_config_destroy(cfg);
+
+	/* --set KEY=null: the file's value gives way to the default */
+	T_CHECK_RC(zinf_config_create(&cfg));
+	T_CHECK_RC(zinf_config_load_string(
+		cfg,
+		"{\"fp16\": {\"enabled\": true}, \"zinf\": {\"trace\": \"t.json\","
+		" \"chunk_size\": \"1MiB\"}, \"aio\": {\"thread_count\": 4}}",
+		"set.json"));
+	T_CHECK_RC(zinf_config_set(cfg, "fp16.enabled", "null"));
+	T_CHECK_RC(zinf_config_set(cfg, "zinf.trace", "null"));
+	T_CHECK_RC(zinf_config_set(cfg, "zinf.chunk_size", "null"));
+	T_CHECK_RC(zinf_config_set(cfg, "aio.thread_count", "null")); /* an old name */
+	T_CHECK(zinf_config_get_bool(cfg, "fp16.enabled", &b) == 0 && !b, "fp16.enabled: %d", b);
+	want_default(cfg, "fp16.enabled");
+	T_CHECK(zinf_config_get_string(cfg, "zinf.trace", &s) == 0 && s == NULL, "trace: %s", s);
+	want_default(cfg, "zinf.trace");
+	want_default(cfg, "zinf.chunk_size");
+	T_CHECK(zinf_config_get_u64(cfg, "aio.intra_op_parallelism", &u) == 0 && u == 1,
+		"intra_op_parallelism after its old name's null: %llu", (unsigned long long)u);
+	want_default(cfg, "aio.intra_op_parallelism");
+	T_CHECK_RC(zinf_config_set(cfg, "zinf.trace", "\"null\""));
+	T_CHECK(zinf_config_get_string(cfg, "zinf.trace", &s) == 0 && s && !strcmp(s, "null"),
+		"a quoted null is a path: %s", s ? s : "(none)");
 	zinf_config_destroy(cfg);
 
 	/* a misspelt key is refused even as null */
