@@ -36,7 +36,7 @@ static struct counts run(struct tf_dir *d, const char *model_dir, const char *sa
 		o.model_dir = model_dir;
 	}
 	o.save_dir = save_dir;
-	o.save_dtype = save_dtype;
+	o.save_dtype = save_dir ? save_dtype : ZINF_DTYPE_NONE;
 	o.config_sets = &config_set;
 	o.n_config_sets = config_set ? 1 : 0;
 	tf_run(&o, &res);
