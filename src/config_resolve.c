@@ -30,6 +30,65 @@ static bool known(const struct zinf_config *cfg, int i)
 		cfg->source[i] == ZINF_SRC_RESOLVED);
 }
 
+/* ---- naming where a value came from ------------------------------------------------ */
+
+/* Whether the command line (--set) gave one of keys (NULL-terminated; "x[3]": list x). */
+static bool from_set(const struct zinf_config *cfg, const char *const *keys)
+{
+	for (; *keys; keys++) {
+		char base[96];
+
+		snprintf(base, sizeof(base), "%.*s", (int)strcspn(*keys, "["), *keys);
+		if (cfg->source[KEY(base)] == ZINF_SRC_SET)
+			return true;
+	}
+	return false;
+}
+
+/* "keys[0]: message", as an error (code) or a warning, named --set when the command line
+ * gave one of keys (as zinf_config_set names its own errors), else after the file. */
+__attribute__((format(printf, 4, 0))) static int
+say(struct zinf_config *cfg, int code, const char *const *keys, const char *fmt, va_list ap)
+{
+	static char set_name[] = "--set";
+	char msg[512], *file = cfg->name;
+	int rc = 0;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (from_set(cfg, keys))
+		cfg->name = set_name;
+	if (code)
+		rc = zinf_config_fail(cfg, code, "%s: %s", keys[0], msg);
+	else
+		zinf_config_warn(cfg, "%s: %s", keys[0], msg);
+	cfg->name = file;
+	return rc;
+}
+
+__attribute__((format(printf, 3, 4))) static int
+fail_keys(struct zinf_config *cfg, const char *const *keys, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = say(cfg, ZINF_ECONFIG, keys, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+__attribute__((format(printf, 3, 4))) static void
+warn_keys(struct zinf_config *cfg, const char *const *keys, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say(cfg, 0, keys, fmt, ap);
+	va_end(ap);
+}
+
+#define KEYS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
 /* ---- batch sizes -------------------------------------------------------------------- */
 
 static void set_derived(struct zinf_config *cfg, int i, uint64_t *field, uint64_t v)
@@ -72,9 +131,11 @@ static int check_batch(struct zinf_config *cfg, int world)
 			if (iw && world > 0)
 				snprintf(hint, sizeof(hint), "; a world size of %llu would match",
 					 (unsigned long long)iw);
-			return zinf_config_fail(
-				cfg, ZINF_ECONFIG,
-				"train_batch_size: %llu != train_micro_batch_size_per_gpu %llu x gradient_accumulation_steps %llu x world size %llu = %llu (expected train_batch_size = micro batch x accumulation steps x world size%s)",
+			return fail_keys(
+				cfg,
+				KEYS("train_batch_size", "train_micro_batch_size_per_gpu",
+				     "gradient_accumulation_steps"),
+				"%llu != train_micro_batch_size_per_gpu %llu x gradient_accumulation_steps %llu x world size %llu = %llu (expected train_batch_size = micro batch x accumulation steps x world size%s)",
 				(unsigned long long)v->train_batch_size,
 				(unsigned long long)v->train_micro_batch_size_per_gpu,
 				(unsigned long long)v->gradient_accumulation_steps,
@@ -89,9 +150,9 @@ static int check_batch(struct zinf_config *cfg, int world)
 			mb ? "train_micro_batch_size_per_gpu" : "gradient_accumulation_steps";
 		uint64_t div = given * ws;
 		if (v->train_batch_size % div != 0)
-			return zinf_config_fail(
-				cfg, ZINF_ECONFIG,
-				"train_batch_size: %llu is not divisible by %s %llu x world size %llu (expected a multiple of %llu)",
+			return fail_keys(
+				cfg, KEYS("train_batch_size", gname),
+				"%llu is not divisible by %s %llu x world size %llu (expected a multiple of %llu)",
 				(unsigned long long)v->train_batch_size, gname,
 				(unsigned long long)given, (unsigned long long)ws,
 				(unsigned long long)div);
@@ -109,9 +170,9 @@ static int check_batch(struct zinf_config *cfg, int world)
 		return 0;
 	if (tbs) { /* only the global batch: no accumulation, as DeepSpeed */
 		if (v->train_batch_size % ws != 0)
-			return zinf_config_fail(
-				cfg, ZINF_ECONFIG,
-				"train_batch_size: %llu is not divisible by world size %llu (expected a multiple of %llu)",
+			return fail_keys(
+				cfg, KEYS("train_batch_size"),
+				"%llu is not divisible by world size %llu (expected a multiple of %llu)",
 				(unsigned long long)v->train_batch_size, (unsigned long long)ws,
 				(unsigned long long)ws);
 		set_derived(cfg, i_gas, &v->gradient_accumulation_steps, 1);
@@ -132,27 +193,31 @@ static int check_batch(struct zinf_config *cfg, int world)
 static int check_offload(struct zinf_config *cfg, const char *which, int device,
 			 const char *nvme_path)
 {
-	char key[96];
+	char key[96], dev[96];
 	int stage = cfg->v.zero.stage;
 	bool param = strcmp(which, "offload_param") == 0;
 
 	if (device == ZINF_OFFLOAD_NONE)
 		return 0;
 	if (param && stage < 3)
-		return zinf_config_fail(
-			cfg, ZINF_ECONFIG,
-			"zero_optimization.offload_param.device: %s parameter offload needs zero_optimization.stage 3, got %d (expected stage 3, or offload_param.device none)",
+		return fail_keys(
+			cfg,
+			KEYS("zero_optimization.offload_param.device", "zero_optimization.stage"),
+			"%s parameter offload needs zero_optimization.stage 3, got %d (expected stage 3, or offload_param.device none)",
 			device == ZINF_OFFLOAD_NVME ? "nvme" : "cpu", stage);
 	if (!param && stage < 1)
-		return zinf_config_fail(
-			cfg, ZINF_ECONFIG,
-			"zero_optimization.offload_optimizer.device: optimizer offload needs zero_optimization.stage 1, 2 or 3, got 0 (expected a ZeRO stage, or offload_optimizer.device none)");
+		return fail_keys(
+			cfg,
+			KEYS("zero_optimization.offload_optimizer.device",
+			     "zero_optimization.stage"),
+			"optimizer offload needs zero_optimization.stage 1, 2 or 3, got 0 (expected a ZeRO stage, or offload_optimizer.device none)");
 	snprintf(key, sizeof(key), "zero_optimization.%s.nvme_path", which);
+	snprintf(dev, sizeof(dev), "zero_optimization.%s.device", which);
 	if (device == ZINF_OFFLOAD_NVME && !nvme_path && cfg->v.zinf.nvme_paths.n == 0)
-		return zinf_config_fail(
-			cfg, ZINF_ECONFIG,
-			"%s: missing; %s.device is nvme (expected a directory on the NVMe drive, or zinf.nvme_paths)",
-			key, which);
+		return fail_keys(
+			cfg, KEYS(key, dev),
+			"missing; %s.device is nvme (expected a directory on the NVMe drive, or zinf.nvme_paths)",
+			which);
 	return 0;
 }
 
@@ -170,10 +235,9 @@ static int check_scheduler(struct zinf_config *cfg)
 		if (!k->sched_mask || !cfg->present[i])
 			continue;
 		if (type == ZINF_LR_CONSTANT)
-			return zinf_config_fail(
-				cfg, ZINF_ECONFIG,
-				"%s: scheduler parameters without scheduler.type (expected a type: WarmupLR, WarmupDecayLR or WarmupCosineLR)",
-				k->path);
+			return fail_keys(
+				cfg, KEYS(k->path, "scheduler.type"),
+				"scheduler parameters without scheduler.type (expected a type: WarmupLR, WarmupDecayLR or WarmupCosineLR)");
 		if (k->sched_mask & ZINF_SCHED_BIT(type))
 			continue;
 		for (int j = 0; j < zinf_n_keys; j++) {
@@ -183,15 +247,14 @@ static int check_scheduler(struct zinf_config *cfg)
 					 zinf_keys[j].path + strlen("scheduler.params."));
 			}
 		}
-		return zinf_config_fail(cfg, ZINF_ECONFIG,
-					"%s: not a parameter of %s (expected one of %s)", k->path,
-					tname, takes);
+		return fail_keys(cfg, KEYS(k->path, "scheduler.type"),
+				 "not a parameter of %s (expected one of %s)", tname, takes);
 	}
 	if ((type == ZINF_LR_WARMUP_DECAY || type == ZINF_LR_WARMUP_COSINE) &&
 	    !cfg->present[i_total] && cfg->source[i_total] != ZINF_SRC_SET)
-		return zinf_config_fail(
-			cfg, ZINF_ECONFIG,
-			"scheduler.params.total_num_steps: missing; %s needs it (expected the run's total optimizer steps, or \"auto\")",
+		return fail_keys(
+			cfg, KEYS("scheduler.params.total_num_steps", "scheduler.type"),
+			"missing; %s needs it (expected the run's total optimizer steps, or \"auto\")",
 			tname);
 	return 0;
 }
@@ -203,9 +266,9 @@ int zinf_config_validate(struct zinf_config *cfg, int world_size)
 
 	if (v->fp16.enabled && v->bf16.enabled && !cfg->is_auto[KEY("fp16.enabled")] &&
 	    !cfg->is_auto[KEY("bf16.enabled")])
-		return zinf_config_fail(
-			cfg, ZINF_ECONFIG,
-			"fp16.enabled: fp16 and bf16 are both enabled (expected at most one of fp16.enabled, bf16.enabled)");
+		return fail_keys(
+			cfg, KEYS("fp16.enabled", "bf16.enabled"),
+			"fp16 and bf16 are both enabled (expected at most one of fp16.enabled, bf16.enabled)");
 	rc = check_offload(cfg, "offload_param", v->zero.offload_param.device,
 			   v->zero.offload_param.nvme_path);
 	if (!rc)
@@ -213,9 +276,11 @@ int zinf_config_validate(struct zinf_config *cfg, int world_size)
 				   v->zero.offload_optimizer.nvme_path);
 	if (!rc && v->zinf.offload_gradients == ZINF_GRADS_NVME &&
 	    v->zero.offload_optimizer.device != ZINF_OFFLOAD_NVME)
-		rc = zinf_config_fail(
-			cfg, ZINF_ECONFIG,
-			"zinf.offload_gradients: nvme needs zero_optimization.offload_optimizer.device nvme (expected auto or cpu, or the optimizer state on NVMe)");
+		rc = fail_keys(
+			cfg,
+			KEYS("zinf.offload_gradients",
+			     "zero_optimization.offload_optimizer.device"),
+			"nvme needs zero_optimization.offload_optimizer.device nvme (expected auto or cpu, or the optimizer state on NVMe)");
 	if (!rc)
 		rc = check_scheduler(cfg);
 	if (!rc)
@@ -233,36 +298,17 @@ int zinf_config_validate(struct zinf_config *cfg, int world_size)
 
 /* ---- warnings about this machine and about values without effect ------------------- */
 
-/* A warning about key's value: named --set when the command line gave it (as
- * zinf_config_set names its errors), else the file. */
-__attribute__((format(printf, 3, 4))) static void warn_key(struct zinf_config *cfg, const char *key,
-							   const char *fmt, ...)
-{
-	static char set_name[] = "--set";
-	char base[64], msg[512], *file = cfg->name;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	snprintf(base, sizeof(base), "%.*s", (int)strcspn(key, "["), key); /* a list's item */
-	if (cfg->source[KEY(base)] == ZINF_SRC_SET)
-		cfg->name = set_name;
-	zinf_config_warn(cfg, "%s: %s", key, msg);
-	cfg->name = file;
-}
-
 static void warn_missing_dir(struct zinf_config *cfg, const char *key, const char *path)
 {
 	struct stat st;
 
 	if (path && stat(path, &st) != 0)
-		warn_key(cfg, key,
-			 "%s does not exist on this machine (an error only when training starts)",
-			 path);
+		warn_keys(cfg, KEYS(key),
+			  "%s does not exist on this machine (an error only when training starts)",
+			  path);
 	else if (path && !S_ISDIR(st.st_mode))
-		warn_key(cfg, key, "%s is not a directory (an error only when training starts)",
-			 path);
+		warn_keys(cfg, KEYS(key),
+			  "%s is not a directory (an error only when training starts)", path);
 }
 
 static void warn_missing_paths(struct zinf_config *cfg)
@@ -311,20 +357,22 @@ void zinf_config_warn_environment(struct zinf_config *cfg, bool paths)
 		else if (k->type == ZK_FLOAT)
 			differs = *(const double *)f != k->def;
 		if (differs)
-			warn_key(cfg, k->path,
-				 "not implemented by zinf yet; the value has no effect");
+			warn_keys(cfg, KEYS(k->path),
+				  "not implemented by zinf yet; the value has no effect");
 	}
 	if (v->optimizer.type == ZINF_OPT_ADAM && v->optimizer.weight_decay > 0 &&
 	    !cfg->present[KEY("optimizer.params.adam_w_mode")])
-		zinf_config_warn(
-			cfg,
-			"optimizer.type: Adam applies weight_decay as L2 in zinf, but DeepSpeed's Adam decouples it by default (set optimizer.params.adam_w_mode, or use AdamW)");
+		warn_keys(
+			cfg, KEYS("optimizer.type", "optimizer.params.weight_decay"),
+			"Adam applies weight_decay as L2 in zinf, but DeepSpeed's Adam decouples it by default (set optimizer.params.adam_w_mode, or use AdamW)");
 	if (v->scheduler.total_num_steps &&
 	    v->scheduler.total_num_steps < v->scheduler.warmup_num_steps &&
 	    !cfg->is_auto[KEY("scheduler.params.total_num_steps")])
-		zinf_config_warn(
+		warn_keys(
 			cfg,
-			"scheduler.params.total_num_steps: %llu is less than warmup_num_steps %llu; the schedule never leaves warmup",
+			KEYS("scheduler.params.total_num_steps",
+			     "scheduler.params.warmup_num_steps"),
+			"%llu is less than warmup_num_steps %llu; the schedule never leaves warmup",
 			(unsigned long long)v->scheduler.total_num_steps,
 			(unsigned long long)v->scheduler.warmup_num_steps);
 }
@@ -423,9 +471,11 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 		return rc;
 	cfg->world_size = world;
 	if (v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME && v->zero.sub_group_size < 1024)
-		zinf_config_warn(
+		warn_keys(
 			cfg,
-			"zero_optimization.sub_group_size: %llu elements with the optimizer on NVMe: each of a sub-group's master, m and v is padded to an I/O block of at least 4 KiB (1024 elements), so the state takes %.1fx its size on NVMe or more, in as many times more requests a step",
+			KEYS("zero_optimization.sub_group_size",
+			     "zero_optimization.offload_optimizer.device"),
+			"%llu elements with the optimizer on NVMe: each of a sub-group's master, m and v is padded to an I/O block of at least 4 KiB (1024 elements), so the state takes %.1fx its size on NVMe or more, in as many times more requests a step",
 			(unsigned long long)v->zero.sub_group_size,
 			1024.0 / (double)(v->zero.sub_group_size ? v->zero.sub_group_size : 1));
 	if (info && info->total_steps && v->scheduler.total_num_steps &&
@@ -433,9 +483,9 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 	    cfg->source[KEY("scheduler.params.total_num_steps")] != ZINF_SRC_RESOLVED &&
 	    (v->scheduler.type == ZINF_LR_WARMUP_DECAY ||
 	     v->scheduler.type == ZINF_LR_WARMUP_COSINE))
-		zinf_config_warn(
-			cfg,
-			"scheduler.params.total_num_steps: %llu is less than the run's %llu optimizer steps; the steps after it keep the schedule's last learning rate",
+		warn_keys(
+			cfg, KEYS("scheduler.params.total_num_steps"),
+			"%llu is less than the run's %llu optimizer steps; the steps after it keep the schedule's last learning rate",
 			(unsigned long long)v->scheduler.total_num_steps,
 			(unsigned long long)info->total_steps);
 	if (!info || !info->require_all)

@@ -137,6 +137,16 @@ static int batch_flag(struct train_run *r, const char *flag, uint64_t want, cons
 	return rc;
 }
 
+/* Where key's value came from, for a message: --set, or the config file. */
+static const char *origin(const struct train_run *r, const char *key)
+{
+	enum zinf_config_source src;
+
+	return zinf_config_get_source(r->cfg, key, &src) == 0 && src == ZINF_SRC_SET
+		       ? "--set"
+		       : r->o->config_path;
+}
+
 static int setup_config(struct train_run *r, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
@@ -206,7 +216,7 @@ static int setup_config(struct train_run *r, char *err, size_t errlen)
 		snprintf(err, errlen,
 			 "%s: activation_checkpointing.cpu_checkpointing: true needs "
 			 "--activation-checkpointing (without it no layer input is a checkpoint)",
-			 o->config_path);
+			 origin(r, "activation_checkpointing.cpu_checkpointing"));
 		return ZINF_ECONFIG;
 	}
 	if (r->cpu_ckpt && o->activation_checkpointing) {
@@ -218,7 +228,8 @@ static int setup_config(struct train_run *r, char *err, size_t errlen)
 			snprintf(err, errlen,
 				 "%s: activation_checkpointing.cpu_checkpointing: the checkpoints "
 				 "need %s of host memory, more than half of this machine's %s",
-				 o->config_path, zinf_format_bytes(need, a, sizeof(a)),
+				 origin(r, "activation_checkpointing.cpu_checkpointing"),
+				 zinf_format_bytes(need, a, sizeof(a)),
 				 zinf_format_bytes(info.host_total_bytes, b, sizeof(b)));
 			return ZINF_EBUDGET;
 		}

@@ -1,8 +1,15 @@
 /* zinf_config_set overrides one key from command-line text (JSON or a bare word), marks
- * it "set", checks it like the loader, and suggests the closest key for a typo. */
+ * it "set", checks it like the loader, and suggests the closest key for a typo; a rule
+ * across keys that a --set value breaks, and a warning about one, are named --set, not
+ * the file. */
 #include "config.h"
 #include "test.h"
 #include "zinf/zinf.h"
+
+static bool starts(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
 
 int main(void)
 {
@@ -58,6 +65,45 @@ int main(void)
 		"12000 bytes is unaligned");
 	T_CHECK(zinf_config_set(cfg, "bf16.enabled", "yes") == ZINF_ECONFIG,
 		"bool from a bare word");
+	zinf_config_destroy(cfg);
+
+	/* cross-key rules broken by a --set value */
+	T_CHECK_RC(zinf_config_create(&cfg));
+	T_CHECK_RC(zinf_config_load_string(
+		cfg, "{\"train_micro_batch_size_per_gpu\": 1, \"bf16\": {\"enabled\": true}}",
+		"x.json"));
+	T_CHECK_RC(zinf_config_set(cfg, "zero_optimization.offload_param.device", "nvme"));
+	T_CHECK(zinf_config_resolve(cfg, NULL) == ZINF_ECONFIG, "offload at stage 0 accepted");
+	T_CHECK(starts(zinf_config_last_error(cfg),
+		       "--set: zero_optimization.offload_param.device: "),
+		"not named --set: %s", zinf_config_last_error(cfg));
+	T_CHECK_RC(zinf_config_set(cfg, "zero_optimization.offload_param.device", "none"));
+	T_CHECK_RC(zinf_config_set(cfg, "fp16.enabled", "true"));
+	T_CHECK(zinf_config_resolve(cfg, NULL) == ZINF_ECONFIG, "fp16 and bf16 accepted");
+	T_CHECK(starts(zinf_config_last_error(cfg), "--set: fp16.enabled: "), "not named --set: %s",
+		zinf_config_last_error(cfg));
+	T_CHECK_RC(zinf_config_set(cfg, "fp16.enabled", "false"));
+	T_CHECK_RC(zinf_config_set(cfg, "optimizer.type", "Adam"));
+	T_CHECK_RC(zinf_config_set(cfg, "optimizer.params.weight_decay", "0.1"));
+	T_CHECK_RC(zinf_config_resolve(cfg, NULL));
+	T_CHECK(zinf_config_warning_count(cfg) > 0 &&
+			starts(zinf_config_warning(cfg, zinf_config_warning_count(cfg) - 1),
+			       "--set: optimizer.type: Adam applies"),
+		"warning not named --set: %s",
+		zinf_config_warning_count(cfg)
+			? zinf_config_warning(cfg, zinf_config_warning_count(cfg) - 1)
+			: "(none)");
+	zinf_config_destroy(cfg);
+	/* the same rule broken by the file alone is the file's */
+	T_CHECK_RC(zinf_config_create(&cfg));
+	T_CHECK(zinf_config_load_string(
+			cfg,
+			"{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"offload_param\":"
+			" {\"device\": \"cpu\"}}}",
+			"x.json") == ZINF_ECONFIG,
+		"offload at stage 0 accepted");
+	T_CHECK(starts(zinf_config_last_error(cfg), "x.json: zero_optimization.offload_param"),
+		"not named after the file: %s", zinf_config_last_error(cfg));
 	zinf_config_destroy(cfg);
 	return T_EXIT_PASS;
 }
