@@ -367,6 +367,12 @@ int zinf_io_create(const struct zinf_io_opts *opts, struct zinf_io **out, char *
 			goto out_destroy;
 		}
 		io->opts.nvme_paths[i] = io->paths[i].dir;
+		if (opts->path_names[i])
+			snprintf(io->paths[i].name, sizeof(io->paths[i].name), "%s",
+				 opts->path_names[i]);
+		else
+			snprintf(io->paths[i].name, sizeof(io->paths[i].name), "nvme_paths[%d]", i);
+		io->opts.path_names[i] = NULL; /* (the copy above is the one kept) */
 	}
 	io->n_lanes = (int)opts->intra_op_parallelism;
 	io->lanes = calloc(io->n_lanes, sizeof(*io->lanes));

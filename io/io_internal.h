@@ -35,6 +35,7 @@ struct io_file {
 
 struct io_path {
 	char *dir;     /* the nvme path as given */
+	char name[96]; /* what messages call it: opts.path_names[i], or nvme_paths[i] */
 	char *run_dir; /* dir/run_dir_name */
 	int lock_fd;   /* flock'd while the run lives; -1 when not created */
 	bool direct;   /* O_DIRECT accepted here */

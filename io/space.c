@@ -222,7 +222,7 @@ int io_space_init(struct zinf_io *io)
 			rc = errno ? -errno : -ENOTDIR;
 			if (rc == 0 || S_ISREG(st.st_mode))
 				rc = -ENOTDIR;
-			io_set_error(io, "nvme_paths[%d] %s: not a usable directory: %s", i, p->dir,
+			io_set_error(io, "%s %s: not a usable directory: %s", p->name, p->dir,
 				     strerror(-rc));
 			return rc;
 		}

@@ -5,30 +5,51 @@
 #include "tier_opts.h"
 #include "zinf/error.h"
 
-int zinf_config_nvme_paths(const struct zinf_config *cfg, const char **paths, int max)
+/* The keys a path can come from, for messages. */
+static const char *const list_names[] = {
+	"zinf.nvme_paths[0]",  "zinf.nvme_paths[1]",  "zinf.nvme_paths[2]",  "zinf.nvme_paths[3]",
+	"zinf.nvme_paths[4]",  "zinf.nvme_paths[5]",  "zinf.nvme_paths[6]",  "zinf.nvme_paths[7]",
+	"zinf.nvme_paths[8]",  "zinf.nvme_paths[9]",  "zinf.nvme_paths[10]", "zinf.nvme_paths[11]",
+	"zinf.nvme_paths[12]", "zinf.nvme_paths[13]", "zinf.nvme_paths[14]", "zinf.nvme_paths[15]",
+};
+_Static_assert(sizeof(list_names) / sizeof(list_names[0]) == ZINF_IO_MAX_PATHS,
+	       "a name for every path");
+
+int zinf_config_nvme_paths(const struct zinf_config *cfg, const char **paths, const char **names,
+			   int max)
 {
 	const struct zinf_config_values *v = &cfg->v;
-	const char *cand[2];
+	const char *cand[2], *cand_name[2];
 	int n = 0, nc = 0;
 
 	if (v->zinf.nvme_paths.n) {
 		if (v->zinf.nvme_paths.n > max)
 			return ZINF_ECONFIG;
-		for (int i = 0; i < v->zinf.nvme_paths.n; i++)
+		for (int i = 0; i < v->zinf.nvme_paths.n; i++) {
 			paths[i] = v->zinf.nvme_paths.v[i];
+			if (names)
+				names[i] = i < ZINF_IO_MAX_PATHS ? list_names[i] : NULL;
+		}
 		return v->zinf.nvme_paths.n;
 	}
-	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME && v->zero.offload_param.nvme_path)
+	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME && v->zero.offload_param.nvme_path) {
+		cand_name[nc] = "zero_optimization.offload_param.nvme_path";
 		cand[nc++] = v->zero.offload_param.nvme_path;
+	}
 	if (v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME &&
-	    v->zero.offload_optimizer.nvme_path)
+	    v->zero.offload_optimizer.nvme_path) {
+		cand_name[nc] = "zero_optimization.offload_optimizer.nvme_path";
 		cand[nc++] = v->zero.offload_optimizer.nvme_path;
+	}
 	for (int i = 0; i < nc; i++) {
 		bool dup = false;
 		for (int j = 0; j < n; j++)
 			dup |= strcmp(paths[j], cand[i]) == 0;
-		if (!dup && n < max)
+		if (!dup && n < max) {
+			if (names)
+				names[n] = cand_name[i];
 			paths[n++] = cand[i];
+		}
 	}
 	return n;
 }
@@ -50,7 +71,7 @@ int zinf_config_io_opts(const struct zinf_config *cfg, struct zinf_io_opts *out)
 	out->checksum = (enum zinf_io_checksum)v->zinf.checksum;
 	out->remove_stale = v->zinf.remove_stale_run_dir;
 	out->stripe_unit = v->aio.block_size;
-	n = zinf_config_nvme_paths(cfg, out->nvme_paths, ZINF_IO_MAX_PATHS);
+	n = zinf_config_nvme_paths(cfg, out->nvme_paths, out->path_names, ZINF_IO_MAX_PATHS);
 	if (n < 0)
 		return n;
 	out->n_paths = n;

@@ -15,10 +15,12 @@
 #include "zinf/io.h"
 
 /* The NVMe directories the run uses: zinf.nvme_paths when given, else the distinct
- * nvme_path values of offload_param and offload_optimizer whose device is nvme.
- * Pointers stay valid as long as cfg. Returns how many (0..ZINF_IO_MAX_PATHS), or
- * ZINF_ECONFIG when there are more than the I/O engine takes. */
-int zinf_config_nvme_paths(const struct zinf_config *cfg, const char **paths, int max);
+ * nvme_path values of offload_param and offload_optimizer whose device is nvme; with
+ * names, the key each came from ("zinf.nvme_paths[1]"). Pointers stay valid as long as
+ * cfg. Returns how many (0..ZINF_IO_MAX_PATHS), or ZINF_ECONFIG when there are more than
+ * the I/O engine takes. */
+int zinf_config_nvme_paths(const struct zinf_config *cfg, const char **paths, const char **names,
+			   int max);
 
 /* Fill each tier's options from cfg ("auto" sizes become 0, which each tier resolves
  * from the hardware). The io opts point into cfg. Return 0 or ZINF_ECONFIG. */

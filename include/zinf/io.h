@@ -52,7 +52,10 @@ struct zinf_io_opts {
 	enum zinf_io_engine engine;		   /* auto */
 	enum zinf_io_checksum checksum;		   /* none */
 	const char *nvme_paths[ZINF_IO_MAX_PATHS]; /* directories; strings copied */
-	int n_paths;				   /* 0: only external files (bench) */
+	/* what messages call each path (the config key that gave it); NULL: nvme_paths[i];
+	 * strings copied */
+	const char *path_names[ZINF_IO_MAX_PATHS];
+	int n_paths;		  /* 0: only external files (bench) */
 	const char *run_dir_name; /* per-run directory under each path; "zinf-run" */
 	bool direct;		  /* O_DIRECT; true. tmpfs falls back with one warning */
 	bool bounce;		  /* copy unaligned buffers through aligned bounce buffers */

@@ -3,8 +3,8 @@
  * values, missing files, a checkpoint missing a tensor, --seq-len beyond
  * max_position_embeddings, tokens outside the vocabulary, a text file for a vocabulary
  * under 256, a config that does not load, --resume of no directory or of a checkpoint
- * without its training state, --save-total-limit 0, an NVMe path that is no directory (one
- * line, not the I/O layer's log besides), a zinf.trace path that cannot be written
+ * without its training state, --save-total-limit 0, an NVMe path that is no directory
+ * (one line naming the key that gave it, not the I/O layer's log besides), a zinf.trace path that cannot be written
  * (before the run, not after it), a --set typo (named as --set's, not the file's), a
  * device budget that holds a decoder layer but not with its gradients or is more than the
  * host's memory (the host device backend), a pinned budget more than the host's memory, parameters and optimizer state in host memory
@@ -261,7 +261,9 @@ int main(int argc, char **argv)
 		 "%s --data '%s' --steps 2 --set zero_optimization.offload_optimizer.device=nvme "
 		 "--set zero_optimization.offload_optimizer.nvme_path='%s/nope'",
 		 base, d.data, d.root);
-	T_CHECK(run(a, "nope: not a usable directory", 1) == 2, "an NVMe path that is not there");
+	T_CHECK(run(a, "zero_optimization.offload_optimizer.nvme_path", 1) == 2 &&
+			run(a, "nope: not a usable directory", 1) == 2,
+		"an NVMe path that is not there, named by its key");
 	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --set zinf.trace='%s/nope/t.json'", base,
 		 d.data, d.root);
 	T_CHECK(run(a, "zinf.trace: cannot write", 1) == 2, "a trace path that cannot be written");
