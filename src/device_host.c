@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "device.h"
 #include "zinf/config.h"
 #include "zinf/error.h"
@@ -568,23 +569,17 @@ int zinf_device_host_open(const struct zinf_device_opts *opts, struct zinf_devic
 	uint64_t limit = opts->memory_limit ? opts->memory_limit : host_auto_limit();
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	struct host_device *hd;
-	char lim[32], lim2[32];
-	uint64_t ram;
+	char lim[32];
 	void *heap;
 	int rc;
 
 	limit = (limit + 4095) & ~4095ull;
-	ram = zinf_host_memory_bytes();
 	/* the heap is host memory, mapped unreserved: a budget beyond it would be a promise
 	 * the step breaks (as on cuda, where the limit must fit the GPU's free memory) */
-	if (ram && limit > ram) {
-		snprintf(err, errlen,
-			 "device budget: device_memory_limit %s is more than the %s of memory of "
-			 "this host (the host device backend's heap is host memory)",
-			 zinf_format_bytes(limit, lim, sizeof(lim)),
-			 zinf_format_bytes(ram, lim2, sizeof(lim2)));
-		return ZINF_EBUDGET;
-	}
+	rc = zinf_budget_fits_host("device", "device_memory_limit", limit,
+				   "the host device backend's heap is host memory", err, errlen);
+	if (rc)
+		return rc;
 	hd = calloc(1, sizeof(*hd));
 	if (!hd) {
 		snprintf(err, errlen, "host device: out of host memory");

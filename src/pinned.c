@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "arena.h"
+#include "budget.h"
 #include "device.h"
 #include "pinned.h"
 #include "thread_error.h"
@@ -292,7 +293,7 @@ static void pool_populate(struct zinf_pinned *pool)
 int zinf_pinned_create(const struct zinf_pinned_opts *opts, struct zinf_pinned **out, char *err,
 		       size_t errlen)
 {
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), size, cg, ram;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), size, cg;
 	struct zinf_pinned *pool;
 	char sz[32], lim[32], cgpath[640];
 	int rc;
@@ -312,15 +313,10 @@ int zinf_pinned_create(const struct zinf_pinned_opts *opts, struct zinf_pinned *
 	}
 	size = opts->size ? opts->size : default_size();
 	size = (size + page - 1) & ~(page - 1);
-	ram = zinf_host_memory_bytes();
-	if (ram && size > ram) { /* pinned memory is host memory that cannot be swapped */
-		snprintf(err, errlen,
-			 "pinned budget: pinned_memory_limit %s is more than the %s of memory of "
-			 "this host",
-			 zinf_format_bytes(size, sz, sizeof(sz)),
-			 zinf_format_bytes(ram, lim, sizeof(lim)));
-		return ZINF_EBUDGET;
-	}
+	/* pinned memory is host memory that cannot be swapped */
+	rc = zinf_budget_fits_host("pinned", "pinned_memory_limit", size, NULL, err, errlen);
+	if (rc)
+		return rc;
 	cg = cgroup_memory_limit(cgpath, sizeof(cgpath));
 	if (cg && size > cg) {
 		snprintf(

@@ -9,7 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "zinf/config.h"
+#include "zinf/error.h"
 
 struct unit {
 	const char *name;
@@ -80,4 +82,19 @@ uint64_t zinf_host_memory_bytes(void)
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 
 	return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+int zinf_budget_fits_host(const char *what, const char *key, uint64_t bytes, const char *why,
+			  char *err, size_t errlen)
+{
+	uint64_t ram = zinf_host_memory_bytes();
+	char a[32], b[32];
+
+	if (!ram || bytes <= ram)
+		return 0;
+	snprintf(err, errlen, "%s budget: %s %s is more than the %s of memory of this host%s%s%s",
+		 what, key, zinf_format_bytes(bytes, a, sizeof(a)),
+		 zinf_format_bytes(ram, b, sizeof(b)), why ? " (" : "", why ? why : "",
+		 why ? ")" : "");
+	return ZINF_EBUDGET;
 }
