@@ -35,34 +35,34 @@ double train_now_seconds(void)
 
 /* ---- the loop ------------------------------------------------------------------------------ */
 
-static int read_batch(struct train_run *r, struct train_data *d, uint64_t i, char *err,
-		      size_t errlen)
-{
-	int rc = zinf_token_file_read_batch(d->tf, &d->win, i, r->vocab, r->inputs, r->targets);
-
-	if (rc)
-		snprintf(err, errlen, "%s", zinf_token_file_last_error(d->tf));
-	return rc;
-}
-
-/* Mean loss over the eval batches, no update. */
-static int evaluate(struct train_run *r, double *loss, char *err, size_t errlen)
+/* Micro-batches [first, first + n) of d through the model, with backward into the
+ * engine's gradients or without; their mean loss in *loss. */
+static int run_batches(struct train_run *r, struct train_data *d, uint64_t first, uint64_t n,
+		       bool backward, double *loss, char *err, size_t errlen)
 {
 	double sum = 0;
 	float l;
 	int rc;
 
-	for (uint64_t i = 0; i < r->o->eval_batches; i++) {
-		rc = read_batch(r, &r->eval, i, err, errlen);
-		if (!rc)
-			rc = train_pass_run(&r->pass, r->inputs, r->targets, false, &l, err,
-					    errlen);
+	for (uint64_t i = first; i < first + n; i++) {
+		rc = zinf_token_file_read_batch(d->tf, &d->win, i, r->vocab, r->inputs, r->targets);
+		if (rc) {
+			snprintf(err, errlen, "%s", zinf_token_file_last_error(d->tf));
+			return rc;
+		}
+		rc = train_pass_run(&r->pass, r->inputs, r->targets, backward, &l, err, errlen);
 		if (rc)
 			return rc;
 		sum += l;
 	}
-	*loss = sum / (double)r->o->eval_batches;
+	*loss = sum / (double)n;
 	return 0;
+}
+
+/* Mean loss over the eval batches, no update. */
+static int evaluate(struct train_run *r, double *loss, char *err, size_t errlen)
+{
+	return run_batches(r, &r->eval, 0, r->o->eval_batches, false, loss, err, errlen);
 }
 
 static void fill_deltas(struct zinf_train_step *s, const struct zinf_stats *a,
@@ -84,20 +84,13 @@ static int train_step(struct train_run *r, uint64_t step, struct zinf_train_step
 {
 	struct zinf_stats a, b;
 	struct zinf_step_result res;
-	double t0 = train_now_seconds(), t1, sum = 0;
-	float loss;
+	double t0 = train_now_seconds(), t1, loss;
 	int rc;
 
 	zinf_engine_get_stats(r->e, &a);
-	for (uint64_t mb = 0; mb < r->gas; mb++) {
-		rc = read_batch(r, &r->data, (step - 1) * r->gas + mb, err, errlen);
-		if (!rc)
-			rc = train_pass_run(&r->pass, r->inputs, r->targets, true, &loss, err,
-					    errlen);
-		if (rc)
-			return rc;
-		sum += loss;
-	}
+	rc = run_batches(r, &r->data, (step - 1) * r->gas, r->gas, true, &loss, err, errlen);
+	if (rc)
+		return rc;
 	t1 = train_now_seconds();
 	rc = zinf_step(r->e, &res);
 	/* The updates run in the background (zinf.overlap_optimizer) and count in the next
@@ -117,7 +110,7 @@ static int train_step(struct train_run *r, uint64_t step, struct zinf_train_step
 	s->resumed_from = r->first_step - 1;
 	s->steps = r->o->steps;
 	s->steps_per_print = r->print_every;
-	s->loss = sum / (double)r->gas;
+	s->loss = loss;
 	s->lr = res.lr;
 	s->grad_norm = res.grad_norm;
 	s->skipped = res.skipped;
