@@ -509,7 +509,7 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	for (uint32_t i = 0; i < e->n_params; i++)
 		total += e->params[i].elems;
-	/* staging holds a module's copies in their dtypes (the step's 16-bit ones,
+	/* staging holds a module's copies in their dtypes (the step's new ones,
 	 * zinf_module_load's conversions); zinf_param_save passes a parameter through it in
 	 * pieces */
 	e->staging_bytes = 0;

@@ -106,6 +106,8 @@ static const char *group_name(const struct zinf_engine *e, int gi)
 
 	if (g->dtype == ZINF_DTYPE_F16)
 		return g->decay ? "fp16 decay" : "fp16 no-decay";
+	if (g->dtype == ZINF_DTYPE_F32)
+		return g->decay ? "fp32 decay" : "fp32 no-decay";
 	return g->decay ? "bf16 decay" : "bf16 no-decay";
 }
 

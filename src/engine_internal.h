@@ -189,7 +189,7 @@ struct eparam {
 	uint64_t group_off;		/* NVMe state: first element in the group */
 	uint64_t first_piece, n_pieces; /* NVMe state: its pieces in the group's list */
 	uint64_t grad_off;		/* bytes into the module's device gradient buffer */
-	void *out; /* NVMe state: its new 16-bit copy while a step assembles it, or NULL */
+	void *out; /* NVMe state: its new copy while a step assembles it, or NULL */
 };
 
 struct emodule {

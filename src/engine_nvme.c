@@ -3,8 +3,8 @@
  * (weight decay, dtype); each group's fp32 master, m and v are one flat shard stepped by
  * the pipelined NVMe step (src/optim_nvme.c), which reads sub-group i+1 and writes i-1
  * while it updates i. The gradient accumulators are in host memory or on NVMe
- * (engine_grad.c); the step takes them one sub-group at a time. A sub-group's new 16-bit
- * copy is spread over the parameters it holds, each assembled in a buffer of its own
+ * (engine_grad.c); the step takes them one sub-group at a time. A sub-group's new copy
+ * (in the group's dtype) is spread over the parameters it holds, each assembled in a buffer of its own
  * until its module is written home (in forward order, as soon as all of the module's
  * sub-groups are updated), so host memory holds the copies of a few modules, not of the
  * group. Loading and saving the state: engine_nvme_load.c.

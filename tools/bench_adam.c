@@ -35,7 +35,7 @@ const char bench_adam_usage[] =
 	"  --elems N          parameters in the shard (default 67108864; 5e7, 64MiB accepted)\n"
 	"  --threads T        threads for the step and for the triad (default 2)\n"
 	"  --grad-dtype D     bf16 | fp32 | fp16 (default bf16)\n"
-	"  --param-dtype D    bf16 | fp16 | none: the low-precision copy written (default bf16)\n"
+	"  --param-dtype D    bf16 | fp16 | fp32 | none: the parameter copy written (default bf16)\n"
 	"  --type T           AdamW | Adam (default AdamW)\n"
 	"  --isa I            auto | scalar | avx2 | avx512 (default auto)\n"
 	"  --iters K          timed repetitions of each (default 10)\n"
@@ -137,7 +137,7 @@ static int parse_dtype(const char *s, enum zinf_dtype *out, bool allow_none)
 		*out = ZINF_DTYPE_BF16;
 	else if (strcmp(s, "fp16") == 0)
 		*out = ZINF_DTYPE_F16;
-	else if (strcmp(s, "fp32") == 0 && !allow_none)
+	else if (strcmp(s, "fp32") == 0)
 		*out = ZINF_DTYPE_F32;
 	else if (strcmp(s, "none") == 0 && allow_none)
 		*out = ZINF_DTYPE_NONE;
@@ -240,7 +240,8 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 					c == 'p')) {
 				fprintf(stderr, "zinf bench adam: --%s %s: expected %s\n",
 					c == 'g' ? "grad-dtype" : "param-dtype", optarg,
-					c == 'g' ? "bf16, fp32 or fp16" : "bf16, fp16 or none");
+					c == 'g' ? "bf16, fp32 or fp16"
+						 : "bf16, fp16, fp32 or none");
 				return ZINF_EXIT_USAGE;
 			}
 			*(c == 'g' ? &b->grad_name : &b->param_name) = optarg;
@@ -384,7 +385,7 @@ static int step_init(struct step *s, const struct bench_args *b)
 	uint64_t n = b->elems;
 	float *p = buffer_alloc(n * 4), *m = buffer_alloc(n * 4), *v = buffer_alloc(n * 4);
 	void *g = buffer_alloc(n * dtype_bytes(b->grad_dtype));
-	void *out = b->param_dtype ? buffer_alloc(n * 2) : NULL;
+	void *out = b->param_dtype ? buffer_alloc(n * dtype_bytes(b->param_dtype)) : NULL;
 
 	s->shard = (struct zinf_adam_shard){p, m, v, g, out, b->grad_dtype, b->param_dtype, n};
 	s->info = (struct zinf_adam_step_info){.step = 1, .lr = 1e-3, .grad_scale = 1.0f};
