@@ -186,8 +186,8 @@ enum io_fault_kind {
 			    /* their first try (0: end of file) */
 	IO_FAULT_NO_DIRECT, /* the next count O_DIRECT opens fail with EINVAL (tmpfs) */
 	IO_FAULT_ENGINE,    /* the next count backend setups fail with -err (seccomp) */
-	IO_FAULT_NOSPACE,   /* the next count preallocations of a whole file_size (more */
-			    /* than the extent needs) fail with ENOSPC: a small file system */
+	IO_FAULT_NOSPACE,   /* the next count preallocations fail with ENOSPC when larger */
+			    /* than short_bytes: a file system with that much free */
 };
 
 /* Arm the hook for pieces of op_mask (1 << ZINF_IO_READ | 1 << ZINF_IO_WRITE). */

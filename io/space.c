@@ -317,6 +317,19 @@ static int free_insert(struct io_file *f, int at, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/* fallocate fd to size bytes; 0, or -1 with errno. The fault hook (IO_FAULT_NOSPACE)
+ * pretends the file system has short_bytes free. */
+static int preallocate(int fd, uint64_t size)
+{
+	uint64_t free_bytes;
+
+	if (io_fault_take(IO_FAULT_NOSPACE, 0, NULL, &free_bytes) && size > free_bytes) {
+		errno = ENOSPC;
+		return -1;
+	}
+	return fallocate(fd, 0, 0, (off_t)size);
+}
+
 /* Create data.N on path p of at least need bytes, preallocated. Holds space_lock. */
 static int file_create(struct zinf_io *io, int p, uint64_t need, uint32_t *idx)
 {
@@ -337,17 +350,18 @@ static int file_create(struct zinf_io *io, int p, uint64_t need, uint32_t *idx)
 		goto out_free;
 	}
 	path->n_files++;
-	if (size > need && io_fault_take(IO_FAULT_NOSPACE, 0, NULL, NULL)) {
-		errno = ENOSPC;
-		rc = -1;
-	} else {
-		rc = fallocate(fd, 0, 0, (off_t)size);
-	}
-	if (rc != 0 && errno == ENOSPC && size > need) {
-		/* Less free space than a whole file_size (a small file system): the extent
-		 * alone, after dropping whatever the failed call took. */
-		size = need;
-		rc = ftruncate(fd, 0) == 0 ? fallocate(fd, 0, 0, (off_t)size) : -1;
+	for (;;) {
+		rc = preallocate(fd, size);
+		if (rc == 0 || errno != ENOSPC || size == need)
+			break;
+		/* Less free space than size (a small or nearly full file system): half as
+		 * much, down to the extent alone, after dropping what the failed call took;
+		 * so the files stay few (at most IO_MAX_FILES) and the space is used. */
+		if (ftruncate(fd, 0) != 0)
+			break;
+		size = (size / 2 + io->align - 1) / io->align * io->align;
+		if (size < need)
+			size = need;
 	}
 	if (rc != 0) {
 		rc = -errno;

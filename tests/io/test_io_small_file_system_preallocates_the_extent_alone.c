@@ -1,8 +1,9 @@
 /*
  * Where a whole file_size does not fit the file system (fallocate fails with ENOSPC:
- * forced with the fault hook, as a small tmpfs would), the data file is preallocated to
- * the extent alone, and the extent then round-trips its data; where it fits, the file
- * is a whole file_size as before.
+ * forced with the fault hook, as a small tmpfs would), a data file is preallocated to
+ * what fits, down to the extent alone, and the extent then round-trips its data; so
+ * many small extents on a small file system share few files (not one file each, which
+ * would run out at 1024 files). Where it fits, the file is a whole file_size as before.
  */
 #include <sys/stat.h>
 
@@ -37,7 +38,7 @@ int main(void)
 	o.n_paths = 1;
 	o.engine = ZINF_IO_ENGINE_PSYNC;
 	T_CHECK_RC(zinf_io_create(&o, &io, NULL, 0));
-	zinf_io_fault_set(IO_FAULT_NOSPACE, 1, ENOSPC, 0, 0);
+	zinf_io_fault_set(IO_FAULT_NOSPACE, 1000, ENOSPC, LEN, 0); /* LEN bytes free */
 	T_CHECK(zinf_io_extent_alloc(io, LEN, &a) == 0, "extent on a small file system: %s",
 		zinf_io_last_error(io));
 	zinf_io_fault_clear();
@@ -50,6 +51,14 @@ int main(void)
 	T_CHECK_RC(zinf_io_extent_alloc(io, LEN, &b));
 	T_CHECK(file_bytes(d, "data.1") == o.file_size, "data.1 is %llu bytes, want %llu",
 		(unsigned long long)file_bytes(d, "data.1"), (unsigned long long)o.file_size);
+	/* 1 MiB free at a time: 1100 extents of 4 KiB fill files of 1 MiB, 256 each */
+	zinf_io_fault_set(IO_FAULT_NOSPACE, 1000000, ENOSPC, 1 << 20, 0);
+	for (int i = 0; i < 1100; i++)
+		T_CHECK(zinf_io_extent_alloc(io, 4096, &b) == 0, "small extent %d: %s", i,
+			zinf_io_last_error(io));
+	zinf_io_fault_clear();
+	T_CHECK(io->n_files <= 2 + 1100 / 256 + 1, "%u data files for 1100 small extents",
+		io->n_files);
 	zinf_io_destroy(io);
 	free(src);
 	free(dst);
