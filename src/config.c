@@ -90,6 +90,7 @@ static void key_reset(struct zinf_config *cfg, int i)
 
 	cfg->source[i] = ZINF_SRC_DEFAULT;
 	cfg->present[i] = 0;
+	cfg->by_set[i] = 0;
 	cfg->is_auto[i] = k->def_str && strcmp(k->def_str, "auto") == 0;
 	if (k->alias_of)
 		return; /* shares its field with the key it stands for */
@@ -143,7 +144,8 @@ int zinf_config_create(struct zinf_config **out)
 	cfg->source = calloc((size_t)zinf_n_keys, 1);
 	cfg->present = calloc((size_t)zinf_n_keys, 1);
 	cfg->is_auto = calloc((size_t)zinf_n_keys, 1);
-	if (!cfg->source || !cfg->present || !cfg->is_auto) {
+	cfg->by_set = calloc((size_t)zinf_n_keys, 1);
+	if (!cfg->source || !cfg->present || !cfg->is_auto || !cfg->by_set) {
 		zinf_config_destroy(cfg);
 		return -ENOMEM;
 	}
@@ -156,11 +158,12 @@ void zinf_config_destroy(struct zinf_config *cfg)
 {
 	if (!cfg)
 		return;
-	if (cfg->source && cfg->present && cfg->is_auto)
+	if (cfg->source && cfg->present && cfg->is_auto && cfg->by_set)
 		config_reset(cfg);
 	free(cfg->source);
 	free(cfg->present);
 	free(cfg->is_auto);
+	free(cfg->by_set);
 	free(cfg->name);
 	free(cfg);
 }
@@ -451,6 +454,7 @@ static int key_assign(struct zinf_config *cfg, int i, const char *path, const cJ
 		cfg->is_auto[target] = 1;
 		cfg->source[target] = src == ZINF_SRC_FILE ? ZINF_SRC_AUTO : src;
 		cfg->present[target] = 1;
+		cfg->by_set[target] = src == ZINF_SRC_SET;
 		return 0;
 	}
 	rc = key_set_json(cfg, i, path, j);
@@ -459,6 +463,7 @@ static int key_assign(struct zinf_config *cfg, int i, const char *path, const cJ
 	cfg->is_auto[target] = 0;
 	cfg->source[target] = src;
 	cfg->present[target] = 1;
+	cfg->by_set[target] = src == ZINF_SRC_SET;
 	return 0;
 }
 
@@ -751,12 +756,33 @@ static bool is_textual(enum zinf_key_type t)
 	return t == ZK_STRING || t == ZK_ENUM || t == ZK_STRLIST || t == ZK_BYTES;
 }
 
+/* --set KEY=null: DeepSpeed's None, as in a file: key i back to its default (the key an
+ * old name stands for too; a section: every key in it), marked as the command line's. */
+static int set_null(struct zinf_config *cfg, int i)
+{
+	const struct zinf_key *k = &zinf_keys[i];
+	size_t len = strlen(k->path);
+
+	for (int j = 0; j < zinf_n_keys; j++) {
+		const char *p = zinf_keys[j].path;
+		bool hit = j == i || (k->alias_of && strcmp(p, k->alias_of) == 0) ||
+			   (k->type == ZK_OBJECT && strncmp(p, k->path, len) == 0 && p[len] == '.');
+		if (hit) {
+			key_reset(cfg, j);
+			cfg->by_set[j] = 1;
+		}
+	}
+	return 0;
+}
+
 static int config_set(struct zinf_config *cfg, const char *key, const char *value)
 {
 	int i = zinf_key_find(key);
 	cJSON *j;
 	int rc;
 
+	if (i >= 0 && zinf_keys[i].type == ZK_OBJECT && strcmp(value, "null") == 0)
+		return set_null(cfg, i);
 	if (i < 0 || zinf_keys[i].type == ZK_OBJECT || zinf_keys[i].type == ZK_IGNORED) {
 		const char *dot = strrchr(key, '.');
 		char prefix[256] = "";
@@ -770,12 +796,9 @@ static int config_set(struct zinf_config *cfg, const char *key, const char *valu
 		return fail_unknown(cfg, prefix, dot ? dot + 1 : key, key);
 	}
 	j = cJSON_ParseWithOpts(value, NULL, true);
-	if (j && cJSON_IsNull(j)) { /* DeepSpeed's None, as in a file: the default again */
+	if (j && cJSON_IsNull(j)) {
 		cJSON_Delete(j);
-		key_reset(cfg, i);
-		if (zinf_keys[i].alias_of)
-			key_reset(cfg, zinf_key_find(zinf_keys[i].alias_of));
-		return 0;
+		return set_null(cfg, i);
 	}
 	if (!j || (is_textual(zinf_keys[i].type) && !cJSON_IsString(j) &&
 		   !(zinf_keys[i].type == ZK_STRLIST && cJSON_IsArray(j)) &&

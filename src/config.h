@@ -189,6 +189,7 @@ struct zinf_config {
 	unsigned char *source;	/* enum zinf_config_source per key, zinf_n_keys entries */
 	unsigned char *present; /* 1 if the key (or its alias) was in the file */
 	unsigned char *is_auto; /* 1 while the value is an unresolved "auto" */
+	unsigned char *by_set;	/* 1 if zinf_config_set gave the key, a null too */
 	char *name;		/* file path or name, for messages */
 	int world_size;		/* from the last resolve; 1 until then */
 	char *warnings[ZINF_CONFIG_MAX_WARNINGS];

@@ -32,14 +32,15 @@ static bool known(const struct zinf_config *cfg, int i)
 
 /* ---- naming where a value came from ------------------------------------------------ */
 
-/* Whether the command line (--set) gave one of keys (NULL-terminated; "x[3]": list x). */
+/* Whether the command line (--set) gave one of keys, a null too (NULL-terminated;
+ * "x[3]": list x). */
 static bool from_set(const struct zinf_config *cfg, const char *const *keys)
 {
 	for (; *keys; keys++) {
 		char base[96];
 
 		snprintf(base, sizeof(base), "%.*s", (int)strcspn(*keys, "["), *keys);
-		if (cfg->source[KEY(base)] == ZINF_SRC_SET)
+		if (cfg->source[KEY(base)] == ZINF_SRC_SET || cfg->by_set[KEY(base)])
 			return true;
 	}
 	return false;
@@ -492,22 +493,21 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 		return 0;
 	/* the micro batch first: the other batch sizes' "auto" follow from it */
 	if (cfg->is_auto[KEY("train_micro_batch_size_per_gpu")])
-		return zinf_config_fail(
-			cfg, ZINF_ECONFIG,
-			"train_micro_batch_size_per_gpu: \"auto\" could not be resolved here (expected a value in the config, or zinf train's --micro-batch-size)");
+		return fail_keys(
+			cfg, KEYS("train_micro_batch_size_per_gpu"),
+			"\"auto\" could not be resolved here (expected a value in the config, or zinf train's --micro-batch-size)");
 	for (int i = 0; i < zinf_n_keys; i++) {
 		if (!cfg->is_auto[i])
 			continue;
 		if (zinf_keys[i].flags & ZKF_AUTO_AT_OPEN)
 			continue; /* the device backend's (zinf.device_memory_limit, above) */
-		return zinf_config_fail(
-			cfg, ZINF_ECONFIG,
-			"%s: \"auto\" could not be resolved here (expected a value in the config or on the command line)",
-			zinf_keys[i].path);
+		return fail_keys(
+			cfg, KEYS(zinf_keys[i].path),
+			"\"auto\" could not be resolved here (expected a value in the config or on the command line)");
 	}
 	if (!v->train_batch_size || !v->train_micro_batch_size_per_gpu)
-		return zinf_config_fail(
-			cfg, ZINF_ECONFIG,
-			"train_micro_batch_size_per_gpu: not set (expected train_batch_size or train_micro_batch_size_per_gpu in the config or on the command line)");
+		return fail_keys(
+			cfg, KEYS("train_micro_batch_size_per_gpu", "train_batch_size"),
+			"not set (expected train_batch_size or train_micro_batch_size_per_gpu in the config or on the command line)");
 	return 0;
 }

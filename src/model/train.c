@@ -235,8 +235,10 @@ static int setup_config(struct train_run *r, char *err, size_t errlen)
 		}
 	}
 	if (r->B * o->seq_len > (1u << 30)) {
-		snprintf(err, errlen, "%s: micro batch %llu x --seq-len %llu is too large",
-			 o->config_path, (unsigned long long)r->B, (unsigned long long)o->seq_len);
+		snprintf(err, errlen,
+			 "%s: train_micro_batch_size_per_gpu %llu x --seq-len %llu is too large",
+			 origin(r, "train_micro_batch_size_per_gpu"), (unsigned long long)r->B,
+			 (unsigned long long)o->seq_len);
 		return ZINF_ECONFIG;
 	}
 	r->tm.param_dtype = bf16 ? ZINF_DTYPE_BF16 : fp16 ? ZINF_DTYPE_F16 : ZINF_DTYPE_F32;

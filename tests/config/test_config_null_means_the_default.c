@@ -2,7 +2,8 @@
  * (source "default"), for scalars (a count, a bool, a byte size, a path, a string) and
  * objects alike, as DeepSpeed's documented examples write them
  * ("number_checkpoints": null), and so is --set KEY=null over a value the file gave
- * (a quoted "null" is a string). An unknown key given as null is still refused, naming
+ * (a quoted "null" is a string; a section's null resets every key in it; a rule it then
+ * breaks is named --set). An unknown key given as null is still refused, naming
  * it. */
 #include "config.h"
 #include "test.h"
@@ -75,6 +76,33 @@ int main(void)
 	T_CHECK_RC(zinf_config_set(cfg, "zinf.trace", "\"null\""));
 	T_CHECK(zinf_config_get_string(cfg, "zinf.trace", &s) == 0 && s && !strcmp(s, "null"),
 		"a quoted null is a path: %s", s ? s : "(none)");
+	zinf_config_destroy(cfg);
+
+	/* --set SECTION=null, as "offload_param": null in a file: every key in it back to
+	 * its default; a rule then broken is named --set, not the file */
+	T_CHECK_RC(zinf_config_create(&cfg));
+	T_CHECK_RC(zinf_config_load_string(
+		cfg,
+		"{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
+		" \"offload_param\": {\"device\": \"cpu\", \"buffer_count\": 5}}}",
+		"sec.json"));
+	T_CHECK_RC(zinf_config_set(cfg, "zero_optimization.offload_param", "null"));
+	T_CHECK(zinf_config_get_string(cfg, "zero_optimization.offload_param.device", &s) == 0 &&
+			!strcmp(s, "none"),
+		"offload_param.device after its section's null: %s", s);
+	want_default(cfg, "zero_optimization.offload_param.device");
+	zinf_config_destroy(cfg);
+	T_CHECK_RC(zinf_config_create(&cfg));
+	T_CHECK_RC(zinf_config_load_string(
+		cfg,
+		"{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
+		" \"offload_param\": {\"device\": \"cpu\"}}}",
+		"sec.json"));
+	T_CHECK_RC(zinf_config_set(cfg, "zero_optimization.stage", "null"));
+	T_CHECK(zinf_config_resolve(cfg, NULL) == ZINF_ECONFIG, "offload at stage 0 accepted");
+	T_CHECK(strncmp(zinf_config_last_error(cfg), "--set: ", 7) == 0,
+		"a rule broken by --set ...=null is named after the file: %s",
+		zinf_config_last_error(cfg));
 	zinf_config_destroy(cfg);
 
 	/* a misspelt key is refused even as null */
