@@ -308,7 +308,7 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 		default:
 			fprintf(stderr,
 				"zinf bench adam: %s: unknown or incomplete option (see zinf bench adam --help)\n",
-				argv[optind - 1]);
+				cmd_bad_flag(argv, argc));
 			return ZINF_EXIT_USAGE;
 		}
 	}

@@ -468,7 +468,7 @@ int bench_io(int argc, char **argv)
 		default:
 			fprintf(stderr,
 				"zinf bench io: %s: unknown or incomplete option (see zinf bench io --help)\n",
-				argv[optind - 1]);
+				cmd_bad_flag(argv, argc));
 			return ZINF_EXIT_USAGE;
 		}
 		if (rc)

@@ -351,7 +351,7 @@ static int parse(int argc, char **argv, struct run *off, struct run *res, bool *
 			fprintf(stderr,
 				"zinf bench train: %s: unknown option or missing value (try 'zinf "
 				"bench train --help')\n",
-				argv[optind - 1]);
+				cmd_bad_flag(argv, argc));
 			return -1;
 		}
 		if (c == BT_JSON) {

@@ -7,7 +7,10 @@
 #ifndef ZINF_TOOLS_CMD_H
 #define ZINF_TOOLS_CMD_H
 
+#include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #define ZINF_EXIT_OK 0
 #define ZINF_EXIT_FAIL 1
@@ -29,5 +32,22 @@ int bench_adam(int argc, char **argv);
 extern const char bench_adam_usage[];
 int bench_train(int argc, char **argv);
 extern const char bench_train_usage[];
+
+/* The flag getopt_long just refused (unknown, or missing its value) as written: "--bogus",
+ * or "-x" for a short one, inside a cluster ("-qx", "-xq") too. */
+static inline const char *cmd_bad_flag(char **argv, int argc)
+{
+	static char buf[4];
+	const char *cur = optind < argc ? argv[optind] : NULL, *prev = argv[optind - 1];
+	bool in_cur = cur && cur[0] == '-' && cur[1] != '-' && optopt > 0 && optopt < 128 &&
+		      strchr(cur + 1, optopt); /* still inside this cluster */
+	bool in_prev = prev[0] == '-' && prev[1] != '-' && optopt > 0 && optopt < 128 &&
+		       strchr(prev + 1, optopt); /* the cluster just finished */
+
+	if (!in_cur && !in_prev)
+		return prev;
+	snprintf(buf, sizeof(buf), "-%c", optopt);
+	return buf;
+}
 
 #endif /* ZINF_TOOLS_CMD_H */

@@ -114,7 +114,7 @@ int cmd_check(int argc, char **argv)
 		default:
 			fprintf(stderr,
 				"zinf check: %s: unknown or incomplete option (see zinf check --help)\n",
-				argv[optind - 1]);
+				cmd_bad_flag(argv, argc));
 			return ZINF_EXIT_USAGE;
 		}
 	}

@@ -200,7 +200,7 @@ int cmd_train(int argc, char **argv)
 		if (c == '?' || c == ':') {
 			fprintf(stderr,
 				"zinf train: %s: unknown option or missing value (try 'zinf train --help')\n",
-				argv[optind - 1]);
+				cmd_bad_flag(argv, argc));
 			return ZINF_EXIT_USAGE;
 		}
 		if (c == 'q')

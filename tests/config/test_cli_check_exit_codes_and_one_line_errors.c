@@ -126,6 +126,9 @@ int main(int argc, char **argv)
 	run(&r, argv[1], "check --no-such-flag x.json");
 	T_CHECK(count_lines(r.err) == 1 && strstr(r.err, "--no-such-flag: unknown"),
 		"an unknown flag: one line naming it: %s", r.err);
+	run(&r, argv[1], "check -xq x.json"); /* inside a cluster of short flags */
+	T_CHECK(count_lines(r.err) == 1 && strstr(r.err, "check: -x: unknown"),
+		"an unknown short flag in a cluster: one line naming it: %s", r.err);
 	run(&r, argv[1], "check x.json --world-size");
 	T_CHECK(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, "--world-size"),
 		"a flag without its value: one line naming it: %s", r.err);
