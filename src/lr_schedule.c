@@ -67,6 +67,9 @@ int zinf_lr_schedule_check(const struct zinf_lr_schedule_opts *o, char *err, siz
 		key = "lr", value = o->lr, want = "a finite value >= 0";
 	else if (o->type == ZINF_LR_CONSTANT)
 		return 0;
+	else if (o->last_batch_iteration < -1)
+		key = "last_batch_iteration", value = (double)o->last_batch_iteration,
+		want = ">= -1";
 	else if (o->warmup_num_steps < 0)
 		key = "warmup_num_steps", value = (double)o->warmup_num_steps, want = ">= 0";
 	else if (o->warmup_type != ZINF_WARMUP_LOG && o->warmup_type != ZINF_WARMUP_LINEAR)

@@ -116,5 +116,9 @@ int main(void)
 	T_NEAR(zinf_lr_of_step(&o, 1), 5e-4);
 	T_NEAR(zinf_lr_of_step(&o, 2), 6e-4);
 	T_NEAR(zinf_lr_of_step(&o, 7), 1e-3);
+	o.last_batch_iteration = -2;
+	T_CHECK(zinf_lr_schedule_check(&o, err, sizeof(err)) == -EINVAL &&
+			strstr(err, "last_batch_iteration = -2"),
+		"last_batch_iteration -2 accepted: %s", err);
 	return T_EXIT_PASS;
 }
