@@ -67,26 +67,35 @@ static bool device_fault(cudaError_t e)
 	}
 }
 
+/* What a message adds after a CUDA error: that a device fault may come from earlier work. */
+static const char *fault_note(cudaError_t e)
+{
+	return device_fault(e) ? "; a device fault, raised by this op or by work queued before it "
+				 "since the last synchronization"
+			       : "";
+}
+
 int crt_cuda_fail(struct cuda_rt *m, cudaError_t e, const char *call, const char *step)
 {
 	(void)cudaGetLastError(); /* clear a non-sticky error */
 	return crt_fail(m, e == cudaErrorMemoryAllocation ? -ENOMEM : ZINF_EDEVICE,
 			"model runtime (cuda): %s failed in %s%s%s: %s (%s)%s", call, m->op,
 			step ? ", " : "", step ? step : "", cudaGetErrorString(e),
-			cudaGetErrorName(e),
-			device_fault(e) ? "; a device fault, raised by this op or by work queued "
-					  "before it since the last synchronization"
-					: "");
+			cudaGetErrorName(e), fault_note(e));
 }
 
 int crt_blas_fail(struct cuda_rt *m, cublasStatus_t st, const char *call, const char *step)
 {
-	cudaError_t e = cudaPeekAtLastError(); /* a fault under cuBLAS's own status */
+	cudaError_t e = cudaGetLastError(); /* the CUDA error under cuBLAS's status, cleared */
 
-	return crt_fail(m, ZINF_EDEVICE, "model runtime (cuda): %s failed in %s%s%s: %s%s%s%s",
-			call, m->op, step ? ", " : "", step ? step : "", cublasGetStatusString(st),
-			e != cudaSuccess ? " (CUDA: " : "",
-			e != cudaSuccess ? cudaGetErrorName(e) : "", e != cudaSuccess ? ")" : "");
+	return crt_fail(
+		m,
+		st == CUBLAS_STATUS_ALLOC_FAILED || e == cudaErrorMemoryAllocation ? -ENOMEM
+										   : ZINF_EDEVICE,
+		"model runtime (cuda): %s failed in %s%s%s: %s%s%s%s%s", call, m->op,
+		step ? ", " : "", step ? step : "", cublasGetStatusString(st),
+		e != cudaSuccess ? " (CUDA: " : "", e != cudaSuccess ? cudaGetErrorName(e) : "",
+		e != cudaSuccess ? ")" : "", fault_note(e));
 }
 
 /* Name the op now running (for messages) and clear the last error. */
