@@ -2,7 +2,8 @@
  * live on the device, in host memory or on NVMe, and whether the optimizer state is in
  * host memory or on NVMe (pipelined step); in fp32 it matches an independent
  * double-precision AdamW with global-norm clipping, gradient accumulation and weight
- * decay on 2-D parameters only. bf16 parameters train through the same paths. */
+ * decay on 2-D parameters only. bf16 parameters train through the same paths, and so do
+ * fp32 ones and bf16 weights beside fp32 biases with the optimizer state on NVMe. */
 #include <math.h>
 #include <unistd.h>
 
@@ -50,9 +51,10 @@ static float weight_at(const void *w, enum zinf_dtype dtype, uint64_t i)
 	return f;
 }
 
-/* Train STEPS steps with params of dtype homed per `home`; return all params (fp32). */
+/* Train STEPS steps with weights of dtype and biases of bdtype (0: dtype) homed per
+ * `home`; return all params (fp32). */
 static float *train(const char *home, const char *opt_home, const char *grads,
-		    enum zinf_dtype dtype, const char *dir)
+		    enum zinf_dtype dtype, enum zinf_dtype bdtype, const char *dir)
 {
 	char json[1152], err[512];
 	struct zinf_config *cfg;
@@ -83,8 +85,8 @@ static float *train(const char *home, const char *opt_home, const char *grads,
 		T_CHECK_RC(zinf_module_add(e, name, &mod[m]));
 		for (int k = 0; k < 2; k++) {
 			snprintf(name, sizeof(name), "block%d.%s", m, k ? "bias" : "weight");
-			T_CHECK_RC(zinf_param_add(e, mod[m], name, dtype, k ? 1 : 2, shapes[m][k],
-						  0, &par[m][k]));
+			T_CHECK_RC(zinf_param_add(e, mod[m], name, k && bdtype ? bdtype : dtype,
+						  k ? 1 : 2, shapes[m][k], 0, &par[m][k]));
 			total += elems(m, k);
 		}
 	}
@@ -110,7 +112,8 @@ static float *train(const char *home, const char *opt_home, const char *grads,
 					float *g = zinf_param_grad(e, par[m][k]);
 					T_CHECK(w && g, "data and grad pointers");
 					for (uint64_t i = 0; i < elems(m, k); i++) {
-						float wi = weight_at(w, dtype, i);
+						float wi = weight_at(
+							w, k && bdtype ? bdtype : dtype, i);
 						g[i] += (float)(c * ((double)wi - target(m, k, i)));
 					}
 				}
@@ -203,6 +206,7 @@ int main(void)
 	char dir[] = "/var/tmp/zinf-engine-test-XXXXXX";
 	uint64_t total = 0, o = 0;
 	float *dev, *host, *nvme, *b_dev, *b_nvme, *b_all_nvme, *b_grads_nvme;
+	float *f_nvme, *mixed_dev, *mixed_nvme;
 	double *ref, *ref_b, dev_first_norm;
 
 	zinf_log_set_level(ZINF_LOG_ERROR);
@@ -210,23 +214,33 @@ int main(void)
 	for (int m = 0; m < N_MOD; m++)
 		for (int k = 0; k < 2; k++)
 			total += elems(m, k);
-	dev = train("none", "cpu", "auto", ZINF_DTYPE_F32, dir);
+	dev = train("none", "cpu", "auto", ZINF_DTYPE_F32, 0, dir);
 	dev_first_norm = first_norm;
-	host = train("cpu", "cpu", "auto", ZINF_DTYPE_F32, dir);
-	nvme = train("nvme", "cpu", "auto", ZINF_DTYPE_F32, dir);
+	host = train("cpu", "cpu", "auto", ZINF_DTYPE_F32, 0, dir);
+	nvme = train("nvme", "cpu", "auto", ZINF_DTYPE_F32, 0, dir);
 	T_CHECK(memcmp(dev, host, total * 4) == 0, "device and host homes differ");
 	T_CHECK(memcmp(dev, nvme, total * 4) == 0, "device and nvme homes differ");
-	b_dev = train("none", "cpu", "auto", ZINF_DTYPE_BF16, dir);
-	b_nvme = train("nvme", "cpu", "auto", ZINF_DTYPE_BF16, dir);
+	b_dev = train("none", "cpu", "auto", ZINF_DTYPE_BF16, 0, dir);
+	b_nvme = train("nvme", "cpu", "auto", ZINF_DTYPE_BF16, 0, dir);
 	/* Parameters and optimizer state both on NVMe: the pipelined step, sub-groups of
 	 * 5000 elements that do not divide any group. */
-	b_all_nvme = train("nvme", "nvme", "cpu", ZINF_DTYPE_BF16, dir);
+	b_all_nvme = train("nvme", "nvme", "cpu", ZINF_DTYPE_BF16, 0, dir);
 	T_CHECK(memcmp(b_dev, b_all_nvme, total * 4) == 0, "bf16: optimizer state on nvme differs");
 	/* ... and the gradient accumulators on NVMe too: the second micro-batch reads each
 	 * sub-group's sum back, the step reads it ahead. */
-	b_grads_nvme = train("nvme", "nvme", "nvme", ZINF_DTYPE_BF16, dir);
+	b_grads_nvme = train("nvme", "nvme", "nvme", ZINF_DTYPE_BF16, 0, dir);
 	T_CHECK(memcmp(b_dev, b_grads_nvme, total * 4) == 0, "bf16: gradients on nvme differ");
 	T_CHECK(memcmp(b_dev, b_nvme, total * 4) == 0, "bf16: device and nvme homes differ");
+	/* fp32 parameters with the optimizer state on NVMe: fp32 copies from the pipelined
+	 * step; and bf16 weights beside fp32 biases: a bf16 and an fp32 group */
+	f_nvme = train("nvme", "nvme", "nvme", ZINF_DTYPE_F32, 0, dir);
+	T_CHECK(memcmp(dev, f_nvme, total * 4) == 0, "fp32: optimizer state on nvme differs");
+	mixed_dev = train("none", "cpu", "auto", ZINF_DTYPE_BF16, ZINF_DTYPE_F32, dir);
+	mixed_nvme = train("nvme", "nvme", "nvme", ZINF_DTYPE_BF16, ZINF_DTYPE_F32, dir);
+	T_CHECK(memcmp(mixed_dev, mixed_nvme, total * 4) == 0,
+		"bf16 weights, fp32 biases: optimizer state on nvme differs");
+	T_CHECK(memcmp(mixed_dev, b_dev, total * 4) != 0 && memcmp(mixed_dev, dev, total * 4) != 0,
+		"mixed dtypes train like neither bf16 nor fp32 alone");
 	ref = malloc(total * 8);
 	ref_b = malloc(total * 8);
 	for (int m = 0; m < N_MOD; m++)
@@ -255,6 +269,9 @@ int main(void)
 	free(b_nvme);
 	free(b_all_nvme);
 	free(b_grads_nvme);
+	free(f_nvme);
+	free(mixed_dev);
+	free(mixed_nvme);
 	free(ref);
 	free(ref_b);
 	return T_EXIT_PASS;

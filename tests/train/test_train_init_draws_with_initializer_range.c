@@ -1,11 +1,21 @@
 /* --init draws every matrix and the embedding from normal(0, initializer_range) of the
  * model's config.json (default 0.02, as transformers' _init_weights): saved after one
  * step at learning rate 0, the embedding's standard deviation is within 5% of 0.02
- * without the key and of 0.2 with "initializer_range": 0.2, and its mean near 0. */
+ * without the key and of 0.2 with "initializer_range": 0.2, and its mean near 0. An
+ * attention_dropout above 0 (zinf applies no dropout) trains with one warning naming it. */
 #include <math.h>
 
 #include "safetensors.h"
 #include "train_fixture.h"
+
+static int dropout_warnings;
+
+static void count_warning(enum zinf_log_level level, const char *msg, void *user)
+{
+	(void)user;
+	if (level == ZINF_LOG_WARN && strstr(msg, "attention_dropout 0.1: zinf applies no dropout"))
+		dropout_warnings++;
+}
 
 static double embedding_std(const char *extra_model_json, double *mean)
 {
@@ -21,6 +31,8 @@ static double embedding_std(const char *extra_model_json, double *mean)
 	float *v;
 
 	tf_setup(&d, extra_model_json);
+	zinf_log_set_level(ZINF_LOG_WARN);
+	zinf_log_set_callback(count_warning, NULL);
 	tf_write_ds(&d, "cpu", "cpu", false);
 	snprintf(save, sizeof(save), "%s/saved", d.root);
 	tf_opts(&d, &o, 1, &l);
@@ -56,5 +68,8 @@ int main(void)
 	s = embedding_std(", \"initializer_range\": 0.2", &mean);
 	T_CHECK(fabs(s - 0.2) < 0.05 * 0.2 && fabs(mean) < 0.02,
 		"initializer_range 0.2: std %g mean %g, want 0.2 and 0", s, mean);
+	T_CHECK(dropout_warnings == 0, "a dropout warning without attention_dropout");
+	embedding_std(", \"attention_dropout\": 0.1", &mean);
+	T_CHECK(dropout_warnings == 1, "%d attention_dropout warnings, want 1", dropout_warnings);
 	return T_EXIT_PASS;
 }

@@ -6,6 +6,7 @@
  *   - bf16 parameters and optimizer state on NVMe, resumed from the first and from a
  *     later checkpoint, and resumed with everything in host memory instead (the tiers
  *     may change between runs);
+ *   - fp32 parameters and optimizer state on NVMe, resumed from both checkpoints;
  *   - fp16 parameters with dynamic loss scaling whose scale doubles every 2 steps (the
  *     scaler's state is part of the checkpoint: a reset scale shows in zinf_state.json),
  *     saved in shards of 100 kB (the optimizer state's index and shards compared too),
@@ -53,7 +54,7 @@ static void on_step(const struct zinf_train_step *s, void *user)
 /* precision "bf16" or "fp16"; params and optimizer state on home (nvme or cpu). */
 static void write_ds(struct tf_dir *d, const char *precision, const char *home)
 {
-	bool fp16 = strcmp(precision, "fp16") == 0;
+	bool fp16 = strcmp(precision, "fp16") == 0, bf16 = strcmp(precision, "bf16") == 0;
 	FILE *f;
 
 	snprintf(d->ds, sizeof(d->ds), "%s/ds-%s-%s.json", d->root, precision, home);
@@ -72,7 +73,7 @@ static void write_ds(struct tf_dir *d, const char *precision, const char *home)
 		"  \"sub_group_size\": 20000},"
 		" \"zinf\": {\"device\": \"%s\", \"device_memory_limit\": \"%s\","
 		"  \"pinned_memory_limit\": \"4MiB\", \"chunk_size\": \"64KiB\"}}\n",
-		fp16 ? "false" : "true", fp16 ? "true" : "false", home, d->nvme, home, d->nvme,
+		bf16 ? "true" : "false", fp16 ? "true" : "false", home, d->nvme, home, d->nvme,
 		device,
 		strcmp(home, "nvme")	      ? "64MiB"
 		: strcmp(device, "cuda") == 0 ? "4MiB" /* activations too */
@@ -234,6 +235,7 @@ int main(int argc, char **argv)
 
 	tf_setup(&d, NULL);
 	check_precision(&d, "bf16");
+	check_precision(&d, "fp32");
 	shard_bytes = 100000; /* model and optimizer state in shards, with their indexes */
 	train_state_piece_elems = 1000; /* the state saved in many pieces of odd size */
 	train_load_piece_elems = 777;	/* and resumed in pieces, parameter by parameter */
