@@ -62,6 +62,7 @@ static int run_batches(struct train_run *r, struct train_data *d, uint64_t first
 /* Mean loss over the eval batches, no update. */
 static int evaluate(struct train_run *r, double *loss, char *err, size_t errlen)
 {
+	r->last_valid = false; /* its fetches are no step's */
 	return run_batches(r, &r->eval, 0, r->o->eval_batches, false, loss, err, errlen);
 }
 
@@ -87,7 +88,10 @@ static int train_step(struct train_run *r, uint64_t step, struct zinf_train_step
 	double t0 = train_now_seconds(), t1, loss;
 	int rc;
 
-	zinf_engine_get_stats(r->e, &a);
+	if (r->last_valid)
+		a = r->last;
+	else
+		zinf_engine_get_stats(r->e, &a);
 	rc = run_batches(r, &r->data, (step - 1) * r->gas, r->gas, true, &loss, err, errlen);
 	if (rc)
 		return rc;
@@ -105,6 +109,8 @@ static int train_step(struct train_run *r, uint64_t step, struct zinf_train_step
 		return rc;
 	}
 	zinf_engine_get_stats(r->e, &b);
+	r->last = b;
+	r->last_valid = true;
 	memset(s, 0, sizeof(*s));
 	s->step = step;
 	s->resumed_from = r->first_step - 1;
@@ -214,6 +220,7 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 			 zinf_last_error(r->e));
 		return rc;
 	}
+	r->last_valid = false; /* the save's reads are no step's */
 	rc = save_dir_again(o->save_dir, err, errlen);
 	if (rc)
 		return rc;
