@@ -550,6 +550,24 @@ cudaError_t cudaSetDevice(int device)
 	return cudaSuccess;
 }
 
+static unsigned device_flags; /* cudaSetDeviceFlags' last value */
+
+cudaError_t cudaSetDeviceFlags(unsigned int flags)
+{
+	if (flags & ~(unsigned)(cudaDeviceScheduleMask | cudaDeviceMapHost |
+				cudaDeviceLmemResizeToMax) ||
+	    (flags & cudaDeviceScheduleMask) == 3 || (flags & cudaDeviceScheduleMask) > 4)
+		return sim_error(cudaErrorInvalidValue);
+	device_flags = flags;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceFlags(unsigned int *flags)
+{
+	*flags = device_flags | cudaDeviceMapHost;
+	return cudaSuccess;
+}
+
 cudaError_t cudaGetDevice(int *device)
 {
 	*device = 0;

@@ -128,6 +128,7 @@ struct zinf_config_values {
 		int offload_gradients; /* enum zinf_grads_home */
 		bool remove_stale_run_dir;
 		bool tf32;
+		int cuda_sync; /* enum zinf_cuda_sync (device.h) */
 	} zinf;
 };
 

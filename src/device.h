@@ -44,6 +44,14 @@ enum zinf_device_backend {
 	ZINF_DEVICE_BACKEND_HOST = 2,
 };
 
+/* CUDA: how a host thread waits for the GPU (cudaSetDeviceFlags); zinf.cuda_sync. */
+enum zinf_cuda_sync {
+	ZINF_CUDA_SYNC_AUTO = 0, /* CUDA's heuristic: spin unless contexts outnumber CPUs */
+	ZINF_CUDA_SYNC_SPIN = 1,
+	ZINF_CUDA_SYNC_YIELD = 2,
+	ZINF_CUDA_SYNC_BLOCKING = 3, /* sleep on a primitive: frees the core */
+};
+
 enum zinf_copy_dir {
 	ZINF_COPY_H2D = 0, /* host (pinned) -> device */
 	ZINF_COPY_D2H = 1, /* device -> host (pinned) */
@@ -59,10 +67,11 @@ struct zinf_device_opts {
 	/* CUDA, auto limit only: bytes left outside the heap for the CUDA context, cuBLAS
 	 * workspaces and kernels. Default 1 GiB. */
 	uint64_t memory_reserve;
-	int cuda_device;       /* CUDA ordinal, default 0 */
-	unsigned copy_threads; /* host: threads that run streams; 0 = min(4, CPUs), >= 1 */
-	uint32_t max_allocs;   /* live heap allocations at most; default 65536 */
-	uint32_t stream_depth; /* host: ops queued per stream before enqueue waits; 1024 */
+	int cuda_device;	       /* CUDA ordinal, default 0 */
+	enum zinf_cuda_sync cuda_sync; /* CUDA: how the host waits; default AUTO */
+	unsigned copy_threads;	       /* host: threads that run streams; 0 = min(4, CPUs), >= 1 */
+	uint32_t max_allocs;	       /* live heap allocations at most; default 65536 */
+	uint32_t stream_depth;	       /* host: ops queued per stream before enqueue waits; 1024 */
 };
 
 /* Bytes and busy time per copy direction: counted when a copy completes (host: time

@@ -519,6 +519,26 @@ int zinf_device_cuda_open(const struct zinf_device_opts *opts, struct zinf_devic
 		return ZINF_EDEVICE;
 	}
 	e = cudaSetDevice(opts->cuda_device);
+	if (e == cudaSuccess && opts->cuda_sync != ZINF_CUDA_SYNC_AUTO) {
+		static const unsigned flag[] = {
+			[ZINF_CUDA_SYNC_SPIN] = cudaDeviceScheduleSpin,
+			[ZINF_CUDA_SYNC_YIELD] = cudaDeviceScheduleYield,
+			[ZINF_CUDA_SYNC_BLOCKING] = cudaDeviceScheduleBlockingSync,
+		};
+		if ((unsigned)opts->cuda_sync > ZINF_CUDA_SYNC_BLOCKING) {
+			snprintf(err, errlen, "cuda:%d: zinf.cuda_sync %d is not a wait mode",
+				 opts->cuda_device, (int)opts->cuda_sync);
+			return -EINVAL;
+		}
+		e = cudaSetDeviceFlags(flag[opts->cuda_sync]);
+		if (e != cudaSuccess) {
+			(void)cudaGetLastError();
+			snprintf(err, errlen,
+				 "cuda:%d: zinf.cuda_sync: cudaSetDeviceFlags failed: %s (%s)",
+				 opts->cuda_device, cudaGetErrorString(e), cudaGetErrorName(e));
+			return ZINF_EDEVICE;
+		}
+	}
 	if (e == cudaSuccess)
 		e = cudaGetDeviceProperties(&prop, opts->cuda_device);
 	if (e != cudaSuccess) {

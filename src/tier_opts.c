@@ -84,6 +84,8 @@ void zinf_config_device_opts(const struct zinf_config *cfg, struct zinf_device_o
 
 	zinf_device_opts_init(out);
 	out->backend = (enum zinf_device_backend)cfg->v.zinf.device;
+	out->cuda_sync =
+		(enum zinf_cuda_sync)cfg->v.zinf.cuda_sync; /* same order: a test pins it */
 	out->memory_limit = cfg->is_auto[i] ? 0 : cfg->v.zinf.device_memory_limit;
 }
 

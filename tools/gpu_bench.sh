@@ -9,6 +9,8 @@
 #   pinned  tf32 with offload_param.pin_memory=true (host homes page-locked: DMA copies)
 #   ckpt    tf32 with --activation-checkpointing
 #   cpuckpt tf32, checkpointing, activation_checkpointing.cpu_checkpointing=true
+#   blocking tf32 with zinf.cuda_sync=blocking (host threads sleep while the GPU works,
+#           leaving their cores to the CPU optimizer: compare with tf32)
 # Each writes $OUT/bench_<name>.json (zinf bench train --json) and a line to
 # $OUT/bench_summary.txt; a run past its time limit is cut and noted.
 #
@@ -66,6 +68,7 @@ for b in $benches; do
 	ckpt) bench ckpt 150 --set zinf.tf32=true --activation-checkpointing ;;
 	cpuckpt) bench cpuckpt 150 --set zinf.tf32=true --activation-checkpointing \
 		--set activation_checkpointing.cpu_checkpointing=true ;;
+	blocking) bench blocking 150 --set zinf.tf32=true --set zinf.cuda_sync=blocking ;;
 	*) echo "gpu_bench: unknown bench $b" | tee -a "$summary"; false ;;
 	esac || status=$?
 done

@@ -1,7 +1,7 @@
 /* The config reaches each tier's options: aio and zinf keys to the I/O engine (enum
  * values in the same order), NVMe paths from zinf.nvme_paths or the offload blocks
- * (deduplicated), device and pinned limits ("auto" = 0, resolved by the tier), and the
- * parameter home tier and chunk size to the store. */
+ * (deduplicated), device and pinned limits ("auto" = 0, resolved by the tier), the CUDA
+ * wait mode, and the parameter home tier and chunk size to the store. */
 #include "config.h"
 #include "test.h"
 #include "tier_opts.h"
@@ -75,6 +75,21 @@ int main(void)
 		T_CHECK(zinf_io_parse_engine(engines[i], &e) == 0 && io.engine == e, "io_engine %s",
 			engines[i]);
 		zinf_config_destroy(cfg);
+	}
+	/* Every cuda_sync name maps to the wait mode of the same name. */
+	{
+		static const char *const sync[] = {"auto", "spin", "yield", "blocking"};
+		static const enum zinf_cuda_sync want[] = {ZINF_CUDA_SYNC_AUTO, ZINF_CUDA_SYNC_SPIN,
+							   ZINF_CUDA_SYNC_YIELD,
+							   ZINF_CUDA_SYNC_BLOCKING};
+		for (int i = 0; i < 4; i++) {
+			T_CHECK_RC(zinf_config_create(&cfg));
+			T_CHECK_RC(zinf_config_set(cfg, "zinf.cuda_sync", sync[i]));
+			zinf_config_device_opts(cfg, &dev);
+			T_CHECK(dev.cuda_sync == want[i], "cuda_sync %s -> %d", sync[i],
+				(int)dev.cuda_sync);
+			zinf_config_destroy(cfg);
+		}
 	}
 	return T_EXIT_PASS;
 }

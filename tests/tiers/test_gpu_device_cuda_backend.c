@@ -4,9 +4,11 @@
  * direction between a cudaHostRegister'ed pinned pool and device memory come back
  * bit-exact across streams ordered by events, memset works, timing and byte counters
  * fill in, a CUDA error is translated into a one-line message naming the call, and a
- * driver that finds no GPU is named with its error (simulated). Skips (77) without a GPU,
- * and in builds without CUDA.
+ * driver that finds no GPU is named with its error (simulated); all of it with the host
+ * waiting in blocking mode (zinf.cuda_sync blocking), and an unknown wait mode refused.
+ * Skips (77) without a GPU, and in builds without CUDA.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,11 @@ int main(void)
 	zinf_device_opts_init(&o);
 	o.backend = ZINF_DEVICE_BACKEND_CUDA;
 	o.memory_limit = 256 * MiB;
+	o.cuda_sync = (enum zinf_cuda_sync)7;
+	T_CHECK(zinf_device_create(&o, &dev, err, sizeof(err)) == -EINVAL &&
+			strstr(err, "zinf.cuda_sync 7"),
+		"an unknown wait mode: %s", err);
+	o.cuda_sync = ZINF_CUDA_SYNC_BLOCKING;
 	T_CHECK(zinf_device_create(&o, &dev, err, sizeof(err)) == 0, "create: %s", err);
 	printf("device: %s\n", zinf_device_name(dev));
 	T_CHECK_RC(zinf_stream_create(dev, &a));
