@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -399,6 +400,21 @@ out_text:
 	return rc;
 }
 
+/* Out of file descriptors (a reader keeps every shard open while it loads, and
+ * checkpoints of thousands of shards exist): raise the soft limit to the hard one, as
+ * the zinf CLI does at start. Whether there is more room now. */
+static bool more_files_allowed(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+		return false;
+	zinf_logf(ZINF_LOG_INFO, "safetensors: raising the open-file limit from %llu to %llu",
+		  (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max);
+	rl.rlim_cur = rl.rlim_max;
+	return setrlimit(RLIMIT_NOFILE, &rl) == 0;
+}
+
 static int file_open(struct zinf_st_reader *r, struct st_file *f, const char *path)
 {
 	struct stat st;
@@ -408,6 +424,8 @@ static int file_open(struct zinf_st_reader *r, struct st_file *f, const char *pa
 	if (!f->path)
 		return st_rd_fail(r, -ENOMEM, "%s: no memory", path);
 	f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO: refused below */
+	if (f->fd < 0 && errno == EMFILE && more_files_allowed())
+		f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (f->fd < 0)
 		return st_rd_fail(r, -errno, "%s: cannot open: %s", path, strerror(errno));
 	if (fstat(f->fd, &st) < 0)
