@@ -101,6 +101,7 @@ int zinf_engine_device_free(struct zinf_engine *e, void *ptr)
 	rc = zinf_store_free_scratch(e->store, ptr);
 	if (rc)
 		return engine_fail(e, rc, "device memory for activations: free of %p: %s", ptr,
-				   zinf_device_last_error(e->dev));
+				   rc == -EINVAL ? zinf_store_last_error(e->store)
+						 : zinf_device_last_error(e->dev));
 	return 0;
 }

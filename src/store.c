@@ -179,6 +179,7 @@ void zinf_store_destroy(struct zinf_store *s)
 	free(s->params);
 	free(s->modules);
 	free(s->chunks);
+	free(s->scratch);
 	pthread_cond_destroy(&s->kick);
 	pthread_cond_destroy(&s->ready);
 	pthread_mutex_destroy(&s->lock);

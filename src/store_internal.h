@@ -91,6 +91,8 @@ struct zinf_store {
 	uint64_t kicks;
 	struct zinf_stream *h2d, *d2h;
 	struct zinf_stream *refresh; /* write-through copies (store_sync.c), waited alone */
+	void **scratch; /* (n_scratch) live zinf_store_alloc_scratch blocks, for the free */
+	uint32_t n_scratch, cap_scratch;
 
 	struct param *params;
 	uint32_t n_params, cap_params;

@@ -647,15 +647,39 @@ int zinf_store_alloc_scratch(struct zinf_store *s, uint64_t bytes, void **out)
 	}
 	if (rc)
 		store_fail(s, rc, "%s", zinf_device_last_error(s->o.device));
+	if (!rc && s->n_scratch == s->cap_scratch) { /* remembered for the free */
+		uint32_t cap = s->cap_scratch ? 2 * s->cap_scratch : 64;
+		void **v = realloc(s->scratch, cap * sizeof(*v));
+
+		if (v) {
+			s->scratch = v;
+			s->cap_scratch = cap;
+		} else {
+			zinf_device_free(s->o.device, *out);
+			*out = NULL;
+			rc = store_fail(s, -ENOMEM, "scratch: out of host memory");
+		}
+	}
+	if (!rc)
+		s->scratch[s->n_scratch++] = *out;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
 int zinf_store_free_scratch(struct zinf_store *s, void *ptr)
 {
+	uint32_t i;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
+	for (i = 0; i < s->n_scratch && s->scratch[i] != ptr; i++)
+		;
+	if (i == s->n_scratch) { /* a parameter's or gradient's buffer, say: not ours to free */
+		pthread_mutex_unlock(&s->lock);
+		return store_fail(s, -EINVAL, "%p is not a block zinf_store_alloc_scratch gave",
+				  ptr);
+	}
+	s->scratch[i] = s->scratch[--s->n_scratch];
 	rc = zinf_device_free(s->o.device, ptr);
 	kick(s); /* a waiting module may fit now */
 	pthread_mutex_unlock(&s->lock);

@@ -208,8 +208,10 @@ enum zinf_engine_device zinf_engine_device_kind(const struct zinf_engine *e);
 int zinf_engine_device_ordinal(const struct zinf_engine *e);
 /* Device memory for a model's own use (activations), after finalize, counted against
  * zinf.device_memory_limit like parameters and gradients (cached modules are evicted
- * to make room). Returns 0, ZINF_EBUDGET (the numbers in zinf_last_error) or ZINF_ESTATE
- * before finalize. Free only once no queued work uses it; NULL is a no-op. */
+ * to make room). Returns 0, ZINF_EBUDGET (the numbers in zinf_last_error), ZINF_ESTATE
+ * before finalize, -EINVAL for 0 bytes, -ENOMEM, a device error, or an error of the
+ * background gradient copies it waited for to make room (then reported here, not again
+ * by zinf_engine_sync or zinf_step). */
 int zinf_engine_device_alloc(struct zinf_engine *e, uint64_t bytes, void **out);
 /* Whether the device budget can hold at once the n modules listed (at most 8) and, with
  * grads, their gradient buffers, beside what stays on the device (the model's own
@@ -218,6 +220,9 @@ int zinf_engine_device_alloc(struct zinf_engine *e, uint64_t bytes, void **out);
  * in its backward. For a check before the first step. 0, or ZINF_EBUDGET with the
  * numbers in zinf_last_error, ZINF_ESTATE before finalize, -EINVAL. */
 int zinf_engine_check_room(struct zinf_engine *e, uint32_t n, const uint32_t *modules, bool grads);
+/* Free a block zinf_engine_device_alloc gave, once no queued work uses it; NULL is a
+ * no-op. Any other pointer (a parameter's or gradient buffer, a block freed already) is
+ * refused with -EINVAL and nothing freed. */
 int zinf_engine_device_free(struct zinf_engine *e, void *ptr);
 
 /* ---- per optimizer step --------------------------------------------------------------- */

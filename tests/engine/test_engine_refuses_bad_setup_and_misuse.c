@@ -3,7 +3,8 @@
  * buffers over the pinned budget (with a limit and a sub_group_size that each fit, or
  * the limit alone when no sub_group_size can), a module larger than the device budget
  * (at finalize, before any step); and calls out of order: use before finalize,
- * gradients asked twice, a step while gradients are out. */
+ * gradients asked twice, a step while gradients are out; a free of device memory the
+ * engine did not hand out (a gradient buffer, a block freed already). */
 #include <unistd.h>
 
 #include "test.h"
@@ -162,6 +163,26 @@ int main(void)
 	T_CHECK(zinf_module_grads_ready(e, 0) == ZINF_ESTATE, "gradients returned twice");
 	T_CHECK_RC(zinf_step(e, &r));
 	T_CHECK(zinf_module_release(e, 0) != 0, "release without fetch");
+	{ /* only blocks zinf_engine_device_alloc gave are freed, and only once */
+		void *block, *data, *again;
+
+		T_CHECK(zinf_module_fetch(e, 0) == 0 && zinf_module_wait(e, 0) == 0, "%s",
+			zinf_last_error(e));
+		data = (void *)zinf_param_data(e, 0);
+		T_CHECK_RC(zinf_engine_device_alloc(e, 4096, &block));
+		T_CHECK(data && zinf_engine_device_free(e, data) == -EINVAL &&
+				strstr(zinf_last_error(e), "not a block"),
+			"the engine's parameter buffer freed: %s", zinf_last_error(e));
+		T_CHECK(zinf_engine_device_free(e, (char *)block + 64) == -EINVAL,
+			"the inside of a block freed");
+		T_CHECK_RC(zinf_engine_device_free(e, block));
+		T_CHECK(zinf_engine_device_free(e, block) == -EINVAL, "a block freed twice");
+		T_CHECK_RC(zinf_engine_device_alloc(e, 4096, &again));
+		T_CHECK(again != data, "the parameter buffer given out again");
+		T_CHECK_RC(zinf_engine_device_free(e, again));
+		T_CHECK_RC(zinf_module_release(e, 0));
+	}
+
 	zinf_engine_destroy(e);
 	zinf_engine_destroy(NULL);
 	zinf_config_destroy(cfg);
