@@ -209,8 +209,9 @@ int zinf_io_extent_locate(struct zinf_io *io, uint32_t id, uint64_t off, const c
 /* Where a request is in its life; private to the layer (zinf_io_req.state_). */
 enum req_state {
 	REQ_IDLE = 0,
-	REQ_QUEUED, /* in flight */
-	REQ_DONE,
+	REQ_QUEUED,  /* in flight */
+	REQ_DONE,    /* completed (a callback's request: its callback ran or runs) */
+	REQ_COLLECT, /* completed, waiting in the done list for poll/wait */
 };
 
 /* A lane's worker thread (io_request.c), started by zinf_io_create. */

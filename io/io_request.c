@@ -96,7 +96,7 @@ static void req_complete(struct zinf_io *io, struct zinf_io_req *req)
 		pthread_mutex_lock(&io->done_lock);
 	} else {
 		pthread_mutex_lock(&io->done_lock);
-		__atomic_store_n(&req->state_, REQ_DONE, __ATOMIC_RELEASE);
+		__atomic_store_n(&req->state_, REQ_COLLECT, __ATOMIC_RELEASE);
 		req->next_ = NULL;
 		if (io->done_tail)
 			io->done_tail->next_ = req;
@@ -368,6 +368,7 @@ static int req_check(struct zinf_io *io, struct zinf_io_req *req)
 {
 	struct io_extent *e;
 	uint64_t a = io->align;
+	int state;
 	bool direct = false;
 
 	req->error[0] = '\0';
@@ -378,12 +379,14 @@ static int req_check(struct zinf_io *io, struct zinf_io_req *req)
 			 req->extent, req->buf, req->len, (int)req->op);
 		return -EINVAL;
 	}
-	if (__atomic_load_n(&req->state_, __ATOMIC_ACQUIRE) == REQ_QUEUED) {
-		snprintf(
-			req->error, sizeof(req->error),
-			"request on extent %u at offset %" PRIu64
-			" is still in flight (a request can be resubmitted only after it completes)",
-			req->extent, req->offset);
+	state = __atomic_load_n(&req->state_, __ATOMIC_ACQUIRE);
+	if (state == REQ_QUEUED || state == REQ_COLLECT) {
+		snprintf(req->error, sizeof(req->error),
+			 "request on extent %u at offset %" PRIu64
+			 " is still %s (a request can be resubmitted only after it completes%s)",
+			 req->extent, req->offset,
+			 state == REQ_QUEUED ? "in flight" : "waiting to be collected",
+			 state == REQ_QUEUED ? "" : " and poll or wait has returned it");
 		return ZINF_ESTATE;
 	}
 	e = io_extent_get(io, req->extent);
@@ -450,10 +453,8 @@ int zinf_io_submit(struct zinf_io *io, struct zinf_io_req **reqs, int n)
 			io_set_error(io, "submit: request %d of %d: %s", i, n, reqs[i]->error);
 		else
 			io_set_error(io, "submit: request %d of %d is NULL", i, n);
-		for (int k = 0; k < i; k++) {
-			if (reqs[k] != reqs[i])
-				reqs[k]->state_ = REQ_IDLE;
-		}
+		for (int k = 0; k < i; k++) /* each passed the check: this call marked it */
+			reqs[k]->state_ = REQ_IDLE;
 		return rc;
 	}
 	for (int i = 0; i < n; i++) {

@@ -162,10 +162,12 @@ struct zinf_io_req {
 	int state_;
 };
 
-/* Queue n requests. Checks each (extent, range, alignment, in-flight reuse) first:
- * on a bad request nothing is queued, -EINVAL is returned and the reason (address and
- * required alignment, or range and extent length) is in zinf_io_last_error and in that
- * request's error. Never blocks on I/O. */
+/* Queue n requests. Checks each (extent, range, alignment, reuse) first: on a bad
+ * request nothing is queued, -EINVAL is returned and the reason (address and required
+ * alignment, or range and extent length) is in zinf_io_last_error and in that request's
+ * error; ZINF_ESTATE for a request still in flight, listed twice in the batch, or
+ * completed but not yet returned by zinf_io_poll / zinf_io_wait (one with a callback may
+ * be resubmitted from its callback). Never blocks on I/O. */
 int zinf_io_submit(struct zinf_io *io, struct zinf_io_req **reqs, int n);
 /* Move up to max completed requests (those without a callback) into done[].
  * Returns the count (0 when none). Never blocks. */

@@ -1,7 +1,8 @@
 /*
  * Bad input to every I/O interface is refused with a one-line message naming what and
  * where: options, nvme paths, extent ids and ranges, unaligned O_DIRECT buffers (address
- * and required alignment), in-flight resubmission, buffer registration; bounce mode
+ * and required alignment), in-flight resubmission (a batch refused for it leaves its
+ * requests free), resubmission before poll collected it, buffer registration; bounce mode
  * accepts an unaligned buffer instead.
  */
 #include "io_test_util.h"
@@ -115,10 +116,25 @@ int main(void)
 	{
 		struct zinf_io_req *two[2] = {&req, &req};
 
+		struct zinf_io_req b = req, c = req, *got[4];
+		struct zinf_io_req *bc[2] = {&b, &c};
+
 		rc = zinf_io_submit(io, two, 2);
 		T_CHECK(rc == ZINF_ESTATE, "the same request twice in one batch: %d", rc);
 		T_CHECK(strstr(zinf_io_last_error(io), "request 1 of 2"), "%s",
 			zinf_io_last_error(io));
+		/* ... which leaves it free to submit (it never ran) */
+		T_CHECK_RC(zinf_io_submit(io, two, 1));
+		T_CHECK(zinf_io_wait(io, got, 1, 4, 10000) == 1 && got[0] == &req, "wait");
+		/* completed and not yet collected: refused, and the others still come */
+		T_CHECK_RC(zinf_io_submit(io, bc, 2));
+		T_CHECK_RC(zinf_io_drain(io));
+		rc = zinf_io_submit(io, bc, 1);
+		T_CHECK(rc == ZINF_ESTATE && strstr(b.error, "waiting to be collected"),
+			"a completed request resubmitted before poll: %d %s", rc, b.error);
+		T_CHECK(zinf_io_poll(io, got, 4) == 2, "both completed requests come back");
+		T_CHECK_RC(zinf_io_submit(io, bc, 1)); /* collected: free again */
+		T_CHECK(zinf_io_wait(io, got, 1, 4, 10000) == 1 && got[0] == &b, "wait b");
 	}
 	zinf_io_drain(io);
 	zinf_io_destroy(io);
