@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "zinf/error.h"
+#include "zinf/io.h"
 #include "zinf/log.h"
 
 /* ---- messages ----------------------------------------------------------------------- */
@@ -330,20 +331,23 @@ static int set_string(struct zinf_config *cfg, const struct zinf_key *k, const c
 	return 0;
 }
 
-static int set_strlist(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
-		       const cJSON *j)
+/* The paths of j (a string or a list of them) into l, checked. */
+static int list_build(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
+		      const cJSON *j, struct zinf_strlist *l)
 {
-	struct zinf_strlist *l = zinf_key_field(cfg, k);
 	const cJSON *e;
 	int i = 0;
 
-	strlist_clear(l);
 	if (cJSON_IsString(j) && *j->valuestring)
 		return strlist_push(l, j->valuestring)
 			       ? zinf_config_fail(cfg, -ENOMEM, "%s: out of memory", path)
 			       : 0;
 	if (!cJSON_IsArray(j))
 		return fail_type(cfg, k, path, j);
+	if (cJSON_GetArraySize(j) > ZINF_IO_MAX_PATHS)
+		return zinf_config_fail(cfg, ZINF_ECONFIG,
+					"%s: %d paths (expected at most %d drives)", path,
+					cJSON_GetArraySize(j), ZINF_IO_MAX_PATHS);
 	cJSON_ArrayForEach(e, j)
 	{
 		if (!cJSON_IsString(e) || !*e->valuestring) {
@@ -364,6 +368,21 @@ static int set_strlist(struct zinf_config *cfg, const struct zinf_key *k, const 
 			return zinf_config_fail(cfg, -ENOMEM, "%s: out of memory", path);
 		i++;
 	}
+	return 0;
+}
+
+static int set_strlist(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
+		       const cJSON *j)
+{
+	struct zinf_strlist *l = zinf_key_field(cfg, k), n = {0};
+	int rc = list_build(cfg, k, path, j, &n);
+
+	if (rc) { /* the list stays as it was */
+		strlist_clear(&n);
+		return rc;
+	}
+	strlist_clear(l);
+	*l = n;
 	return 0;
 }
 

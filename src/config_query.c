@@ -3,6 +3,7 @@
  * JSON) with each value's source that `zinf check` prints.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,45 @@ int zinf_config_get_bool(const struct zinf_config *cfg, const char *key, bool *o
 	return 0;
 }
 
+/* Every enum key's value names, split once from the schema's "a|b|c": strings that live
+ * as long as the process, as zinf_config_get_string's pointers must outlive cfg's next
+ * read. names[i] is key i's list, NULL-terminated (NULL for a key that is no enum). */
+static const char ***enum_names;
+static pthread_once_t enum_once = PTHREAD_ONCE_INIT;
+
+static void split_enum_names(void)
+{
+	const char ***names = calloc((size_t)zinf_n_keys, sizeof(*names));
+
+	for (int i = 0; names && i < zinf_n_keys; i++) {
+		const struct zinf_key *k = &zinf_keys[i];
+		size_t len = k->names ? strlen(k->names) : 0;
+		int n = 1;
+		char *text, *p;
+
+		if (k->type != ZK_ENUM || !k->names)
+			continue;
+		for (const char *c = k->names; *c; c++)
+			n += *c == '|';
+		names[i] = calloc((size_t)n + 1, sizeof(char *));
+		text = malloc(len + 1);
+		if (!names[i] || !text) {
+			free(text);
+			continue; /* (get_string then answers -ENOMEM for this key) */
+		}
+		memcpy(text, k->names, len + 1);
+		p = text;
+		for (int v = 0; v < n; v++) {
+			char *bar = strchr(p, '|');
+			if (bar)
+				*bar = 0;
+			names[i][v] = p;
+			p = bar ? bar + 1 : p + strlen(p);
+		}
+	}
+	enum_names = names;
+}
+
 int zinf_config_get_string(const struct zinf_config *cfg, const char *key, const char **out)
 {
 	const struct zinf_key *k;
@@ -111,11 +151,17 @@ int zinf_config_get_string(const struct zinf_config *cfg, const char *key, const
 		return 0;
 	}
 	if (k->type == ZK_ENUM) {
-		/* Per-thread copy: the schema stores the names joined by '|'. */
-		static __thread char buf[64];
-		if (zinf_key_enum_name(k, *(const int *)zinf_key_cfield(cfg, k), buf, sizeof(buf)))
+		int v = *(const int *)zinf_key_cfield(cfg, k);
+
+		pthread_once(&enum_once, split_enum_names);
+		if (!enum_names || !enum_names[i])
+			return -ENOMEM;
+		if (v < 0)
 			return -ERANGE;
-		*out = buf;
+		for (int n = 0; n <= v; n++)
+			if (!enum_names[i][n])
+				return -ERANGE;
+		*out = enum_names[i][v];
 		return 0;
 	}
 	return -EINVAL;

@@ -86,7 +86,8 @@ const char *zinf_config_warning(const struct zinf_config *cfg, int i);
 int zinf_config_get_u64(const struct zinf_config *cfg, const char *key, uint64_t *out);
 int zinf_config_get_double(const struct zinf_config *cfg, const char *key, double *out);
 int zinf_config_get_bool(const struct zinf_config *cfg, const char *key, bool *out);
-/* Strings and enums; the pointer lives as long as cfg. */
+/* Strings and enums. A string's pointer lives until the key is set again or cfg is
+ * loaded or destroyed; an enum's name lives as long as the process. */
 int zinf_config_get_string(const struct zinf_config *cfg, const char *key, const char **out);
 /* List keys (zinf.nvme_paths): element i, or -ERANGE past the end. */
 int zinf_config_get_list(const struct zinf_config *cfg, const char *key, int i, const char **out);

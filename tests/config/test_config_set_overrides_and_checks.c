@@ -1,7 +1,8 @@
 /* zinf_config_set overrides one key from command-line text (JSON or a bare word), marks
  * it "set", checks it like the loader, and suggests the closest key for a typo; a rule
  * across keys that a --set value breaks, and a warning about one, are named --set, not
- * the file. */
+ * the file. A refused list value leaves the list as it was; more than 16 paths are
+ * refused; the names read back for two enum keys are both still right afterwards. */
 #include "config.h"
 #include "test.h"
 #include "zinf/zinf.h"
@@ -65,6 +66,38 @@ int main(void)
 		"12000 bytes is unaligned");
 	T_CHECK(zinf_config_set(cfg, "bf16.enabled", "yes") == ZINF_ECONFIG,
 		"bool from a bare word");
+	zinf_config_destroy(cfg);
+
+	/* a refused list leaves the list; the enum names read back stay put */
+	T_CHECK_RC(zinf_config_create(&cfg));
+	T_CHECK_RC(zinf_config_load_string(
+		cfg,
+		"{\"zinf\": {\"nvme_paths\": [\"/a\", \"/b\"]}, \"zero_optimization\": {\"stage\": 3,"
+		" \"offload_param\": {\"device\": \"cpu\"}, \"offload_optimizer\": {\"device\":"
+		" \"nvme\"}}}",
+		"list.json"));
+	T_CHECK(zinf_config_set(cfg, "zinf.nvme_paths", "[\"/x\", 5]") == ZINF_ECONFIG &&
+			zinf_config_set(cfg, "zinf.nvme_paths", "\"\"") == ZINF_ECONFIG,
+		"bad lists accepted");
+	T_CHECK(zinf_config_get_list(cfg, "zinf.nvme_paths", 1, &s) == 0 && !strcmp(s, "/b") &&
+			zinf_config_get_list(cfg, "zinf.nvme_paths", 2, &s) == -ERANGE,
+		"a refused list changed the list");
+	T_CHECK(zinf_config_set(
+			cfg, "zinf.nvme_paths",
+			"[\"/1\",\"/2\",\"/3\",\"/4\",\"/5\",\"/6\",\"/7\",\"/8\",\"/9\","
+			"\"/10\",\"/11\",\"/12\",\"/13\",\"/14\",\"/15\",\"/16\",\"/17\"]") ==
+				ZINF_ECONFIG &&
+			strstr(zinf_config_last_error(cfg), "17 paths (expected at most 16"),
+		"17 paths: %s", zinf_config_last_error(cfg));
+	{
+		const char *a, *b;
+
+		T_CHECK_RC(
+			zinf_config_get_string(cfg, "zero_optimization.offload_param.device", &a));
+		T_CHECK_RC(zinf_config_get_string(cfg, "zero_optimization.offload_optimizer.device",
+						  &b));
+		T_CHECK(!strcmp(a, "cpu") && !strcmp(b, "nvme"), "enum names %s, %s", a, b);
+	}
 	zinf_config_destroy(cfg);
 
 	/* cross-key rules broken by a --set value */
