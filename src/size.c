@@ -2,6 +2,7 @@
  * Byte sizes in text: "4096", "5e8", "512MiB", "1.5GiB", "2GB". Shared by the config
  * loader and the CLI so that one spelling works everywhere.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,11 +37,13 @@ int zinf_parse_bytes(const char *text, uint64_t *out)
 	char *end;
 	double v;
 
-	if (!text || !*text || *text == '-' || *text == '+' || *text == ' ')
+	/* decimal digits first (strtod would also take whitespace, a sign, hex, inf, nan) */
+	if (!text || !isdigit((unsigned char)text[0]) ||
+	    strpbrk(text, "xXpP") != NULL) /* no hex: 0x10, 1p3 */
 		return -EINVAL;
 	errno = 0;
 	v = strtod(text, &end);
-	if (end == text || errno == ERANGE || !isfinite(v))
+	if (end == text || errno == ERANGE || !isfinite(v) || v < 0)
 		return end == text ? -EINVAL : -ERANGE;
 	while (*end == ' ')
 		end++;

@@ -99,7 +99,8 @@ int zinf_config_get_source(const struct zinf_config *cfg, const char *key,
  * object ("json": {"key": {"value": v, "source": "file"}, ...}). Returns 0 or -EIO. */
 int zinf_config_print(const struct zinf_config *cfg, FILE *f, bool json);
 
-/* Parse a byte size as the config and the CLI write it: an integer ("4096"), a number
+/* Parse a byte size as the config and the CLI write it, starting with a decimal digit:
+ * an integer ("4096"), a number
  * in exponent form that is a whole number ("5e8"), or a number with a unit, decimal
  * KB MB GB TB (10^3...) or binary KiB MiB GiB TiB (2^10...), e.g. "512MiB", "1.5GiB",
  * "2GB"; "B" alone is bytes. Returns 0, or -EINVAL (not a size) / -ERANGE (> 2^64-1 or

@@ -1,5 +1,6 @@
 /* zinf_parse_bytes accepts integers, whole exponent forms and KB..TB / KiB..TiB units,
- * and refuses negatives, fractions of a byte, unknown units and overflow. */
+ * and refuses negatives (behind whitespace too), hex, inf and nan, fractions of a byte,
+ * unknown units and overflow. */
 #include <errno.h>
 
 #include "test.h"
@@ -38,6 +39,14 @@ int main(void)
 	ok("1TiB", 1099511627776ull);
 	bad("", -EINVAL);
 	bad("-1", -EINVAL);
+	bad("\t-1", -EINVAL); /* strtod skips the tab: was 2^64 - 1 */
+	bad("\n4096", -EINVAL);
+	bad(" 1", -EINVAL);
+	bad("+1", -EINVAL);
+	bad("0x10", -EINVAL);
+	bad("1p3", -EINVAL);
+	bad("nan", -EINVAL);
+	bad("inf", -EINVAL);
 	bad("12XB", -EINVAL);
 	bad("1g", -EINVAL);
 	bad("MiB", -EINVAL);
