@@ -56,6 +56,10 @@ void zinf_log_set_callback(zinf_log_fn fn, void *user)
 
 void zinf_log_set_level(enum zinf_log_level level)
 {
+	if ((int)level < ZINF_LOG_ERROR)
+		level = ZINF_LOG_ERROR;
+	if ((int)level > ZINF_LOG_DEBUG)
+		level = ZINF_LOG_DEBUG;
 	pthread_once(&log_once, log_init);
 	__atomic_store_n(&log_level, level, __ATOMIC_RELAXED);
 }
@@ -71,6 +75,8 @@ void zinf_logf(enum zinf_log_level level, const char *fmt, ...)
 	char msg[1024];
 	va_list ap;
 
+	if ((int)level < ZINF_LOG_ERROR) /* (an out-of-range level: the nearest one) */
+		level = ZINF_LOG_ERROR;
 	if (level > zinf_log_get_level())
 		return;
 	va_start(ap, fmt);

@@ -21,12 +21,15 @@ enum zinf_log_level {
 };
 
 /* Receives one message (no trailing newline) at a level; user is passed through.
- * Called from whichever library thread logs; must be thread-safe itself. */
+ * Called from whichever library thread logs, one message at a time under the logger's
+ * lock: it must not call zinf (zinf_logf, zinf_log_set_callback, or anything that may
+ * log), which would wait for that lock for ever. */
 typedef void (*zinf_log_fn)(enum zinf_log_level level, const char *msg, void *user);
 
 /* Install fn (NULL restores the stderr logger). */
 void zinf_log_set_callback(zinf_log_fn fn, void *user);
-/* Messages above level are dropped. Overrides ZINF_LOG. */
+/* Messages above level are dropped. Overrides ZINF_LOG. A level outside ERROR..DEBUG
+ * is taken as the nearest one. */
 void zinf_log_set_level(enum zinf_log_level level);
 enum zinf_log_level zinf_log_get_level(void);
 /* Log one printf-style message at level through the current sink. Used by every layer

@@ -1,5 +1,6 @@
 /* ZINF_LOG sets the level; messages above it are dropped; a callback receives whole
- * lines at their level; NULL restores stderr. */
+ * lines at their level; levels out of range are taken as the nearest one; NULL restores
+ * stderr. */
 #include <stdlib.h>
 
 #include "test.h"
@@ -33,6 +34,14 @@ int main(void)
 	T_CHECK(seen[ZINF_LOG_WARN] == 0, "warn dropped at error level");
 	T_CHECK(zinf_log_parse_level("debug", &lv) == 0 && lv == ZINF_LOG_DEBUG, "parse debug");
 	T_CHECK(zinf_log_parse_level("verbose", &lv) < 0, "unknown level refused");
+	zinf_log_set_level((enum zinf_log_level)99);
+	T_CHECK(zinf_log_get_level() == ZINF_LOG_DEBUG, "level 99 taken as debug");
+	zinf_log_set_level((enum zinf_log_level) - 5);
+	T_CHECK(zinf_log_get_level() == ZINF_LOG_ERROR, "level -5 taken as error");
+	zinf_logf((enum zinf_log_level) - 3, "below error");
+	zinf_logf((enum zinf_log_level)42, "above debug");
+	T_CHECK(seen[ZINF_LOG_ERROR] == 2 && !strcmp(last, "below error"),
+		"an out-of-range message level: %d errors, last '%s'", seen[ZINF_LOG_ERROR], last);
 	zinf_log_set_callback(NULL, NULL);
 	return T_EXIT_PASS;
 }
