@@ -796,10 +796,13 @@ static int set_null(struct zinf_config *cfg, int i)
 
 static int config_set(struct zinf_config *cfg, const char *key, const char *value)
 {
-	int i = zinf_key_find(key);
+	int i = key ? zinf_key_find(key) : -1;
 	cJSON *j;
 	int rc;
 
+	if (!key || !value)
+		return zinf_config_fail(cfg, ZINF_ECONFIG, "%s: no %s given (expected KEY=VALUE)",
+					key ? key : "(null)", key ? "value" : "key");
 	if (i >= 0 && zinf_keys[i].type == ZK_OBJECT && strcmp(value, "null") == 0)
 		return set_null(cfg, i);
 	if (i < 0 || zinf_keys[i].type == ZK_OBJECT || zinf_keys[i].type == ZK_IGNORED) {

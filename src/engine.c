@@ -165,10 +165,14 @@ static int create_tiers(struct zinf_engine *e, char *err, size_t errlen)
 	}
 	sopts.timeline = e->timeline;
 	rc = zinf_store_create(&sopts, &e->store, err, errlen);
-	if (!rc)
-		rc = zinf_stream_create(e->dev, &e->d2h);
+	if (rc)
+		return rc;
+	rc = zinf_stream_create(e->dev, &e->d2h);
 	if (!rc)
 		rc = zinf_stream_create(e->dev, &e->zero);
+	if (rc)
+		snprintf(err, errlen, "device: cannot create a stream: %s",
+			 zinf_device_last_error(e->dev));
 	return rc;
 }
 
@@ -197,8 +201,10 @@ int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, 
 		return -ENOTSUP;
 	}
 	e = calloc(1, sizeof(*e));
-	if (!e)
+	if (!e) {
+		snprintf(err, errlen, "engine: out of host memory");
 		return -ENOMEM;
+	}
 	e->cfg = cfg;
 	pthread_mutex_init(&e->stats_lock, NULL);
 	e->nvme_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME;

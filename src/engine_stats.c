@@ -107,11 +107,13 @@ int zinf_stats_json(const struct zinf_stats *st, FILE *f)
 		"}, \"wait_seconds\": %.6f, \"fetches\": %" PRIu64 ", \"hits\": %" PRIu64
 		", \"prefetches\": %" PRIu64 ", \"prefetch_hits\": %" PRIu64
 		", \"trace_divergences\": %" PRIu64 ", \"evictions\": %" PRIu64
-		", \"steps\": %" PRIu64 ", \"skipped_steps\": %" PRIu64
+		", \"reuse_evictions\": %" PRIu64 ", \"steps\": %" PRIu64
+		", \"skipped_steps\": %" PRIu64
 		", \"optimizer_seconds\": %.6f, \"optimizer_wait_seconds\": %.6f"
 		", \"param_elems\": %" PRIu64 "}",
 		st->wait_seconds, st->fetches, st->hits, st->prefetches, st->prefetch_hits,
-		st->trace_divergences, st->evictions, st->steps, st->skipped_steps,
-		st->optimizer_seconds, st->optimizer_wait_seconds, st->param_elems);
+		st->trace_divergences, st->evictions, st->reuse_evictions, st->steps,
+		st->skipped_steps, st->optimizer_seconds, st->optimizer_wait_seconds,
+		st->param_elems);
 	return ferror(f) ? -EIO : 0;
 }

@@ -326,6 +326,8 @@ static int update_group(struct zinf_adam_nvme *h, struct nvme_slot *s,
 	slot_parts(h, s, n, &shard.master, &shard.exp_avg, &shard.exp_avg_sq);
 	if (bufs->sub_buffers) {
 		rc = bufs->sub_buffers(bufs->user, g, &shard.grad, &shard.param_out);
+		if (rc > 0) /* the step's codes are negative */
+			rc = -EIO;
 		if (rc) {
 			s->state = NVME_SLOT_IDLE;
 			return fail(h, rc, (int64_t)g,
@@ -421,6 +423,8 @@ int zinf_adam_nvme_step(struct zinf_adam_nvme *h, const struct zinf_adam_nvme_bu
 			break;
 		if (bufs->on_updated) {
 			int rc = bufs->on_updated(bufs->user, g);
+			if (rc > 0) /* the step's codes are negative */
+				rc = -EIO;
 			if (rc) {
 				fail(h, rc, (int64_t)g, "sub-group %" PRIu64 ": %s", g,
 				     "the caller stopped the step");

@@ -245,7 +245,9 @@ struct zinf_step_result {
  * names the first such module and which); release it or hand the gradients back, then
  * step. It first waits for the optimizer-state writes that loads left going on; one
  * that failed refuses the step (its error, nothing changed), and the step repeated
- * writes that sub-group again. */
+ * writes that sub-group again. After a failure of the background gradient additions
+ * (even one already reported) the accumulated gradients are incomplete: the step is
+ * dropped with -EIO and the accumulators cleared. */
 int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
 
 /* With zinf.overlap_optimizer (the default) zinf_step computes the norm and returns; the
@@ -255,8 +257,9 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
  * state that loads wrote to NVMe is written (those writes go on after the load calls
  * return); returns 0 or the error of a failed addition, update or write (a failed
  * load write is written again by the next step or save). That error is returned by fetches of the modules the
- * update did not write, and once by the first of zinf_engine_sync, zinf_step,
- * zinf_param_load/save and zinf_module_load, which all wait for the update; after that
+ * update did not write, and once by the first call that waits for the whole update
+ * (zinf_engine_sync, zinf_step, zinf_param_load/_range/_ranges/save/state_save,
+ * zinf_module_load and _load_state, zinf_engine_progress_get/_set); after that
  * the engine is usable again, the modules not written keeping their old values (as after
  * a failed synchronous step). */
 int zinf_engine_sync(struct zinf_engine *e);

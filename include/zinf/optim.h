@@ -208,14 +208,16 @@ struct zinf_adam_nvme_bufs {
 	const uint8_t *sub_groups;
 	/* Called on the stepping thread as soon as sub-group i is updated (its param_out
 	 * range is final; its state write may still be in flight), in stepping order. A
-	 * non-zero return stops the step with that error. NULL: not called. */
+	 * negative return stops the step with that error (a positive one with -EIO). NULL:
+	 * not called. */
 	int (*on_updated)(void *user, uint64_t i);
 	/* Called on the stepping thread before sub-group i is updated: where its gradient
 	 * (the sub-group's n_elems of grad_dtype) is, and where its new copy goes (n_elems of
 	 * param_dtype, or NULL with NONE); both must stay valid until on_updated(i) returns.
 	 * A caller that keeps neither whole (gradients swapped to NVMe, copies written home
-	 * as they come) hands them over one sub-group at a time. A non-zero return stops the
-	 * step with that error. NULL: grad and param_out above are used. */
+	 * as they come) hands them over one sub-group at a time. A negative return stops the
+	 * step with that error (a positive one with -EIO). NULL: grad and param_out above
+	 * are used. */
 	int (*sub_buffers)(void *user, uint64_t i, const void **grad, void **param_out);
 	void *user;
 };

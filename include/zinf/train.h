@@ -151,7 +151,7 @@ struct zinf_train_result {
 };
 
 /* Run the training opts describes. Returns 0, or a negative code with one line in err
- * (errlen bytes, always NUL-terminated) and result->bad_input set when the input was at
+ * (required: errlen >= 1 bytes, always NUL-terminated) and result->bad_input set when the input was at
  * fault. The final save is written to save_dir only when the whole run succeeded (the
  * save_every checkpoints before it as they come). result may be NULL. */
 int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result *result, char *err,

@@ -64,6 +64,10 @@ int main(void)
 		"a section cannot be set");
 	T_CHECK(zinf_config_set(cfg, "aio.block_size", "12KB") == ZINF_ECONFIG,
 		"12000 bytes is unaligned");
+	T_CHECK(zinf_config_set(cfg, "zero_optimization.offload_param", NULL) == ZINF_ECONFIG &&
+			zinf_config_set(cfg, NULL, "1") == ZINF_ECONFIG &&
+			strstr(zinf_config_last_error(cfg), "no key"),
+		"a NULL key or value: %s", zinf_config_last_error(cfg));
 	T_CHECK(zinf_config_set(cfg, "bf16.enabled", "yes") == ZINF_ECONFIG,
 		"bool from a bare word");
 	zinf_config_destroy(cfg);
