@@ -277,22 +277,26 @@ int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module)
 		uint32_t cap = e->cap_modules ? 2 * e->cap_modules : 16;
 		struct emodule *v = realloc(e->modules, cap * sizeof(*v));
 		if (!v)
-			return -ENOMEM;
+			return engine_fail(e, -ENOMEM, "module %s: out of host memory", name);
 		e->modules = v;
 		e->cap_modules = cap;
 	}
 	m = &e->modules[e->n_modules];
 	memset(m, 0, sizeof(*m));
+	m->name = strdup(name); /* before the store holds it: a failure leaves nothing */
+	if (!m->name)
+		return engine_fail(e, -ENOMEM, "module %s: out of host memory", name);
 	rc = zinf_store_module_add(e->store, name, &m->store_id);
+	if (rc) {
+		free(m->name);
+		m->name = NULL;
+	}
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	if (m->store_id != e->n_modules) /* the prefetcher names modules by store id */
 		return engine_fail(e, ZINF_ESTATE, "module %s: store id %u, expected %u", name,
 				   m->store_id, e->n_modules);
 	m->first_param = e->n_params;
-	m->name = strdup(name);
-	if (!m->name)
-		return -ENOMEM;
 	*module = e->n_modules++;
 	return 0;
 }
@@ -313,7 +317,7 @@ int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enu
 		uint32_t cap = e->cap_params ? 2 * e->cap_params : 64;
 		struct eparam *v = realloc(e->params, cap * sizeof(*v));
 		if (!v)
-			return -ENOMEM;
+			return engine_fail(e, -ENOMEM, "param %s: out of host memory", name);
 		e->params = v;
 		e->cap_params = cap;
 	}
