@@ -679,8 +679,10 @@ int zinf_module_wait(struct zinf_engine *e, uint32_t module)
 
 void *zinf_param_data(struct zinf_engine *e, uint32_t param)
 {
-	return param < e->n_params ? zinf_store_param_data(e->store, e->params[param].store_id)
-				   : NULL;
+	/* the model's fetch, not the prefetcher's hold of the same module */
+	if (param >= e->n_params || !e->modules[e->params[param].module].fetched)
+		return NULL;
+	return zinf_store_param_data(e->store, e->params[param].store_id);
 }
 
 int zinf_module_release(struct zinf_engine *e, uint32_t module)
