@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "hf_config.h"
+#include "safetensors_internal.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
 
@@ -803,56 +804,6 @@ static cJSON *config_json(const struct zinf_hf_config *cfg, enum zinf_st_dtype d
 	return o;
 }
 
-static int write_atomic(const char *path, const char *text, size_t len)
-{
-	char *tmp = NULL, *dir, *slash;
-	int fd, rc = 0, dfd;
-	size_t done = 0;
-
-	if (asprintf(&tmp, "%s.tmp", path) < 0)
-		return -ENOMEM;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = -errno;
-		free(tmp);
-		return rc;
-	}
-	while (rc == 0 && done < len) {
-		ssize_t n = write(fd, text + done, len - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			rc = n < 0 ? -errno : -EIO;
-		else
-			done += (size_t)n;
-	}
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0)
-		unlink(tmp);
-	free(tmp);
-	if (rc < 0)
-		return rc;
-	dir = strdup(path);
-	if (!dir)
-		return 0; /* the file is in place; only the directory sync is skipped */
-	slash = strrchr(dir, '/');
-	if (slash)
-		*(slash == dir ? slash + 1 : slash) = '\0';
-	dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
-	}
-	free(dir);
-	return 0;
-}
-
 int zinf_hf_config_save(struct zinf_hf_config *cfg, const char *path, enum zinf_st_dtype dtype)
 {
 	cJSON *o;
@@ -883,10 +834,14 @@ int zinf_hf_config_save(struct zinf_hf_config *cfg, const char *path, enum zinf_
 		text[n] = '\n';
 		text[n + 1] = '\0';
 	}
-	rc = write_atomic(path, text, strlen(text));
+	rc = st_write_file_atomic(path, text, strlen(text));
 	free(text);
 	if (rc < 0)
 		return hf_fail(cfg, rc, path, "write failed: %s", zinf_strerror(rc));
+	text = st_path_dir(path); /* (the file is in place; the directory's sync may fail) */
+	if (text)
+		st_fsync_dir(text);
+	free(text);
 	return 0;
 }
 

@@ -276,3 +276,27 @@ int st_fsync_dir(const char *dir)
 	close(fd);
 	return rc;
 }
+
+int st_write_file_atomic(const char *path, const char *text, size_t len)
+{
+	char *tmp = NULL;
+	int fd, rc = 0;
+
+	if (asprintf(&tmp, "%s.tmp", path) < 0)
+		return -ENOMEM;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = st_pwrite_full(fd, text, len, 0);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0 && close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0)
+		unlink(tmp);
+	free(tmp);
+	return rc;
+}

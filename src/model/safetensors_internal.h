@@ -7,6 +7,7 @@
 #define ZINF_MODEL_SAFETENSORS_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "safetensors.h"
@@ -27,6 +28,10 @@ int st_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off);
 char *st_path_join(const char *dir, const char *name);
 char *st_path_dir(const char *path);
 int st_fsync_dir(const char *dir);
+/* text (len bytes) into path through path.tmp: written whole, fsynced, renamed over
+ * path; the directory is not synced (st_fsync_dir). 0, or a negative errno with path
+ * untouched and path.tmp removed. */
+int st_write_file_atomic(const char *path, const char *text, size_t len);
 
 /* ---- the reader's handle -------------------------------------------------------------- */
 

@@ -472,29 +472,14 @@ static int name_cmp_idx(const void *a, const void *b, void *ctx)
 static int write_file_atomic(struct zinf_st_writer *w, const char *name, const char *text,
 			     size_t len)
 {
-	char *path = st_path_join(w->dir, name), *tmp = NULL;
-	int fd = -1, rc = 0;
+	char *path = st_path_join(w->dir, name);
+	int rc;
 
-	if (!path || asprintf(&tmp, "%s.tmp", path) < 0) {
-		free(path);
+	if (!path)
 		return wr_fail(w, -ENOMEM, "%s: no memory", w->dir);
-	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		rc = -errno;
-	if (rc == 0)
-		rc = st_pwrite_full(fd, text, len, 0);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (fd >= 0 && close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0) {
-		unlink(tmp);
-		wr_fail(w, rc, "%s: %s", tmp, zinf_strerror(rc));
-	}
-	free(tmp);
+	rc = st_write_file_atomic(path, text, len);
+	if (rc < 0)
+		wr_fail(w, rc, "%s: %s", path, zinf_strerror(rc));
 	free(path);
 	return rc;
 }

@@ -25,6 +25,7 @@
 #include <cjson/cJSON.h>
 
 #include "safetensors.h"
+#include "safetensors_internal.h"
 #include "train_state_internal.h"
 #include "zinf/crc32c.h"
 #include "zinf/error.h"
@@ -196,35 +197,15 @@ static cJSON *data_json(const struct train_state *st)
 static int write_atomic(const char *dir, const char *name, const char *text, char *err,
 			size_t errlen)
 {
-	char path[4200], tmp[4300];
-	size_t len = strlen(text);
-	int fd, rc = 0;
+	char path[4200];
+	int rc;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: cannot create: %s", tmp, zinf_strerror(rc));
-		return rc;
-	}
-	if (write(fd, text, len) != (ssize_t)len || fsync(fd))
-		rc = errno ? -errno : -EIO;
-	if (close(fd) && !rc)
-		rc = -errno;
-	if (!rc && rename(tmp, path))
-		rc = -errno;
-	if (!rc) {
-		fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0 || fsync(fd))
-			rc = -errno;
-		if (fd >= 0)
-			close(fd);
-	}
-	if (rc) {
-		unlink(tmp);
+	rc = st_write_file_atomic(path, text, strlen(text));
+	if (!rc)
+		rc = st_fsync_dir(dir);
+	if (rc)
 		snprintf(err, errlen, "%s: cannot write: %s", path, zinf_strerror(rc));
-	}
 	return rc;
 }
 
