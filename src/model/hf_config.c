@@ -1,7 +1,7 @@
 /*
  * Hugging Face config.json for llama, mistral and qwen2 (see hf_config.h): load with
- * per-architecture defaults, strict checks with one-line errors, save back through a
- * temporary file, fsync and rename.
+ * per-architecture defaults and strict checks with one-line errors. Saving is
+ * hf_config_save.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "hf_config.h"
-#include "safetensors_internal.h"
+#include "hf_config_internal.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
 
@@ -28,8 +28,7 @@
 #define HF_MAX_POSITIONS (1ull << 40)
 #define HF_MAX_FILE_BYTES (16u << 20)
 
-__attribute__((format(printf, 4, 5))) static int hf_fail(struct zinf_hf_config *cfg, int code,
-							 const char *name, const char *fmt, ...)
+int hf_fail(struct zinf_hf_config *cfg, int code, const char *name, const char *fmt, ...)
 {
 	char msg[ZINF_HF_ERR_BYTES - 320];
 	va_list ap;
@@ -68,7 +67,7 @@ const char *zinf_hf_torch_dtype_name(enum zinf_st_dtype dtype)
 	return "?";
 }
 
-static const char *hf_architecture(enum zinf_hf_model_type type)
+const char *hf_architecture(enum zinf_hf_model_type type)
 {
 	switch (type) {
 	case ZINF_HF_LLAMA:
@@ -681,168 +680,6 @@ int zinf_hf_config_load_file(struct zinf_hf_config *cfg, const char *path)
 	rc = zinf_hf_config_load_string(cfg, text, path);
 	free(text);
 	return rc;
-}
-
-/* ---- save ------------------------------------------------------------------------------ */
-
-static bool set_item(cJSON *obj, const char *key, cJSON *item)
-{
-	if (!item)
-		return false;
-	if (cJSON_GetObjectItemCaseSensitive(obj, key))
-		return cJSON_ReplaceItemInObjectCaseSensitive(obj, key, item);
-	return cJSON_AddItemToObject(obj, key, item);
-}
-
-static bool set_num(cJSON *obj, const char *key, double v)
-{
-	return set_item(obj, key, cJSON_CreateNumber(v));
-}
-
-static cJSON *rope_scaling_json(const struct zinf_hf_config *cfg)
-{
-	cJSON *rs;
-
-	if (!cfg->rope_llama3)
-		return cJSON_CreateNull();
-	rs = cJSON_CreateObject();
-	if (!rs)
-		return NULL;
-	if (!cJSON_AddNumberToObject(rs, "factor", cfg->rope_factor) ||
-	    !cJSON_AddNumberToObject(rs, "high_freq_factor", cfg->rope_high_freq_factor) ||
-	    !cJSON_AddNumberToObject(rs, "low_freq_factor", cfg->rope_low_freq_factor) ||
-	    !cJSON_AddNumberToObject(rs, "original_max_position_embeddings",
-				     (double)cfg->rope_original_max_position_embeddings) ||
-	    !cJSON_AddStringToObject(rs, "rope_type", "llama3")) {
-		cJSON_Delete(rs);
-		return NULL;
-	}
-	return rs;
-}
-
-/* transformers 5's form: one object, which keeps the keys zinf does not read. */
-static cJSON *rope_parameters_json(const struct zinf_hf_config *cfg)
-{
-	const cJSON *old =
-		cfg->json ? cJSON_GetObjectItemCaseSensitive(cfg->json, "rope_parameters") : NULL;
-	cJSON *rp = cJSON_IsObject(old) ? cJSON_Duplicate(old, 1) : cJSON_CreateObject();
-	bool ok = rp != NULL;
-
-	ok = ok &&
-	     set_item(rp, "rope_type", cJSON_CreateString(cfg->rope_llama3 ? "llama3" : "default"));
-	ok = ok && set_num(rp, "rope_theta", cfg->rope_theta);
-	if (cfg->rope_llama3) {
-		ok = ok && set_num(rp, "factor", cfg->rope_factor);
-		ok = ok && set_num(rp, "high_freq_factor", cfg->rope_high_freq_factor);
-		ok = ok && set_num(rp, "low_freq_factor", cfg->rope_low_freq_factor);
-		ok = ok && set_num(rp, "original_max_position_embeddings",
-				   (double)cfg->rope_original_max_position_embeddings);
-	}
-	if (!ok) {
-		cJSON_Delete(rp);
-		return NULL;
-	}
-	return rp;
-}
-
-static cJSON *config_json(const struct zinf_hf_config *cfg, enum zinf_st_dtype dtype)
-{
-	cJSON *o = cfg->json ? cJSON_Duplicate(cfg->json, 1) : cJSON_CreateObject();
-	bool ok;
-
-	if (!o)
-		return NULL;
-	ok = set_item(o, "model_type",
-		      cJSON_CreateString(zinf_hf_model_type_name(cfg->model_type)));
-	if (ok && !cJSON_GetObjectItemCaseSensitive(o, "architectures")) {
-		const char *arch = hf_architecture(cfg->model_type);
-
-		ok = set_item(o, "architectures", cJSON_CreateStringArray(&arch, 1));
-	}
-	ok = ok && set_num(o, "vocab_size", (double)cfg->vocab_size);
-	ok = ok && set_num(o, "hidden_size", (double)cfg->hidden_size);
-	ok = ok && set_num(o, "intermediate_size", (double)cfg->intermediate_size);
-	ok = ok && set_num(o, "num_hidden_layers", (double)cfg->num_hidden_layers);
-	ok = ok && set_num(o, "num_attention_heads", (double)cfg->num_attention_heads);
-	ok = ok && set_num(o, "num_key_value_heads", (double)cfg->num_key_value_heads);
-	ok = ok && set_num(o, "head_dim", (double)cfg->head_dim);
-	ok = ok && set_num(o, "max_position_embeddings", (double)cfg->max_position_embeddings);
-	ok = ok && set_num(o, "rms_norm_eps", cfg->rms_norm_eps);
-	/* the rotary settings in the form they were read in */
-	if (cfg->rope_parameters) {
-		ok = ok && set_item(o, "rope_parameters", rope_parameters_json(cfg));
-	} else {
-		ok = ok && set_num(o, "rope_theta", cfg->rope_theta);
-		ok = ok && set_item(o, "rope_scaling", rope_scaling_json(cfg));
-	}
-	ok = ok && set_item(o, "tie_word_embeddings", cJSON_CreateBool(cfg->tie_word_embeddings));
-	ok = ok && set_item(o, "hidden_act", cJSON_CreateString("silu"));
-	if (cfg->model_type == ZINF_HF_LLAMA) {
-		ok = ok && set_item(o, "attention_bias", cJSON_CreateBool(cfg->attention_bias));
-		ok = ok && set_item(o, "mlp_bias", cJSON_CreateBool(cfg->mlp_bias));
-	}
-	/* qwen2 keeps its window size while use_sliding_window is false */
-	if (cfg->model_type == ZINF_HF_MISTRAL ||
-	    (cfg->model_type == ZINF_HF_QWEN2 &&
-	     (cfg->sliding_window || !cJSON_GetObjectItemCaseSensitive(o, "sliding_window"))))
-		ok = ok &&
-		     set_item(o, "sliding_window",
-			      cfg->sliding_window ? cJSON_CreateNumber((double)cfg->sliding_window)
-						  : cJSON_CreateNull());
-	if (cfg->model_type == ZINF_HF_QWEN2) {
-		ok = ok &&
-		     set_item(o, "use_sliding_window", cJSON_CreateBool(cfg->sliding_window != 0));
-		ok = ok && set_num(o, "max_window_layers", (double)cfg->max_window_layers);
-	}
-	if (ok && cJSON_GetObjectItemCaseSensitive(o, "dtype"))
-		ok = set_item(o, "dtype", cJSON_CreateString(zinf_hf_torch_dtype_name(dtype)));
-	ok = ok && set_item(o, "torch_dtype", cJSON_CreateString(zinf_hf_torch_dtype_name(dtype)));
-	if (!ok) {
-		cJSON_Delete(o);
-		return NULL;
-	}
-	return o;
-}
-
-int zinf_hf_config_save(struct zinf_hf_config *cfg, const char *path, enum zinf_st_dtype dtype)
-{
-	cJSON *o;
-	char *text;
-	int rc;
-
-	if (!path)
-		return hf_fail(cfg, -EINVAL, "config", "save: no path");
-	rc = zinf_hf_config_validate(cfg, path);
-	if (rc < 0)
-		return rc;
-	if (zinf_st_dtype_size(dtype) == 0)
-		return hf_fail(cfg, -EINVAL, path, "torch_dtype: invalid dtype %d", (int)dtype);
-	o = config_json(cfg, dtype);
-	text = o ? cJSON_Print(o) : NULL;
-	cJSON_Delete(o);
-	if (!text)
-		return hf_fail(cfg, -ENOMEM, path, "no memory to build the JSON");
-	{
-		size_t n = strlen(text);
-		char *t2 = realloc(text, n + 2);
-
-		if (!t2) {
-			free(text);
-			return hf_fail(cfg, -ENOMEM, path, "no memory");
-		}
-		text = t2;
-		text[n] = '\n';
-		text[n + 1] = '\0';
-	}
-	rc = st_write_file_atomic(path, text, strlen(text));
-	free(text);
-	if (rc < 0)
-		return hf_fail(cfg, rc, path, "write failed: %s", zinf_strerror(rc));
-	text = st_path_dir(path); /* (the file is in place; the directory's sync may fail) */
-	if (text)
-		st_fsync_dir(text);
-	free(text);
-	return 0;
 }
 
 uint64_t zinf_hf_config_param_count(const struct zinf_hf_config *cfg)
