@@ -12,7 +12,6 @@ int main(int argc, char **argv)
 	struct tf_dir d;
 	struct rlimit rl;
 	char model[200], cmd[4096], common[2048];
-	FILE *f;
 
 	T_CHECK(argc == 2, "usage: %s ZINF_BINARY", argv[0]);
 	T_CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit");
@@ -20,13 +19,7 @@ int main(int argc, char **argv)
 		return T_EXIT_SKIP;
 	tf_setup(&d, NULL);
 	tf_write_ds(&d, "cpu", "cpu", false);
-	snprintf(model, sizeof(model), "%s/deep.json", d.root);
-	f = fopen(model, "w");
-	T_CHECK(f, "%s", model);
-	fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 32,"
-		   " \"intermediate_size\": 64, \"num_hidden_layers\": 40,"
-		   " \"num_attention_heads\": 4}\n");
-	fclose(f);
+	tf_write_deep_model(&d, model, sizeof(model));
 	snprintf(common, sizeof(common),
 		 "--config '%s' --set zinf.device_memory_limit=16MiB --data '%s' --data-format "
 		 "text --seq-len 16 --steps 1 -q",

@@ -29,20 +29,13 @@ int main(void)
 	struct rlimit rl;
 	static const char *const sets[] = {"zinf.device_memory_limit=16MiB"};
 	char ck[200], model[200], err[1024];
-	FILE *f;
 
 	T_CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit");
 	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 1024)
 		return T_EXIT_SKIP;
 	tf_setup(&d, NULL);
 	tf_write_ds(&d, "cpu", "cpu", false);
-	snprintf(model, sizeof(model), "%s/deep.json", d.root);
-	f = fopen(model, "w");
-	T_CHECK(f, "%s", model);
-	fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 32,"
-		   " \"intermediate_size\": 64, \"num_hidden_layers\": 40,"
-		   " \"num_attention_heads\": 4}\n");
-	fclose(f);
+	tf_write_deep_model(&d, model, sizeof(model));
 	snprintf(ck, sizeof(ck), "%s/ck", d.root);
 	tf_opts(&d, &o, 1, &l);
 	o.init_config = model;

@@ -55,6 +55,21 @@ static inline void tf_setup(struct tf_dir *d, const char *extra_model_json)
 	fclose(f);
 }
 
+/* The tiny model of tf_setup with 40 layers in d->root/deep.json (path): 363 tensors,
+ * so a checkpoint saved a shard a tensor has over 300 shards. */
+static inline void tf_write_deep_model(const struct tf_dir *d, char *path, size_t len)
+{
+	FILE *f;
+
+	snprintf(path, len, "%s/deep.json", d->root);
+	f = fopen(path, "w");
+	T_CHECK(f, "%s", path);
+	fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 32,"
+		   " \"intermediate_size\": 64, \"num_hidden_layers\": 40,"
+		   " \"num_attention_heads\": 4}\n");
+	fclose(f);
+}
+
 /* Write a DeepSpeed config: params homed on param_home (none, cpu, nvme), optimizer
  * state on opt_home (cpu, nvme), bf16 or fp32, micro batch 2, accumulation 2. */
 static inline void tf_write_ds(struct tf_dir *d, const char *param_home, const char *opt_home,
