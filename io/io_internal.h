@@ -187,7 +187,8 @@ enum io_fault_kind {
 	IO_FAULT_NO_DIRECT, /* the next count O_DIRECT opens fail with EINVAL (tmpfs) */
 	IO_FAULT_ENGINE,    /* the next count backend setups fail with -err (seccomp) */
 	IO_FAULT_NOSPACE,   /* the next count preallocations fail with ENOSPC when larger */
-			    /* than short_bytes: a file system with that much free */
+			    /* than short_bytes, and space checks see short_bytes free */
+			    /* (one count per path): a file system with that much free */
 };
 
 /* Arm the hook for pieces of op_mask (1 << ZINF_IO_READ | 1 << ZINF_IO_WRITE). */

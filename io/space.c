@@ -317,17 +317,17 @@ static int free_insert(struct io_file *f, int at, uint64_t off, uint64_t len)
 	return 0;
 }
 
-/* fallocate fd to size bytes; 0, or -1 with errno. The fault hook (IO_FAULT_NOSPACE)
- * pretends the file system has short_bytes free. */
-static int preallocate(int fd, uint64_t size)
+/* fallocate [off, off + len) of fd; 0, or -1 with errno. The fault hook
+ * (IO_FAULT_NOSPACE) pretends the file system has short_bytes free. */
+static int preallocate(int fd, uint64_t off, uint64_t len)
 {
 	uint64_t free_bytes;
 
-	if (io_fault_take(IO_FAULT_NOSPACE, 0, NULL, &free_bytes) && size > free_bytes) {
+	if (io_fault_take(IO_FAULT_NOSPACE, 0, NULL, &free_bytes) && len > free_bytes) {
 		errno = ENOSPC;
 		return -1;
 	}
-	return fallocate(fd, 0, 0, (off_t)size);
+	return fallocate(fd, 0, (off_t)off, (off_t)len);
 }
 
 /* Create data.N on path p of at least need bytes, preallocated. Holds space_lock. */
@@ -351,7 +351,7 @@ static int file_create(struct zinf_io *io, int p, uint64_t need, uint32_t *idx)
 	}
 	path->n_files++;
 	for (;;) {
-		rc = preallocate(fd, size);
+		rc = preallocate(fd, 0, size);
 		if (rc == 0 || errno != ENOSPC || size == need)
 			break;
 		/* Less free space than size (a small or nearly full file system): half as
@@ -425,7 +425,42 @@ static int file_give(struct io_file *f, uint64_t off, uint64_t len)
 	return free_insert(f, i, off, len);
 }
 
-/* Take len bytes on path p: in an existing file, else in a new one. Holds space_lock. */
+/* No new file of len bytes fits path p's file system: grow its last file by what its
+ * free tail lacks, so that the space a file took beyond its extents is not lost (files
+ * made under space pressure end in such tails). 0 with *idx, or a negative code. */
+static int file_grow(struct zinf_io *io, int p, uint64_t len, uint32_t *idx)
+{
+	struct io_file *f = NULL;
+	uint64_t tail = 0, add;
+	int rc;
+
+	for (uint32_t i = 0; i < io->n_files; i++) {
+		if (io->files[i].path == p) {
+			f = &io->files[i];
+			*idx = i;
+		}
+	}
+	if (!f)
+		return -ENOSPC;
+	if (f->n_free && f->free[f->n_free - 1].off + f->free[f->n_free - 1].len == f->size)
+		tail = f->free[f->n_free - 1].len;
+	add = round_up(len - tail, io->align);
+	if (preallocate(f->fd, f->size, add) != 0) {
+		rc = -errno;
+		if (ftruncate(f->fd, (off_t)f->size) != 0) /* drop what the call took */
+			zinf_logf(ZINF_LOG_WARN, "zinf io: %s: cannot truncate to %llu bytes: %s",
+				  f->name, (unsigned long long)f->size, strerror(errno));
+		return rc;
+	}
+	rc = file_give(f, f->size, add);
+	if (rc)
+		return rc;
+	f->size += add;
+	return 0;
+}
+
+/* Take len bytes on path p: in an existing file, else in a new one (else in a grown
+ * one). Holds space_lock. */
 static int path_take(struct zinf_io *io, int p, uint64_t len, struct io_part *part)
 {
 	uint32_t idx = 0;
@@ -439,6 +474,8 @@ static int path_take(struct zinf_io *io, int p, uint64_t len, struct io_part *pa
 		}
 	}
 	rc = file_create(io, p, len, &idx);
+	if (rc == -ENOSPC && file_grow(io, p, len, &idx) == 0)
+		rc = 0;
 	if (rc)
 		return rc;
 	rc = file_take(&io->files[idx], len, &part->off);
@@ -499,10 +536,44 @@ static void extent_release_parts(struct zinf_io *io, struct io_extent *e)
 	for (int i = 0; i < e->n_parts; i++) {
 		struct io_file *f = &io->files[e->part[i].file];
 
-		if (f->path < io->n_paths)
+		if (f->path < io->n_paths) {
 			file_give(f, e->part[i].off, e->part[i].len);
+			__atomic_sub_fetch(&io->stats.space_bytes, e->part[i].len,
+					   __ATOMIC_RELAXED);
+		}
 	}
 	e->n_parts = 0;
+}
+
+/* An extent of len bytes (a multiple of the alignment) is units stripe units dealt
+ * round-robin to n_parts paths: the bytes part i takes. */
+static uint64_t part_bytes(const struct zinf_io *io, uint64_t len, int i)
+{
+	uint64_t S = io->opts.stripe_unit, units = (len + S - 1) / S;
+	uint64_t n_parts = units < (uint64_t)io->n_paths ? units : (uint64_t)io->n_paths;
+	uint64_t mine = (units - (uint64_t)i + n_parts - 1) / n_parts; /* units of part i */
+	uint64_t last_u = (uint64_t)i + (mine - 1) * n_parts;
+	uint64_t last_len = len - last_u * S < S ? len - last_u * S : S;
+
+	if (n_parts == 1)
+		return len;
+	return round_up((mine - 1) * S + last_len, io->align);
+}
+
+uint64_t zinf_io_extent_footprint(const struct zinf_io *io, uint64_t len)
+{
+	uint64_t S, units, total = 0;
+	int n_parts;
+
+	if (!io || len == 0 || len > (1ull << 62) || io->n_paths == 0)
+		return 0;
+	S = io->opts.stripe_unit;
+	len = round_up(len, io->align);
+	units = (len + S - 1) / S;
+	n_parts = units < (uint64_t)io->n_paths ? (int)units : io->n_paths;
+	for (int i = 0; i < n_parts; i++)
+		total += part_bytes(io, len, i);
+	return total;
 }
 
 int zinf_io_extent_alloc(struct zinf_io *io, uint64_t len, uint32_t *id)
@@ -536,19 +607,12 @@ int zinf_io_extent_alloc(struct zinf_io *io, uint64_t len, uint32_t *id)
 	first = io->next_path;
 	io->next_path = (io->next_path + 1) % io->n_paths;
 	for (int i = 0; i < n_parts; i++) {
-		uint64_t mine = (units - i + n_parts - 1) / n_parts; /* units of part i */
-		uint64_t last_u = i + (mine - 1) * n_parts;
-		uint64_t last_len = len - last_u * S < S ? len - last_u * S : S;
-		uint64_t bytes = (mine - 1) * S + last_len;
-
-		if (n_parts == 1)
-			bytes = len;
-		rc = path_take(io, (first + i) % io->n_paths, round_up(bytes, io->align),
-			       &e->part[i]);
+		rc = path_take(io, (first + i) % io->n_paths, part_bytes(io, len, i), &e->part[i]);
 		if (rc) {
 			extent_release_parts(io, e);
 			goto out_unlock;
 		}
+		__atomic_add_fetch(&io->stats.space_bytes, e->part[i].len, __ATOMIC_RELAXED);
 		e->n_parts = i + 1;
 	}
 	e->used = true;
@@ -704,7 +768,7 @@ int zinf_io_check_space(struct zinf_io *io, uint64_t bytes)
 	for (int p = 0; p < n; p++) {
 		struct statvfs fs;
 		struct stat st, other;
-		uint64_t share = 0, free_b;
+		uint64_t share = 0, free_b, pretend = 0;
 		char a[32], b[32], c[32], where[64] = "there";
 		int on_fs = 0;
 		bool counted = false;
@@ -725,17 +789,24 @@ int zinf_io_check_space(struct zinf_io *io, uint64_t bytes)
 		 * systems whose free blocks overstate what can be written (quotas, thin
 		 * volumes) are common, and the bound is only a lower one */
 		free_b = (uint64_t)fs.f_bavail * fs.f_frsize;
+		if (!counted && io_fault_take(IO_FAULT_NOSPACE, 0, NULL, &pretend))
+			free_b = pretend; /* the test hook's small file system */
 		if (counted || share <= free_b)
 			continue;
 		if (on_fs > 1)
 			snprintf(where, sizeof(where), "on its file system (%d of the paths)",
 				 on_fs);
+		zinf_format_bytes(share, a, sizeof(a));
+		zinf_format_bytes(free_b, c, sizeof(c));
+		if (strcmp(a, c) == 0) { /* rounded alike: the exact bytes */
+			snprintf(a, sizeof(a), "%llu B", (unsigned long long)share);
+			snprintf(c, sizeof(c), "%llu B", (unsigned long long)free_b);
+		}
 		io_set_error(io,
 			     "nvme path %s: the run needs at least %s %s (a share of %s striped "
 			     "over %d path%s), %s free",
-			     io->paths[p].dir, zinf_format_bytes(share, a, sizeof(a)), where,
-			     zinf_format_bytes(bytes, b, sizeof(b)), n, n == 1 ? "" : "s",
-			     zinf_format_bytes(free_b, c, sizeof(c)));
+			     io->paths[p].dir, a, where, zinf_format_bytes(bytes, b, sizeof(b)), n,
+			     n == 1 ? "" : "s", c);
 		return -ENOSPC;
 	}
 	return 0;

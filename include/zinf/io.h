@@ -112,6 +112,17 @@ int zinf_io_extent_open_file(struct zinf_io *io, const char *path, uint64_t len,
 			     uint32_t *id);
 /* Length of an extent as allocated, or 0 for an unknown id. */
 uint64_t zinf_io_extent_len(struct zinf_io *io, uint32_t id);
+/* The drive bytes zinf_io_extent_alloc(io, len) would take: len rounded up to the
+ * alignment, plus the padding of each path's part when it is striped (0 for a length
+ * extent_alloc refuses). Sum it over a layout to know its size before allocating it. */
+uint64_t zinf_io_extent_footprint(const struct zinf_io *io, uint64_t len);
+/* Whether the nvme paths' file systems have room for bytes more (a sum of footprints),
+ * striped over the paths (each path its share; paths on one file system add up):
+ * checked before a run lays out its homes, so that a run too big for the drives is
+ * refused at once rather than filling them to the last byte first. 0, or -ENOSPC with
+ * the path, the share and the free bytes in the last error. A file system whose free
+ * space cannot be read is not checked. */
+int zinf_io_check_space(struct zinf_io *io, uint64_t bytes);
 
 /* ---- pinned buffer registration (io_uring fixed buffers) ------------------------ */
 
@@ -123,12 +134,6 @@ uint64_t zinf_io_extent_len(struct zinf_io *io, uint32_t id);
  * stays usable). Never free a region whose unregister failed: the kernel may still use
  * its pages. */
 int zinf_io_register_buffer(struct zinf_io *io, void *base, uint64_t len);
-/* Whether the nvme paths' file systems have room for bytes more, striped over the paths
- * (each path its share; paths on one file system add up): checked before a run lays out
- * its homes, so that a run too big for the drives is refused at once rather than filling
- * them to the last byte first. 0, or -ENOSPC with the path, the share and the free bytes
- * in the last error. A file system whose free space cannot be read is not checked. */
-int zinf_io_check_space(struct zinf_io *io, uint64_t bytes);
 int zinf_io_unregister_buffer(struct zinf_io *io);
 
 /* ---- requests ------------------------------------------------------------------ */
@@ -194,6 +199,7 @@ struct zinf_io_stats {
 	uint64_t errors;		  /* requests completed with an error */
 	uint64_t retries;		  /* continued short I/O, EINTR/EAGAIN resubmits */
 	uint64_t busy_ns;		  /* sum over lanes of time with a piece in flight */
+	uint64_t space_bytes;		  /* drive bytes the run directories' live extents hold */
 	int n_paths;			  /* entries in path[]; external files are last */
 	struct zinf_io_path_stats path[ZINF_IO_MAX_PATHS + 1];
 };
