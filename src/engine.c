@@ -477,28 +477,46 @@ static int check_host_memory(struct zinf_engine *e)
 			   zinf_format_bytes(ram, c, sizeof(c)));
 }
 
-/* The NVMe homes and optimizer state must fit the drives: a lower bound (the parameters'
- * homes, the fp32 masters and Adam moments) against their free space, before any is
- * laid out (the files are preallocated one unit at a time, so a run too big would fill
- * the drives before it failed). */
+/* The drive bytes of what finalize lays out on NVMe, in three parts. */
+static void nvme_drive_parts(struct zinf_engine *e, uint64_t *homes, uint64_t *state,
+			     uint64_t *grads)
+{
+	*homes = *state = *grads = 0;
+	if (!e->io)
+		return;
+	*homes = zinf_store_nvme_home_bytes(e->store);
+	if (e->nvme_state) {
+		*state = engine_nvme_state_drive_bytes(e);
+		*grads = engine_grad_drive_bytes(e);
+	}
+}
+
+uint64_t engine_nvme_drive_bytes(struct zinf_engine *e)
+{
+	uint64_t homes, state, grads;
+
+	nvme_drive_parts(e, &homes, &state, &grads);
+	return homes + state + grads;
+}
+
+/* What finalize lays out on NVMe must fit the drives, checked before any of it is (the
+ * files are preallocated one unit at a time, so a run too big would fill the drives
+ * before it failed). */
 static int check_nvme_space(struct zinf_engine *e)
 {
-	uint64_t bytes = 0;
-	struct zinf_store_stats st;
+	uint64_t homes, state, grads;
+	char a[32], b[32], c[32];
 
-	if (!e->io)
-		return 0;
-	zinf_store_get_stats(e->store, &st);
-	if (e->cfg->v.zero.offload_param.device == ZINF_OFFLOAD_NVME)
-		bytes += st.param_bytes;
-	for (uint32_t i = 0; i < e->n_params && e->nvme_state; i++)
-		bytes += 12 * e->params[i].elems;
-	if (zinf_io_check_space(e->io, bytes) == 0)
+	nvme_drive_parts(e, &homes, &state, &grads);
+	if (!e->io || zinf_io_check_space(e->io, homes + state + grads) == 0)
 		return 0;
 	return engine_fail(e, ZINF_EBUDGET,
-			   "%s: parameter homes and optimizer state on NVMe (free space, add a "
-			   "drive to zinf.nvme_paths, or keep less on NVMe)",
-			   zinf_io_last_error(e->io));
+			   "%s: parameter homes %s, optimizer state %s (with a spare extent per "
+			   "staging buffer), gradients %s on NVMe (free space, add a drive to "
+			   "zinf.nvme_paths, or keep less on NVMe)",
+			   zinf_io_last_error(e->io), zinf_format_bytes(homes, a, sizeof(a)),
+			   zinf_format_bytes(state, b, sizeof(b)),
+			   zinf_format_bytes(grads, c, sizeof(c)));
 }
 
 int zinf_engine_finalize(struct zinf_engine *e)

@@ -53,22 +53,49 @@ static bool want_nvme(const struct zinf_engine *e, uint64_t elems, uint64_t larg
 	return ram && host > ram / 4 && nvme < host;
 }
 
-uint64_t engine_grad_host_bytes(const struct zinf_engine *e)
+/* Whether engine_grad_setup will put the accumulators on NVMe, from the groups
+ * engine_nvme_finalize will make (their elements in group[]). */
+static bool will_be_nvme(const struct zinf_engine *e, uint64_t group[ENGINE_MAX_GROUPS])
 {
-	uint64_t total = 0, largest = 0, group[ENGINE_MAX_GROUPS] = {0};
-	uint64_t sub = e->cfg->v.zero.sub_group_size;
+	uint64_t total = 0, largest = 0, sub = e->cfg->v.zero.sub_group_size;
 
-	/* the groups engine_nvme_finalize will make: one per weight decay and dtype */
-	for (uint32_t i = 0; i < e->n_params; i++)
-		group[3 * e->params[i].decay + (e->params[i].dtype - ZINF_DTYPE_F32)] +=
-			e->params[i].elems;
+	engine_group_elems(e, group);
 	for (int k = 0; k < ENGINE_MAX_GROUPS; k++) {
 		uint64_t first = sub < group[k] ? sub : group[k]; /* the group's largest */
 		total += group[k];
 		if (first > largest)
 			largest = first;
 	}
-	return want_nvme(e, total, largest) ? 0 : total * sizeof(float);
+	return want_nvme(e, total, largest);
+}
+
+uint64_t engine_grad_host_bytes(const struct zinf_engine *e)
+{
+	uint64_t group[ENGINE_MAX_GROUPS], total = 0;
+
+	if (will_be_nvme(e, group))
+		return 0;
+	for (int k = 0; k < ENGINE_MAX_GROUPS; k++)
+		total += group[k];
+	return total * sizeof(float);
+}
+
+uint64_t engine_grad_drive_bytes(const struct zinf_engine *e)
+{
+	uint64_t group[ENGINE_MAX_GROUPS], total = 0, sub = e->cfg->v.zero.sub_group_size;
+
+	if (!will_be_nvme(e, group))
+		return 0;
+	/* as setup_group: one extent per sub-group, the last one shorter */
+	for (int k = 0; k < ENGINE_MAX_GROUPS; k++) {
+		uint64_t full = sub < group[k] ? sub : group[k];
+		if (!group[k])
+			continue;
+		total += (group[k] / full) * zinf_io_extent_footprint(e->io, bytes_of(e, full));
+		if (group[k] % full)
+			total += zinf_io_extent_footprint(e->io, bytes_of(e, group[k] % full));
+	}
+	return total;
 }
 
 /* The optimizer's NVMe traffic, read by zinf_engine_get_stats on the model's thread. */

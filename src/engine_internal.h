@@ -365,6 +365,18 @@ int engine_grad_setup(struct zinf_engine *e);
  * will take, as engine_grad_setup will decide from zinf.offload_gradients and
  * sub_group_size (0 when they go to NVMe). */
 uint64_t engine_grad_host_bytes(const struct zinf_engine *e);
+/* At finalize, before anything is laid out: the drive bytes of the accumulators' NVMe
+ * extents (0 when they stay in host memory). */
+uint64_t engine_grad_drive_bytes(const struct zinf_engine *e);
+/* The elements of each group engine_nvme_finalize will make, at index
+ * 3 * decay + (dtype - ZINF_DTYPE_F32). */
+void engine_group_elems(const struct zinf_engine *e, uint64_t elems[ENGINE_MAX_GROUPS]);
+/* At finalize, before anything is laid out: the drive bytes of the optimizer state's
+ * extents, every group's sub-groups and spares. */
+uint64_t engine_nvme_state_drive_bytes(const struct zinf_engine *e);
+/* Every drive byte finalize will lay out (parameter homes, optimizer state, gradients),
+ * checked against the free space before any is. */
+uint64_t engine_nvme_drive_bytes(struct zinf_engine *e);
 /* With grads_nvme: add p's gradient g (p->elems floats) to its sub-groups' sums; a
  * sub-group is written to NVMe as soon as all of it has been added since it was opened. */
 int engine_grad_add(struct zinf_engine *e, struct eparam *p, const float *g);

@@ -29,23 +29,54 @@ static int group_for(struct zinf_engine *e, bool decay, enum zinf_dtype dtype)
 	return e->n_groups++;
 }
 
-static int create_group(struct zinf_engine *e, struct egroup *g)
+/* The options of a group of elems elements in sub-groups of sub (the update left NULL). */
+static void group_opts(const struct zinf_engine *e, uint64_t elems, uint64_t sub,
+		       struct zinf_adam_nvme_opts *o)
 {
 	const struct zinf_config_values *v = &e->cfg->v;
+
+	zinf_adam_nvme_opts_init(o);
+	o->io = e->io;
+	o->n_elems = elems;
+	o->sub_group_size = sub;
+	o->pipeline_read = v->zero.offload_optimizer.pipeline_read;
+	o->pipeline_write = v->zero.offload_optimizer.pipeline_write;
+	o->fast_init = v->zero.offload_optimizer.fast_init;
+	o->crc32c = v->zinf.checksum == ZINF_CHECKSUM_CRC32C;
+}
+
+void engine_group_elems(const struct zinf_engine *e, uint64_t elems[ENGINE_MAX_GROUPS])
+{
+	memset(elems, 0, ENGINE_MAX_GROUPS * sizeof(*elems));
+	for (uint32_t i = 0; i < e->n_params; i++)
+		elems[3 * e->params[i].decay + (e->params[i].dtype - ZINF_DTYPE_F32)] +=
+			e->params[i].elems;
+}
+
+uint64_t engine_nvme_state_drive_bytes(const struct zinf_engine *e)
+{
+	uint64_t elems[ENGINE_MAX_GROUPS], total = 0;
+
+	engine_group_elems(e, elems);
+	for (int k = 0; k < ENGINE_MAX_GROUPS; k++) {
+		struct zinf_adam_nvme_opts o;
+		if (!elems[k])
+			continue;
+		group_opts(e, elems[k], e->cfg->v.zero.sub_group_size, &o);
+		total += zinf_adam_nvme_drive_bytes(&o);
+	}
+	return total;
+}
+
+static int create_group(struct zinf_engine *e, struct egroup *g)
+{
 	struct zinf_adam_nvme_opts o;
 	struct zinf_adam_nvme_info info;
 	char err[512];
 	int rc;
 
-	zinf_adam_nvme_opts_init(&o);
+	group_opts(e, g->elems, e->cfg->v.zero.sub_group_size, &o);
 	o.adam = g->decay ? e->adam_decay : e->adam_no_decay;
-	o.io = e->io;
-	o.n_elems = g->elems;
-	o.sub_group_size = v->zero.sub_group_size;
-	o.pipeline_read = v->zero.offload_optimizer.pipeline_read;
-	o.pipeline_write = v->zero.offload_optimizer.pipeline_write;
-	o.fast_init = v->zero.offload_optimizer.fast_init;
-	o.crc32c = v->zinf.checksum == ZINF_CHECKSUM_CRC32C;
 	rc = zinf_adam_nvme_create_in_pool(&o, e->pinned, &g->nvme, err, sizeof(err));
 	if (rc)
 		return engine_fail(e, rc, "optimizer on nvme: %s", err);
@@ -121,16 +152,11 @@ static int make_pieces(struct zinf_engine *e)
 /* The staging buffers of every group's NVMe step with sub-groups of sub elements. */
 static uint64_t staging_bytes(const struct zinf_engine *e, uint64_t sub)
 {
-	const struct zinf_config_values *v = &e->cfg->v;
 	uint64_t total = 0;
 
 	for (int g = 0; g < e->n_groups; g++) {
 		struct zinf_adam_nvme_opts o;
-		zinf_adam_nvme_opts_init(&o);
-		o.n_elems = e->groups[g].elems;
-		o.sub_group_size = sub;
-		o.pipeline_read = v->zero.offload_optimizer.pipeline_read;
-		o.pipeline_write = v->zero.offload_optimizer.pipeline_write;
+		group_opts(e, e->groups[g].elems, sub, &o);
 		total += zinf_adam_nvme_pinned_bytes(&o, zinf_io_alignment(e->io));
 	}
 	return total;

@@ -294,6 +294,29 @@ out:
 	return rc;
 }
 
+/* Pack a module's params and size it (bytes, dev_bytes, n_chunks). */
+static void layout_module(struct zinf_store *s, struct module *mod)
+{
+	uint64_t off = 0;
+
+	for (uint32_t i = 0; i < mod->n_params; i++) {
+		struct param *p = &s->params[mod->first_param + i];
+		p->off = off;
+		off = store_round_up(off + p->bytes, PARAM_ALIGN);
+	}
+	mod->bytes = off;
+	mod->dev_bytes = store_round_up(off ? off : 1, IO_ALIGN);
+	mod->n_chunks = (uint32_t)((mod->dev_bytes + s->o.chunk_size - 1) / s->o.chunk_size);
+}
+
+/* The length of chunk c of a laid-out module. */
+static uint64_t chunk_len(const struct zinf_store *s, const struct module *mod, uint32_t c)
+{
+	uint64_t off = (uint64_t)c * s->o.chunk_size;
+
+	return mod->dev_bytes - off < s->o.chunk_size ? mod->dev_bytes - off : s->o.chunk_size;
+}
+
 /* Pack each module's params and cut the result into chunks. */
 static int layout(struct zinf_store *s)
 {
@@ -301,16 +324,7 @@ static int layout(struct zinf_store *s)
 
 	for (uint32_t m = 0; m < s->n_modules; m++) {
 		struct module *mod = &s->modules[m];
-		uint64_t off = 0;
-		for (uint32_t i = 0; i < mod->n_params; i++) {
-			struct param *p = &s->params[mod->first_param + i];
-			p->off = off;
-			off = store_round_up(off + p->bytes, PARAM_ALIGN);
-		}
-		mod->bytes = off;
-		mod->dev_bytes = store_round_up(off ? off : 1, IO_ALIGN);
-		mod->n_chunks =
-			(uint32_t)((mod->dev_bytes + s->o.chunk_size - 1) / s->o.chunk_size);
+		layout_module(s, mod);
 		mod->first_chunk = n_chunks;
 		n_chunks += mod->n_chunks;
 	}
@@ -324,13 +338,30 @@ static int layout(struct zinf_store *s)
 			struct chunk *ch = &s->chunks[mod->first_chunk + c];
 			ch->mod = mod;
 			ch->off = (uint64_t)c * s->o.chunk_size;
-			ch->len = mod->dev_bytes - ch->off < s->o.chunk_size
-					  ? mod->dev_bytes - ch->off
-					  : s->o.chunk_size;
+			ch->len = chunk_len(s, mod, c);
 			ch->io_len = store_round_up(ch->len, IO_ALIGN);
 		}
 	}
 	return 0;
+}
+
+uint64_t zinf_store_nvme_home_bytes(struct zinf_store *s)
+{
+	uint64_t total = 0;
+
+	if (s->o.param_home != ZINF_TIER_NVME || !s->o.io)
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t m = 0; m < s->n_modules; m++) {
+		struct module *mod = &s->modules[m];
+		if (!s->finalized)
+			layout_module(s, mod); /* finalize lays it out the same way */
+		for (uint32_t c = 0; c < mod->n_chunks; c++)
+			total += zinf_io_extent_footprint(
+				s->o.io, store_round_up(chunk_len(s, mod, c), IO_ALIGN));
+	}
+	pthread_mutex_unlock(&s->lock);
+	return total;
 }
 
 /* Budgets a fetch can never get around: refuse before any training step. */

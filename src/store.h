@@ -123,6 +123,9 @@ int zinf_store_param_add(struct zinf_store *store, uint32_t module, const char *
 /* Lay out chunks and allocate every home. Refuses, with the numbers, a module larger
  * than the device budget or a chunk larger than the pinned pool (ZINF_EBUDGET). */
 int zinf_store_finalize(struct zinf_store *store);
+/* The drive bytes the parameters' NVMe homes take (or, before finalize, will take): the
+ * footprint of every chunk's extent; 0 unless the home tier is nvme. */
+uint64_t zinf_store_nvme_home_bytes(struct zinf_store *store);
 
 /* ---- contents (after finalize; the module must not be in use) --------------------------- */
 

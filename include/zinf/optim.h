@@ -150,6 +150,10 @@ void zinf_adam_nvme_opts_init(struct zinf_adam_nvme_opts *opts);
  * buffer per sub-group in flight (3 with both pipelines, 2 with one, 1 with none), each
  * holding the master, m and v of a full sub-group. 0 for invalid opts. */
 uint64_t zinf_adam_nvme_pinned_bytes(const struct zinf_adam_nvme_opts *opts, uint64_t align);
+/* Drive bytes zinf_adam_nvme_create takes on opts->io: one extent per sub-group plus one
+ * spare per buffer, each holding a full sub-group (zinf_io_extent_footprint). 0 for
+ * invalid opts (io NULL included). */
+uint64_t zinf_adam_nvme_drive_bytes(const struct zinf_adam_nvme_opts *opts);
 
 /* Check opts, allocate the extents (one per sub-group plus one spare per buffer), create
  * a pinned pool of opts->pinned_bytes and take the staging buffers from it. A pool or a
