@@ -527,11 +527,17 @@ int zinf_engine_finalize(struct zinf_engine *e)
 
 	if (e->finalized)
 		return engine_fail(e, ZINF_ESTATE, "finalize called twice");
+	if (e->laid_out)
+		return engine_fail(e, ZINF_ESTATE,
+				   "finalize: an earlier call failed after laying out the "
+				   "parameters (its error said why); destroy the engine and create "
+				   "a new one");
 	rc = check_host_memory(e);
 	if (!rc)
 		rc = check_nvme_space(e);
 	if (rc)
 		return rc;
+	e->laid_out = true;
 	rc = zinf_store_finalize(e->store);
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
@@ -565,12 +571,12 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		rc = create_prefetch(e);
 	if (rc)
 		return rc;
-	if (e->opt.on && !e->opt.started) { /* a finalize after a failed one */
+	if (e->opt.on) {
 		rc = engine_opt_start(e);
 		if (rc)
 			return rc;
 	}
-	if (e->gq.on && !e->gq.started) { /* a finalize after a failed one */
+	if (e->gq.on) {
 		rc = engine_gq_start(e);
 		if (rc)
 			return rc;

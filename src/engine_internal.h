@@ -225,6 +225,7 @@ struct zinf_engine {
 	struct emodule *modules;
 	uint32_t n_modules, cap_modules;
 	bool finalized;
+	bool laid_out; /* finalize got past its checks (a failure after that is final) */
 
 	/* offload_optimizer nvme: parameters grouped by (decay, dtype), one pipelined
 	 * NVMe step each (engine_nvme.c); otherwise all state in host memory. */

@@ -62,7 +62,10 @@ int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module);
 int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enum zinf_dtype dtype,
 		   int ndim, const uint64_t *shape, unsigned flags, uint32_t *param);
 /* Lay out parameters and optimizer state on their tiers; refuses, before any step, what
- * cannot fit the budgets (with the numbers). */
+ * cannot fit the budgets (with the numbers). A refusal by the checks that come before
+ * the layout (host memory, NVMe free space) changes nothing, and finalize may be called
+ * again (after freeing space, say); after any later failure the engine can only be
+ * destroyed (another finalize: ZINF_ESTATE). */
 int zinf_engine_finalize(struct zinf_engine *e);
 
 /* ---- contents ------------------------------------------------------------------------ */

@@ -2,7 +2,8 @@
  * unresolved "auto", NVMe optimizer staging
  * buffers over the pinned budget (with a limit and a sub_group_size that each fit, or
  * the limit alone when no sub_group_size can), a module larger than the device budget
- * (at finalize, before any step); and calls out of order: use before finalize,
+ * (at finalize, before any step); and calls out of order: use before finalize, a
+ * finalize after one that failed part-way,
  * gradients asked twice, a step while gradients are out; a free of device memory the
  * engine did not hand out (a gradient buffer, a block freed already). */
 #include <unistd.h>
@@ -140,6 +141,11 @@ int main(void)
 	T_CHECK(strstr(zinf_last_error(e),
 		       "module huge needs 2 MiB, more than the whole budget of 1 MiB"),
 		"%s", zinf_last_error(e));
+	/* a failure after the layout began is final: another finalize says so */
+	T_CHECK(zinf_engine_finalize(e) == ZINF_ESTATE &&
+			strstr(zinf_last_error(e), "an earlier call failed") &&
+			strstr(zinf_last_error(e), "destroy the engine"),
+		"finalize after a failed one: %s", zinf_last_error(e));
 	zinf_engine_destroy(e);
 
 	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s", err);
