@@ -659,7 +659,7 @@ int zinf_config_load_string(struct zinf_config *cfg, const char *json, const cha
 
 	config_reset(cfg);
 	if (set_name(cfg, name))
-		return -ENOMEM;
+		return zinf_config_fail(cfg, -ENOMEM, "out of memory for the config's name");
 	root = cJSON_ParseWithOpts(json, &end, true);
 	if (!root) {
 		int line, col;
@@ -715,7 +715,7 @@ int zinf_config_load_file(struct zinf_config *cfg, const char *path)
 	int fd, rc;
 
 	if (set_name(cfg, path))
-		return -ENOMEM;
+		return zinf_config_fail(cfg, -ENOMEM, "out of memory for the config's name");
 	/* (a FIFO opens at once, to be refused, rather than waiting for a writer) */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
@@ -744,7 +744,7 @@ int zinf_config_load_file(struct zinf_config *cfg, const char *path)
 	}
 	buf = malloc((size_t)size + 1);
 	if (!buf) {
-		rc = -ENOMEM;
+		rc = zinf_config_fail(cfg, -ENOMEM, "cannot allocate %ld bytes to read it", size);
 		goto out_close;
 	}
 	if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
@@ -829,7 +829,7 @@ static int config_set(struct zinf_config *cfg, const char *key, const char *valu
 		cJSON_Delete(j);
 		j = cJSON_CreateString(value);
 		if (!j)
-			return -ENOMEM;
+			return zinf_config_fail(cfg, -ENOMEM, "--set %s: out of memory", key);
 	}
 	rc = key_assign(cfg, i, key, j, ZINF_SRC_SET);
 	cJSON_Delete(j);
