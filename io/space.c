@@ -662,9 +662,22 @@ int zinf_io_extent_open_file(struct zinf_io *io, const char *path, uint64_t len,
 		return -EINVAL;
 	}
 	name = strdup(path);
-	if (!name)
+	if (!name) {
+		io_set_error(io, "extent open file %s: out of memory", path);
 		return -ENOMEM;
+	}
 	fd = open_maybe_direct(path, create ? O_CREAT : 0, 0600, io->opts.direct, &direct);
+	if (fd >= 0 && direct && file_alignment(fd) > io->align) {
+		/* The handle's alignment is fixed at create: requests in flight and the bounce
+		 * buffers rely on it. A file that wants more is read and written buffered. */
+		zinf_logf(ZINF_LOG_WARN,
+			  "zinf io: %s wants O_DIRECT I/O aligned to %llu bytes, more than the "
+			  "handle's %llu; using buffered I/O there",
+			  path, (unsigned long long)file_alignment(fd),
+			  (unsigned long long)io->align);
+		close(fd);
+		fd = open_maybe_direct(path, 0, 0600, false, &direct);
+	}
 	if (fd < 0) {
 		rc = fd;
 		io_set_error(io, "extent open file %s: %s", path, strerror(-rc));
@@ -675,14 +688,9 @@ int zinf_io_extent_open_file(struct zinf_io *io, const char *path, uint64_t len,
 			  "zinf io: %s refuses O_DIRECT (tmpfs?); using buffered I/O there", path);
 		io->warned_direct = true;
 	}
-	if (direct) {
-		uint64_t a = file_alignment(fd);
-
-		if (a > io->align)
-			io->align = a;
-	}
 	if (fstat(fd, &st) != 0) {
 		rc = -errno;
+		io_set_error(io, "extent open file %s: cannot stat: %s", path, strerror(-rc));
 		goto out_close;
 	}
 	if ((uint64_t)st.st_size < len) {
