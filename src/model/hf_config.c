@@ -102,8 +102,9 @@ static void set_type_defaults(struct zinf_hf_config *cfg, enum zinf_hf_model_typ
 		cfg->max_position_embeddings = 4096 * 32;
 		cfg->sliding_window = 4096;
 		break;
-	case ZINF_HF_QWEN2:
+	case ZINF_HF_QWEN2: /* Qwen2Config: the window (4096) is on with use_sliding_window */
 		cfg->max_position_embeddings = 32768;
+		cfg->sliding_window = 4096;
 		cfg->max_window_layers = 28;
 		break;
 	}

@@ -486,6 +486,16 @@ static void check_windows_and_mlp_bias(void)
 		   &c);
 	T_CHECK(c.sliding_window == 16 && c.max_window_layers == 28, "qwen2 default layers");
 	zinf_hf_config_free(&c);
+	/* use_sliding_window without sliding_window: Qwen2Config's default, 4096 */
+	round_trip("{\"model_type\":\"qwen2\"," SHAPE ",\"use_sliding_window\":true}", &c);
+	T_CHECK(c.sliding_window == 4096 && c.max_window_layers == 28, "qwen2 default window %llu",
+		(unsigned long long)c.sliding_window);
+	zinf_hf_config_free(&c);
+	round_trip("{\"model_type\":\"qwen2\"," SHAPE ",\"use_sliding_window\":true,"
+		   "\"sliding_window\":null}",
+		   &c);
+	T_CHECK(c.sliding_window == 0, "qwen2 window null with use_sliding_window: none");
+	zinf_hf_config_free(&c);
 	round_trip("{\"model_type\":\"qwen2\"," SHAPE ",\"sliding_window\":16,"
 		   "\"max_window_layers\":0}",
 		   &c);
