@@ -675,11 +675,25 @@ int zinf_config_load_string(struct zinf_config *cfg, const char *json, const cha
 			return zinf_config_fail(
 				cfg, ZINF_EJSON,
 				"malformed JSON: the file is empty (expected a JSON object)");
-		if (!n)
+		if (!end[strspn(end, " \t\r\n")] || !n) {
+			/* at the end of the file or of a line: show what comes before */
+			const char *stop = end, *from;
+			while (stop > json && strchr(" \t\r\n", stop[-1]))
+				stop--;
+			for (from = stop; from > json && from[-1] != '\n' && stop - from < 24;)
+				from--;
+			from += strspn(from, " \t");
+			snprintf(near, sizeof(near), "%.*s", (int)(stop - from), from);
+			if (!end[strspn(end, " \t\r\n")])
+				return zinf_config_fail(
+					cfg, ZINF_EJSON,
+					"line %d, column %d: malformed JSON: unexpected end of file after '%s' (expected the closing brackets, and no comma before them)",
+					line, col, near);
 			return zinf_config_fail(
 				cfg, ZINF_EJSON,
-				"line %d, column %d: malformed JSON: unexpected end of file (expected the closing brackets)",
-				line, col);
+				"line %d, column %d: malformed JSON after '%s' (expected valid JSON: check for a missing or extra comma, quote or bracket)",
+				line, col, near);
+		}
 		return zinf_config_fail(
 			cfg, ZINF_EJSON,
 			"line %d, column %d: malformed JSON near '%s' (expected valid JSON: check for a missing comma, quote or bracket)",
