@@ -1,9 +1,12 @@
 /* The installed package works from outside the project: `cmake --install` of this build
  * into a fresh prefix, then a program (tests/unit/consumer) configured with
  * find_package(zinf) and linked with zinf::model and zinf::zinf trains 2 steps of the demo
- * model through <zinf/train.h> and prints its losses. argv: cmake, this build's
+ * model through <zinf/train.h> and prints its losses; the same program built with
+ * `pkg-config --cflags --libs zinf-model` alone does too, and one using the engine alone
+ * links with `pkg-config zinf` (the static library's dependencies come with it, and the
+ * .pc files find a prefix other than the configured one). argv: cmake, this build's
  * directory, the consumer's sources, the C compiler, the demo model and DeepSpeed
- * configs. */
+ * configs, the install's libdir. */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -39,7 +42,8 @@ int main(int argc, char **argv)
 	char cmd[4096], path[300], out[512] = "";
 	FILE *f;
 
-	T_CHECK(argc == 7, "usage: %s CMAKE BUILD_DIR CONSUMER_DIR CC MODEL.json DS.json", argv[0]);
+	T_CHECK(argc == 8, "usage: %s CMAKE BUILD_DIR CONSUMER_DIR CC MODEL.json DS.json LIBDIR",
+		argv[0]);
 	T_CHECK(mkdtemp(dir), "mkdtemp");
 	atexit(remove_dir);
 	snprintf(cmd, sizeof(cmd), "'%s' --install '%s' --prefix '%s/prefix'", argv[1], argv[2],
@@ -68,5 +72,21 @@ int main(int argc, char **argv)
 	fclose(f);
 	T_CHECK(strncmp(out, "trained: loss ", 14) == 0, "consumer: %s", out);
 	fprintf(stderr, "%s", out);
+
+	/* pkg-config: the engine alone, then the trainer, each built with only what
+	 * `pkg-config --cflags --libs` says (the prefix is not the configured one) */
+	snprintf(
+		cmd, sizeof(cmd),
+		"export PKG_CONFIG_PATH='%s/prefix/%s/pkgconfig' && "
+		"'%s' '%s/engine_only.c' -o '%s/engine_only' $(pkg-config --cflags --libs zinf) && "
+		"'%s/engine_only' '%s'",
+		dir, argv[7], argv[4], argv[3], dir, dir, dir);
+	sh("build and run a program linked with pkg-config zinf", cmd);
+	snprintf(cmd, sizeof(cmd),
+		 "export PKG_CONFIG_PATH='%s/prefix/%s/pkgconfig' && "
+		 "'%s' '%s/main.c' -o '%s/pc_consumer' $(pkg-config --cflags --libs zinf-model) && "
+		 "cd '%s' && '%s/pc_consumer' '%s' '%s' '%s/text.txt'",
+		 dir, argv[7], argv[4], argv[3], dir, dir, dir, argv[5], argv[6], dir);
+	sh("build and run the trainer linked with pkg-config zinf-model", cmd);
 	return T_EXIT_PASS;
 }
