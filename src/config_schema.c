@@ -341,7 +341,7 @@ const struct zinf_key
 				ZKF_AUTO, "modules whose parameters add up to at most this many elements stay on the device once fetched, within a quarter of the device budget (DeepSpeed keeps single parameters; auto: 10 x hidden_size)"),
 			COUNT("zero_optimization.stage3_max_live_parameters",
 			      zero.stage3_max_live_parameters, 1e9, 0, 1e15, 0,
-			      "most parameter elements gathered on the device at once"),
+			      "most parameter elements the prefetcher holds on the device (fetches the model asks for are never refused by it)"),
 			COUNT("zero_optimization.stage3_max_reuse_distance",
 			      zero.stage3_max_reuse_distance, 1e9, 0, 1e15, 0,
 			      "a released module needed again within this many elements of other fetches stays cached on the device; one needed later is evicted at once"),
@@ -389,7 +389,7 @@ const struct zinf_key
 			 .max = INF,
 			 .flags = ZKF_AUTO |
 				  ZKF_AUTO_AT_OPEN, /* cuda: free memory less memory_reserve */
-			 .doc = "hard cap on device memory (auto: free GPU memory on cuda, a quarter of host RAM on host); "
+			 .doc = "hard cap on device memory (auto: free GPU memory less 1 GiB on cuda, a quarter of host RAM on host); "
 				"at most the GPU's free memory on cuda, the host's memory on host (checked when "
 				"the engine starts)"},
 			{.path = "zinf.pinned_memory_limit",
