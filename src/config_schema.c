@@ -399,7 +399,7 @@ const struct zinf_key
 			 .min = 1048576,
 			 .max = INF,
 			 .flags = ZKF_AUTO,
-			 .doc = "size of the one pinned host pool (auto: a quarter of host RAM, at most 16 GiB)"},
+			 .doc = "size of the one pinned host pool (auto: what the run can use, sized when the model is known, at most a quarter of host RAM and 16 GiB, the value zinf check shows)"},
 			{.path = "zinf.nvme_paths",
 			 .type = ZK_STRLIST,
 			 .offset = OFF(zinf.nvme_paths),

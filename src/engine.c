@@ -111,6 +111,35 @@ static int create_schedules(struct zinf_engine *e, char *err, size_t errlen)
 	return rc;
 }
 
+/* Create the pinned pool of size bytes (0: the pinned module's default) and register it
+ * with the I/O engine: it is where every NVMe transfer lands (io_uring fixed buffers). */
+static int pinned_open(struct zinf_engine *e, uint64_t size, char *err, size_t errlen)
+{
+	struct zinf_pinned_opts popts;
+	int rc;
+
+	zinf_config_pinned_opts(e->cfg, &popts);
+	popts.device = e->dev;
+	popts.size = size;
+	rc = zinf_pinned_create(&popts, &e->pinned, err, errlen);
+	if (rc || !e->io)
+		return rc;
+	if (zinf_io_register_buffer(e->io, zinf_pinned_base(e->pinned),
+				    zinf_pinned_size(e->pinned)))
+		zinf_logf(ZINF_LOG_INFO, "pinned pool not registered with the I/O engine: %s",
+			  zinf_io_last_error(e->io));
+	return 0;
+}
+
+/* zinf.pinned_memory_limit "auto" (resolved or not): the pool is made at finalize, of
+ * what the run can use, up to the limit. */
+static bool pinned_is_auto(const struct zinf_config *cfg)
+{
+	int i = zinf_key_find("zinf.pinned_memory_limit");
+
+	return cfg->is_auto[i] || cfg->source[i] == ZINF_SRC_RESOLVED;
+}
+
 static int create_tiers(struct zinf_engine *e, char *err, size_t errlen)
 {
 	struct zinf_device_opts dopts;
@@ -123,11 +152,6 @@ static int create_tiers(struct zinf_engine *e, char *err, size_t errlen)
 	rc = zinf_device_create(&dopts, &e->dev, err, errlen);
 	if (rc)
 		return rc;
-	zinf_config_pinned_opts(e->cfg, &popts);
-	popts.device = e->dev;
-	rc = zinf_pinned_create(&popts, &e->pinned, err, errlen);
-	if (rc)
-		return rc;
 	rc = zinf_config_io_opts(e->cfg, &iopts);
 	if (rc) {
 		snprintf(err, errlen, "zinf.nvme_paths: more than %d paths", ZINF_IO_MAX_PATHS);
@@ -137,13 +161,13 @@ static int create_tiers(struct zinf_engine *e, char *err, size_t errlen)
 		rc = zinf_io_create(&iopts, &e->io, err, errlen);
 		if (rc)
 			return rc;
-		/* The pool is where every NVMe transfer lands: io_uring fixed buffers. */
-		rc = zinf_io_register_buffer(e->io, zinf_pinned_base(e->pinned),
-					     zinf_pinned_size(e->pinned));
+	}
+	zinf_config_pinned_opts(e->cfg, &popts);
+	e->pinned_cap = popts.size ? popts.size : zinf_host_memory_bytes() / 4;
+	if (!pinned_is_auto(e->cfg)) {
+		rc = pinned_open(e, popts.size, err, errlen);
 		if (rc)
-			zinf_logf(ZINF_LOG_INFO,
-				  "pinned pool not registered with the I/O engine: %s",
-				  zinf_io_last_error(e->io));
+			return rc;
 	}
 	zinf_config_store_opts(e->cfg, &sopts);
 	sopts.device = e->dev;
@@ -477,6 +501,28 @@ static int check_host_memory(struct zinf_engine *e)
 			   zinf_format_bytes(ram, c, sizeof(c)));
 }
 
+/* What a pool sized by "auto" holds: the NVMe optimizer's staging buffers, every chunk
+ * of parameters on their way to the device at once (no more than the device holds), two
+ * modules' gradients (the background copy's two stages) and a chunk for a load or a save,
+ * with an eighth more and 4 MiB for the pool's fragmentation. More would stay unused:
+ * the pool stages, it does not cache. */
+static uint64_t pinned_need(struct zinf_engine *e)
+{
+	struct zinf_device_stats ds;
+	uint64_t chunks = zinf_store_chunk_bytes(e->store), grads = 0, need;
+
+	zinf_device_get_stats(e->dev, &ds);
+	if (chunks > ds.limit)
+		chunks = ds.limit;
+	for (uint32_t m = 0; m < e->n_modules; m++)
+		if (e->modules[m].grad_bytes > grads)
+			grads = e->modules[m].grad_bytes;
+	need = chunks + 2 * grads + e->cfg->v.zinf.chunk_size;
+	if (e->nvme_state)
+		need += engine_nvme_staging_bytes(e);
+	return need + need / 8 + (4ull << 20);
+}
+
 /* The drive bytes of what finalize lays out on NVMe, in three parts. */
 static void nvme_drive_parts(struct zinf_engine *e, uint64_t *homes, uint64_t *state,
 			     uint64_t *grads)
@@ -537,6 +583,15 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		rc = check_nvme_space(e);
 	if (rc)
 		return rc;
+	if (!e->pinned) {
+		char err[512];
+		uint64_t need = pinned_need(e);
+
+		rc = pinned_open(e, need < e->pinned_cap ? need : e->pinned_cap, err, sizeof(err));
+		if (rc)
+			return engine_fail(e, rc, "%s", err);
+		zinf_store_set_pinned(e->store, e->pinned);
+	}
 	e->laid_out = true;
 	rc = zinf_store_finalize(e->store);
 	if (rc)

@@ -205,7 +205,8 @@ struct emodule {
 struct zinf_engine {
 	const struct zinf_config *cfg;
 	struct zinf_device *dev;
-	struct zinf_pinned *pinned;
+	struct zinf_pinned *pinned; /* with an "auto" limit, made at finalize */
+	uint64_t pinned_cap;	    /* the pool's limit */
 	struct zinf_io *io;
 	struct zinf_store *store;
 	struct zinf_stream *d2h;  /* gradients to pinned memory */
@@ -375,6 +376,9 @@ void engine_group_elems(const struct zinf_engine *e, uint64_t elems[ENGINE_MAX_G
 /* At finalize, before anything is laid out: the drive bytes of the optimizer state's
  * extents, every group's sub-groups and spares. */
 uint64_t engine_nvme_state_drive_bytes(const struct zinf_engine *e);
+/* At finalize, before anything is laid out: the pinned bytes of the optimizer's staging
+ * buffers at zero_optimization.sub_group_size. */
+uint64_t engine_nvme_staging_bytes(const struct zinf_engine *e);
 /* Every drive byte finalize will lay out (parameter homes, optimizer state, gradients),
  * checked against the free space before any is. */
 uint64_t engine_nvme_drive_bytes(struct zinf_engine *e);

@@ -152,14 +152,22 @@ static int make_pieces(struct zinf_engine *e)
 /* The staging buffers of every group's NVMe step with sub-groups of sub elements. */
 static uint64_t staging_bytes(const struct zinf_engine *e, uint64_t sub)
 {
-	uint64_t total = 0;
+	uint64_t elems[ENGINE_MAX_GROUPS], total = 0;
 
-	for (int g = 0; g < e->n_groups; g++) {
+	engine_group_elems(e, elems);
+	for (int k = 0; k < ENGINE_MAX_GROUPS; k++) {
 		struct zinf_adam_nvme_opts o;
-		group_opts(e, e->groups[g].elems, sub, &o);
+		if (!elems[k])
+			continue;
+		group_opts(e, elems[k], sub, &o);
 		total += zinf_adam_nvme_pinned_bytes(&o, zinf_io_alignment(e->io));
 	}
 	return total;
+}
+
+uint64_t engine_nvme_staging_bytes(const struct zinf_engine *e)
+{
+	return e->io ? staging_bytes(e, e->cfg->v.zero.sub_group_size) : 0;
 }
 
 /* Before any group takes its staging buffers: do they all fit the pinned budget with

@@ -89,9 +89,8 @@ int zinf_store_create(const struct zinf_store_opts *opts, struct zinf_store **ou
 			opts->world_size);
 		return -ENOTSUP;
 	}
-	if (opts->param_home == ZINF_TIER_NVME && (!opts->io || !opts->pinned)) {
-		snprintf(err, errlen,
-			 "store: parameters homed on nvme need an I/O engine and a pinned pool");
+	if (opts->param_home == ZINF_TIER_NVME && !opts->io) {
+		snprintf(err, errlen, "store: parameters homed on nvme need an I/O engine");
 		return -EINVAL;
 	}
 	s = calloc(1, sizeof(*s));
@@ -345,23 +344,49 @@ static int layout(struct zinf_store *s)
 	return 0;
 }
 
-uint64_t zinf_store_nvme_home_bytes(struct zinf_store *s)
+/* The sum over every chunk of its io_len, or with io of its extent's footprint there
+ * (laid out first when not finalized: finalize lays it out the same way). */
+static uint64_t chunks_sum(struct zinf_store *s, const struct zinf_io *io)
 {
 	uint64_t total = 0;
 
-	if (s->o.param_home != ZINF_TIER_NVME || !s->o.io)
-		return 0;
 	pthread_mutex_lock(&s->lock);
 	for (uint32_t m = 0; m < s->n_modules; m++) {
 		struct module *mod = &s->modules[m];
 		if (!s->finalized)
-			layout_module(s, mod); /* finalize lays it out the same way */
-		for (uint32_t c = 0; c < mod->n_chunks; c++)
-			total += zinf_io_extent_footprint(
-				s->o.io, store_round_up(chunk_len(s, mod, c), IO_ALIGN));
+			layout_module(s, mod);
+		for (uint32_t c = 0; c < mod->n_chunks; c++) {
+			uint64_t len = store_round_up(chunk_len(s, mod, c), IO_ALIGN);
+			total += io ? zinf_io_extent_footprint(io, len) : len;
+		}
 	}
 	pthread_mutex_unlock(&s->lock);
 	return total;
+}
+
+uint64_t zinf_store_nvme_home_bytes(struct zinf_store *s)
+{
+	if (s->o.param_home != ZINF_TIER_NVME || !s->o.io)
+		return 0;
+	return chunks_sum(s, s->o.io);
+}
+
+uint64_t zinf_store_chunk_bytes(struct zinf_store *s)
+{
+	return s->o.param_home == ZINF_TIER_DEVICE ? 0 : chunks_sum(s, NULL);
+}
+
+int zinf_store_set_pinned(struct zinf_store *s, struct zinf_pinned *pinned)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->finalized || s->o.pinned)
+		rc = store_fail(s, ZINF_ESTATE, "pinned pool: set after finalize or twice");
+	else
+		s->o.pinned = pinned;
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }
 
 /* Budgets a fetch can never get around: refuse before any training step. */
@@ -392,6 +417,9 @@ static int check_budgets(struct zinf_store *s)
 			"device budget: parameters homed on the device need %s, %s free (offload them: zero_optimization.offload_param.device)",
 			zinf_format_bytes(total, a, sizeof(a)),
 			zinf_format_bytes(ds.limit - ds.used, b, sizeof(b)));
+	if (s->o.param_home == ZINF_TIER_NVME && !s->o.pinned)
+		return store_fail(s, -EINVAL,
+				  "parameters homed on nvme need a pinned pool (none was given)");
 	if (s->o.param_home == ZINF_TIER_NVME) {
 		uint64_t chunk = s->o.chunk_size < largest ? s->o.chunk_size : largest;
 		if (chunk > zinf_pinned_size(s->o.pinned))

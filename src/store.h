@@ -63,7 +63,7 @@ enum zinf_link {
 
 struct zinf_store_opts {
 	struct zinf_device *device;	/* required */
-	struct zinf_pinned *pinned;	/* required when param_home is nvme */
+	struct zinf_pinned *pinned;	/* required when param_home is nvme (by finalize) */
 	struct zinf_io *io;		/* required when param_home is nvme */
 	enum zinf_tier param_home;	/* default DEVICE */
 	uint64_t chunk_size;		/* bytes, a multiple of 4096; default 32 MiB */
@@ -126,6 +126,13 @@ int zinf_store_finalize(struct zinf_store *store);
 /* The drive bytes the parameters' NVMe homes take (or, before finalize, will take): the
  * footprint of every chunk's extent; 0 unless the home tier is nvme. */
 uint64_t zinf_store_nvme_home_bytes(struct zinf_store *store);
+/* The bytes of every parameter chunk homed off the device (0 when they live there), each
+ * rounded to the I/O alignment: what staging all of them at once takes. Before finalize
+ * too. */
+uint64_t zinf_store_chunk_bytes(struct zinf_store *store);
+/* Give a store created without a pinned pool (opts.pinned NULL) its pool, before
+ * finalize. */
+int zinf_store_set_pinned(struct zinf_store *store, struct zinf_pinned *pinned);
 
 /* ---- contents (after finalize; the module must not be in use) --------------------------- */
 

@@ -277,6 +277,8 @@ struct zinf_link_stats {
 
 struct zinf_stats {
 	uint64_t device_now, device_peak, device_limit; /* bytes */
+	/* pinned_limit: the pool's size (an "auto" pinned_memory_limit makes it at finalize,
+	 * of what the run can use: 0 before) */
 	uint64_t pinned_now, pinned_peak, pinned_limit;
 	uint64_t host_now, host_peak; /* parameters homed on the host, optimizer state */
 	/* of host_now, the parameters' host homes page-locked with the device

@@ -56,7 +56,9 @@ static inline void toy_train(const char *json, bool with_eval, struct toy_run *o
 	char err[512];
 	struct zinf_config *cfg;
 	struct zinf_engine *e;
-	struct zinf_config_resolve_info info = {.world_size = 1, .require_all = true};
+	/* the host's memory, as zinf train gives it: an unset pinned limit resolves */
+	struct zinf_config_resolve_info info = {
+		.world_size = 1, .host_total_bytes = zinf_host_memory_bytes(), .require_all = true};
 	uint32_t mod[N_MOD], par[N_MOD];
 	uint64_t shape[2] = {512, 400};
 	float *buf = malloc(ELEMS * 4);
