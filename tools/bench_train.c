@@ -75,8 +75,13 @@ static double cpu_seconds(void)
 static void pass_turn(struct run *r, bool done)
 {
 	pthread_mutex_lock(&r->b->mu);
-	r->b->cpu_at_pass = cpu_seconds();
-	r->b->turn = !r->me;
+	/* Only the run that steps restarts the clock: one that has handed the turn on after
+	 * its last step and then ends (its save, its teardown) must not reset it while the
+	 * other is in a step. */
+	if (r->b->turn == r->me || r->b->done[!r->me]) {
+		r->b->cpu_at_pass = cpu_seconds();
+		r->b->turn = !r->me;
+	}
 	r->b->done[r->me] |= done;
 	pthread_cond_broadcast(&r->b->cv);
 	pthread_mutex_unlock(&r->b->mu);
@@ -99,7 +104,9 @@ static void on_step(const struct zinf_train_step *s, void *user)
 	r->steps[s->step - 1] = *s;
 	/* Only this run has worked since the other passed the turn to it (the other
 	 * run's threads are idle while it waits). */
+	pthread_mutex_lock(&r->b->mu);
 	r->cpu[s->step - 1] = cpu_seconds() - r->b->cpu_at_pass;
+	pthread_mutex_unlock(&r->b->mu);
 	pass_turn(r, false);
 	if (s->step < s->steps)
 		wait_turn(r);
@@ -109,15 +116,20 @@ static void *run_thread(void *arg)
 {
 	struct run *r = arg;
 
+	bool alone;
+
 	wait_turn(r);
-	if (r->b->done[!r->me] && r->me == 1) {
+	pthread_mutex_lock(&r->b->mu);
+	alone = r->b->done[!r->me] && r->me == 1;
+	r->b->cpu_at_pass = cpu_seconds(); /* setup is not part of step 1's figure */
+	pthread_mutex_unlock(&r->b->mu);
+	if (alone) {
 		/* The offloaded run failed (its input is the resident run's too): do not
 		 * train on alone. */
 		r->rc = -1;
 		pass_turn(r, true);
 		return NULL;
 	}
-	r->b->cpu_at_pass = cpu_seconds(); /* setup is not part of step 1's figure */
 	r->rc = zinf_train_run(&r->o, &r->res, r->err, sizeof(r->err));
 	pass_turn(r, true);
 	return NULL;
