@@ -20,6 +20,7 @@
 #ifndef ZINF_SRC_OPTIM_H
 #define ZINF_SRC_OPTIM_H
 
+#include <cpuid.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -142,6 +143,14 @@ static inline float zinf_f16_to_f32(uint16_t h)
 	}
 	memcpy(&x, &u, sizeof(x));
 	return x;
+}
+
+/* F16C (CPUID leaf 1, ECX bit 29): clang 14's __builtin_cpu_supports does not name it. */
+static inline bool zinf_cpu_has_f16c(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 
 #endif /* ZINF_SRC_OPTIM_H */

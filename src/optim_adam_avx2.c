@@ -130,7 +130,7 @@ static bool avx2_supported(void)
 {
 	__builtin_cpu_init();
 	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-	       __builtin_cpu_supports("f16c");
+	       zinf_cpu_has_f16c();
 }
 
 const struct zinf_adam_kernel zinf_adam_kernel_avx2 = {
