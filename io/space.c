@@ -425,9 +425,11 @@ static int file_give(struct io_file *f, uint64_t off, uint64_t len)
 	return free_insert(f, i, off, len);
 }
 
-/* No new file of len bytes fits path p's file system: grow its last file by what its
- * free tail lacks, so that the space a file took beyond its extents is not lost (files
- * made under space pressure end in such tails). 0 with *idx, or a negative code. */
+/* An extent part of len bytes fits no free range of path p's files: when the last file
+ * ends in a free tail, grow that file by what the tail lacks, so that no tail is left
+ * behind for good when the next file is made (under space pressure a file is made no
+ * larger than what fits, and the tail would be space the run needs). 0 with *idx, or a
+ * negative code: -ENOSPC with no tail to grow from (a new file is then made instead). */
 static int file_grow(struct zinf_io *io, int p, uint64_t len, uint32_t *idx)
 {
 	struct io_file *f = NULL;
@@ -440,10 +442,10 @@ static int file_grow(struct zinf_io *io, int p, uint64_t len, uint32_t *idx)
 			*idx = i;
 		}
 	}
-	if (!f)
-		return -ENOSPC;
-	if (f->n_free && f->free[f->n_free - 1].off + f->free[f->n_free - 1].len == f->size)
+	if (f && f->n_free && f->free[f->n_free - 1].off + f->free[f->n_free - 1].len == f->size)
 		tail = f->free[f->n_free - 1].len;
+	if (!tail)
+		return -ENOSPC;
 	add = round_up(len - tail, io->align);
 	if (preallocate(f->fd, f->size, add) != 0) {
 		rc = -errno;
@@ -459,8 +461,8 @@ static int file_grow(struct zinf_io *io, int p, uint64_t len, uint32_t *idx)
 	return 0;
 }
 
-/* Take len bytes on path p: in an existing file, else in a new one (else in a grown
- * one). Holds space_lock. */
+/* Take len bytes on path p: in an existing file, else in the last one grown (from its
+ * free tail), else in a new one. Holds space_lock. */
 static int path_take(struct zinf_io *io, int p, uint64_t len, struct io_part *part)
 {
 	uint32_t idx = 0;
@@ -473,9 +475,9 @@ static int path_take(struct zinf_io *io, int p, uint64_t len, struct io_part *pa
 			return 0;
 		}
 	}
-	rc = file_create(io, p, len, &idx);
-	if (rc == -ENOSPC && file_grow(io, p, len, &idx) == 0)
-		rc = 0;
+	rc = file_grow(io, p, len, &idx);
+	if (rc)
+		rc = file_create(io, p, len, &idx);
 	if (rc)
 		return rc;
 	rc = file_take(&io->files[idx], len, &part->off);
@@ -607,7 +609,12 @@ int zinf_io_extent_alloc(struct zinf_io *io, uint64_t len, uint32_t *id)
 	first = io->next_path;
 	io->next_path = (io->next_path + 1) % io->n_paths;
 	for (int i = 0; i < n_parts; i++) {
-		rc = path_take(io, (first + i) % io->n_paths, part_bytes(io, len, i), &e->part[i]);
+		/* its own path; where that is full, another (paths on different file systems
+		 * fill unevenly: the space check sees each path's even share) */
+		rc = -ENOSPC;
+		for (int k = 0; k < io->n_paths && rc == -ENOSPC; k++)
+			rc = path_take(io, (first + i + k) % io->n_paths, part_bytes(io, len, i),
+				       &e->part[i]);
 		if (rc) {
 			extent_release_parts(io, e);
 			goto out_unlock;
@@ -769,9 +776,13 @@ int zinf_io_extent_locate(struct zinf_io *io, uint32_t id, uint64_t off, const c
 	return 0;
 }
 
-int zinf_io_check_space(struct zinf_io *io, uint64_t bytes)
+int zinf_io_check_space(struct zinf_io *io, uint64_t bytes, uint64_t largest)
 {
 	int n = io->n_paths;
+	/* With several paths, a part that fits neither its own path's leftover nor another's
+	 * fails although the leftovers add up to it: each path also holds the largest part
+	 * (part 0 of the largest extent), and then every part finds room somewhere. */
+	uint64_t margin = n > 1 && largest ? part_bytes(io, round_up(largest, io->align), 0) : 0;
 
 	for (int p = 0; p < n; p++) {
 		struct statvfs fs;
@@ -791,7 +802,8 @@ int zinf_io_check_space(struct zinf_io *io, uint64_t bytes)
 				continue;
 			counted = q < p;
 			on_fs++;
-			share += bytes / (uint64_t)n + (uint64_t)(q < (int)(bytes % (uint64_t)n));
+			share += bytes / (uint64_t)n + (uint64_t)(q < (int)(bytes % (uint64_t)n)) +
+				 margin;
 		}
 		/* f_bavail, also for root (whose fallocate may take the reserved blocks): file
 		 * systems whose free blocks overstate what can be written (quotas, thin
@@ -812,9 +824,9 @@ int zinf_io_check_space(struct zinf_io *io, uint64_t bytes)
 		}
 		io_set_error(io,
 			     "nvme path %s: the run needs at least %s %s (a share of %s striped "
-			     "over %d path%s), %s free",
+			     "over %d path%s%s), %s free",
 			     io->paths[p].dir, a, where, zinf_format_bytes(bytes, b, sizeof(b)), n,
-			     n == 1 ? "" : "s", c);
+			     n == 1 ? "" : "s", margin ? ", and room for the largest part" : "", c);
 		return -ENOSPC;
 	}
 	return 0;

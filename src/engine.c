@@ -502,7 +502,8 @@ static int check_host_memory(struct zinf_engine *e)
 }
 
 /* What a pool sized by "auto" holds: the NVMe optimizer's staging buffers, every chunk
- * of parameters on their way to the device at once (no more than the device holds), two
+ * of parameters on their way from NVMe to the device at once (no more than the device
+ * holds), two
  * modules' gradients (the background copy's two stages) and a chunk for a load or a save,
  * with an eighth more and 4 MiB for the pool's fragmentation. More would stay unused:
  * the pool stages, it does not cache. */
@@ -550,11 +551,17 @@ uint64_t engine_nvme_drive_bytes(struct zinf_engine *e)
  * before it failed). */
 static int check_nvme_space(struct zinf_engine *e)
 {
-	uint64_t homes, state, grads;
+	uint64_t homes, state, grads, largest = 0;
 	char a[32], b[32], c[32];
 
 	nvme_drive_parts(e, &homes, &state, &grads);
-	if (!e->io || zinf_io_check_space(e->io, homes + state + grads) == 0)
+	if (homes) { /* a chunk: at most chunk_size, rounded to the I/O alignment */
+		uint64_t align = zinf_io_alignment(e->io);
+		largest = (e->cfg->v.zinf.chunk_size + align - 1) / align * align;
+	}
+	if (state && engine_nvme_largest_extent(e) > largest)
+		largest = engine_nvme_largest_extent(e);
+	if (!e->io || zinf_io_check_space(e->io, homes + state + grads, largest) == 0)
 		return 0;
 	return engine_fail(e, ZINF_EBUDGET,
 			   "%s: parameter homes %s, optimizer state %s (with a spare extent per "

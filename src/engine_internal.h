@@ -376,6 +376,9 @@ void engine_group_elems(const struct zinf_engine *e, uint64_t elems[ENGINE_MAX_G
 /* At finalize, before anything is laid out: the drive bytes of the optimizer state's
  * extents, every group's sub-groups and spares. */
 uint64_t engine_nvme_state_drive_bytes(const struct zinf_engine *e);
+/* At finalize, before anything is laid out: the bytes of the optimizer state's largest
+ * extent (an upper bound of the gradients' too). */
+uint64_t engine_nvme_largest_extent(const struct zinf_engine *e);
 /* At finalize, before anything is laid out: the pinned bytes of the optimizer's staging
  * buffers at zero_optimization.sub_group_size. */
 uint64_t engine_nvme_staging_bytes(const struct zinf_engine *e);

@@ -68,6 +68,22 @@ uint64_t engine_nvme_state_drive_bytes(const struct zinf_engine *e)
 	return total;
 }
 
+uint64_t engine_nvme_largest_extent(const struct zinf_engine *e)
+{
+	uint64_t elems[ENGINE_MAX_GROUPS], largest = 0, sub = e->cfg->v.zero.sub_group_size;
+	uint64_t align = zinf_io_alignment(e->io) > 4096 ? zinf_io_alignment(e->io) : 4096;
+
+	/* a full sub-group's master, m and v (its gradient extent is a third of that) */
+	engine_group_elems(e, elems);
+	for (int k = 0; k < ENGINE_MAX_GROUPS; k++) {
+		uint64_t full = sub < elems[k] ? sub : elems[k];
+		uint64_t bytes = 3 * ((full * sizeof(float) + align - 1) / align * align);
+		if (bytes > largest)
+			largest = bytes;
+	}
+	return largest;
+}
+
 static int create_group(struct zinf_engine *e, struct egroup *g)
 {
 	struct zinf_adam_nvme_opts o;

@@ -116,13 +116,15 @@ uint64_t zinf_io_extent_len(struct zinf_io *io, uint32_t id);
  * alignment, plus the padding of each path's part when it is striped (0 for a length
  * extent_alloc refuses). Sum it over a layout to know its size before allocating it. */
 uint64_t zinf_io_extent_footprint(const struct zinf_io *io, uint64_t len);
-/* Whether the nvme paths' file systems have room for bytes more (a sum of footprints),
- * striped over the paths (each path its share; paths on one file system add up):
- * checked before a run lays out its homes, so that a run too big for the drives is
- * refused at once rather than filling them to the last byte first. 0, or -ENOSPC with
- * the path, the share and the free bytes in the last error. A file system whose free
- * space cannot be read is not checked. */
-int zinf_io_check_space(struct zinf_io *io, uint64_t bytes);
+/* Whether the nvme paths' file systems have room for bytes more (a sum of footprints,
+ * the largest extent of them `largest` bytes), striped over the paths (each path its
+ * share, with several paths plus the largest extent's largest part; paths on one file
+ * system add up): checked before a run lays out its homes, so that a run too big for
+ * the drives is refused at once rather than filling them to the last byte first. What
+ * passes is laid out whole (a part whose own path is full goes to another). 0, or
+ * -ENOSPC with the path, the share and the free bytes in the last error. A file system
+ * whose free space cannot be read is not checked. */
+int zinf_io_check_space(struct zinf_io *io, uint64_t bytes, uint64_t largest);
 
 /* ---- pinned buffer registration (io_uring fixed buffers) ------------------------ */
 
