@@ -373,7 +373,8 @@ uint64_t zinf_store_nvme_home_bytes(struct zinf_store *s)
 
 uint64_t zinf_store_chunk_bytes(struct zinf_store *s)
 {
-	return s->o.param_home == ZINF_TIER_DEVICE ? 0 : chunks_sum(s, NULL);
+	/* host homes are copied to the device and read directly, never staged */
+	return s->o.param_home == ZINF_TIER_NVME ? chunks_sum(s, NULL) : 0;
 }
 
 int zinf_store_set_pinned(struct zinf_store *s, struct zinf_pinned *pinned)

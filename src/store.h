@@ -126,9 +126,9 @@ int zinf_store_finalize(struct zinf_store *store);
 /* The drive bytes the parameters' NVMe homes take (or, before finalize, will take): the
  * footprint of every chunk's extent; 0 unless the home tier is nvme. */
 uint64_t zinf_store_nvme_home_bytes(struct zinf_store *store);
-/* The bytes of every parameter chunk homed off the device (0 when they live there), each
- * rounded to the I/O alignment: what staging all of them at once takes. Before finalize
- * too. */
+/* The bytes of every parameter chunk homed on NVMe (0 for other homes: host homes are
+ * never staged), each rounded to the I/O alignment: what staging all of them at once
+ * takes. Before finalize too. */
 uint64_t zinf_store_chunk_bytes(struct zinf_store *store);
 /* Give a store created without a pinned pool (opts.pinned NULL) its pool, before
  * finalize. */
