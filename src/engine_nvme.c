@@ -53,7 +53,9 @@ void engine_group_elems(const struct zinf_engine *e, uint64_t elems[ENGINE_MAX_G
 			e->params[i].elems;
 }
 
-uint64_t engine_nvme_state_drive_bytes(const struct zinf_engine *e)
+/* Over the groups engine_nvme_finalize will make, in sub-groups of sub elements: the
+ * drive bytes of their state (drive), or the pinned bytes of their staging buffers. */
+static uint64_t groups_sum(const struct zinf_engine *e, uint64_t sub, bool drive)
 {
 	uint64_t elems[ENGINE_MAX_GROUPS], total = 0;
 
@@ -62,10 +64,16 @@ uint64_t engine_nvme_state_drive_bytes(const struct zinf_engine *e)
 		struct zinf_adam_nvme_opts o;
 		if (!elems[k])
 			continue;
-		group_opts(e, elems[k], e->cfg->v.zero.sub_group_size, &o);
-		total += zinf_adam_nvme_drive_bytes(&o);
+		group_opts(e, elems[k], sub, &o);
+		total += drive ? zinf_adam_nvme_drive_bytes(&o)
+			       : zinf_adam_nvme_pinned_bytes(&o, zinf_io_alignment(e->io));
 	}
 	return total;
+}
+
+uint64_t engine_nvme_state_drive_bytes(const struct zinf_engine *e)
+{
+	return groups_sum(e, e->cfg->v.zero.sub_group_size, true);
 }
 
 uint64_t engine_nvme_largest_extent(const struct zinf_engine *e)
@@ -168,17 +176,7 @@ static int make_pieces(struct zinf_engine *e)
 /* The staging buffers of every group's NVMe step with sub-groups of sub elements. */
 static uint64_t staging_bytes(const struct zinf_engine *e, uint64_t sub)
 {
-	uint64_t elems[ENGINE_MAX_GROUPS], total = 0;
-
-	engine_group_elems(e, elems);
-	for (int k = 0; k < ENGINE_MAX_GROUPS; k++) {
-		struct zinf_adam_nvme_opts o;
-		if (!elems[k])
-			continue;
-		group_opts(e, elems[k], sub, &o);
-		total += zinf_adam_nvme_pinned_bytes(&o, zinf_io_alignment(e->io));
-	}
-	return total;
+	return groups_sum(e, sub, false);
 }
 
 uint64_t engine_nvme_staging_bytes(const struct zinf_engine *e)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "io_internal.h"
@@ -45,6 +46,17 @@ static inline void t_scratch_cleanup(void)
 		if (t_scratch[i][0])
 			nftw(t_scratch[i], t_rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	}
+}
+
+/* The size of data file name (data.0, ...) in dir's run directory. */
+static inline uint64_t t_run_file_bytes(const char *dir, const char *name)
+{
+	char path[512];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", dir, "zinf-run", name);
+	T_CHECK(stat(path, &st) == 0, "%s: %s", path, strerror(errno));
+	return (uint64_t)st.st_size;
 }
 
 /* Make a fresh directory under base; the caller removes it with t_rmrf. */

@@ -6,21 +6,9 @@
  * round-trips its data, the live-extent bytes are counted in the stats, and freeing the
  * extents gives them back.
  */
-#include <sys/stat.h>
-
 #include "io_test_util.h"
 
 #define UNIT (64 * 1024)
-
-static uint64_t file_bytes(const char *dir, const char *name)
-{
-	char path[512];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "%s/%s/%s", dir, "zinf-run", name);
-	T_CHECK(stat(path, &st) == 0, "%s: %s", path, strerror(errno));
-	return (uint64_t)st.st_size;
-}
 
 int main(void)
 {
@@ -44,15 +32,15 @@ int main(void)
 	zinf_io_fault_set(IO_FAULT_NOSPACE, 1000, ENOSPC, 3 * UNIT, 0);
 	T_CHECK(zinf_io_extent_alloc(io, UNIT, &a) == 0, "first extent: %s",
 		zinf_io_last_error(io));
-	T_CHECK(file_bytes(d, "data.0") == 2 * UNIT, "data.0 is %llu bytes, want %d",
-		(unsigned long long)file_bytes(d, "data.0"), 2 * UNIT);
+	T_CHECK(t_run_file_bytes(d, "data.0") == 2 * UNIT, "data.0 is %llu bytes, want %d",
+		(unsigned long long)t_run_file_bytes(d, "data.0"), 2 * UNIT);
 	/* 256 KiB: no new file of that size fits, the tail (64 KiB) + 192 KiB does */
 	T_CHECK(zinf_io_extent_alloc(io, 4 * UNIT, &b) == 0, "extent over the tail: %s",
 		zinf_io_last_error(io));
 	zinf_io_fault_clear();
 	T_CHECK(io->n_files == 1, "%u data files, want data.0 grown", io->n_files);
-	T_CHECK(file_bytes(d, "data.0") == 5 * UNIT, "data.0 is %llu bytes, want %d",
-		(unsigned long long)file_bytes(d, "data.0"), 5 * UNIT);
+	T_CHECK(t_run_file_bytes(d, "data.0") == 5 * UNIT, "data.0 is %llu bytes, want %d",
+		(unsigned long long)t_run_file_bytes(d, "data.0"), 5 * UNIT);
 	T_CHECK(zinf_io_extent_footprint(io, UNIT) == UNIT &&
 			zinf_io_extent_footprint(io, 4 * UNIT - 100) == 4 * UNIT,
 		"footprints of 64 KiB and 256 KiB - 100");

@@ -5,21 +5,9 @@
  * many small extents on a small file system share few files (not one file each, which
  * would run out at 1024 files). Where it fits, the file is a whole file_size as before.
  */
-#include <sys/stat.h>
-
 #include "io_test_util.h"
 
 #define LEN (192 * 1024)
-
-static uint64_t file_bytes(const char *dir, const char *name)
-{
-	char path[512];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "%s/%s/%s", dir, "zinf-run", name);
-	T_CHECK(stat(path, &st) == 0, "%s: %s", path, strerror(errno));
-	return (uint64_t)st.st_size;
-}
 
 int main(void)
 {
@@ -42,15 +30,15 @@ int main(void)
 	T_CHECK(zinf_io_extent_alloc(io, LEN, &a) == 0, "extent on a small file system: %s",
 		zinf_io_last_error(io));
 	zinf_io_fault_clear();
-	T_CHECK(file_bytes(d, "data.0") == LEN, "data.0 is %llu bytes, want the extent's %d",
-		(unsigned long long)file_bytes(d, "data.0"), LEN);
+	T_CHECK(t_run_file_bytes(d, "data.0") == LEN, "data.0 is %llu bytes, want the extent's %d",
+		(unsigned long long)t_run_file_bytes(d, "data.0"), LEN);
 	T_CHECK_RC(zinf_io_rw(io, ZINF_IO_WRITE, a, 0, src, LEN));
 	T_CHECK_RC(zinf_io_rw(io, ZINF_IO_READ, a, 0, dst, LEN));
 	T_CHECK(memcmp(src, dst, LEN) == 0, "the extent did not round-trip");
 	/* room again: the next file is a whole file_size */
 	T_CHECK_RC(zinf_io_extent_alloc(io, LEN, &b));
-	T_CHECK(file_bytes(d, "data.1") == o.file_size, "data.1 is %llu bytes, want %llu",
-		(unsigned long long)file_bytes(d, "data.1"), (unsigned long long)o.file_size);
+	T_CHECK(t_run_file_bytes(d, "data.1") == o.file_size, "data.1 is %llu bytes, want %llu",
+		(unsigned long long)t_run_file_bytes(d, "data.1"), (unsigned long long)o.file_size);
 	/* 1 MiB free at a time: 1100 extents of 4 KiB fill files of 1 MiB, 256 each */
 	zinf_io_fault_set(IO_FAULT_NOSPACE, 1000000, ENOSPC, 1 << 20, 0);
 	for (int i = 0; i < 1100; i++)
