@@ -411,165 +411,9 @@ static int create_prefetch(struct zinf_engine *e)
 	return rc ? engine_fail(e, rc, "prefetch: cannot allocate its trace") : 0;
 }
 
-/* Pinned memory a step can wait for must fit the pool, or the wait would never end: a
- * module's gradients come back through one buffer, and the store stages whole chunks. */
-static int check_pinned(struct zinf_engine *e)
-{
-	uint64_t pool = zinf_pinned_size(e->pinned), need = 0;
-	const char *what = NULL;
-	char a[32], b[32];
-
-	for (uint32_t m = 0; m < e->n_modules; m++) {
-		if (e->modules[m].grad_bytes > need) {
-			need = e->modules[m].grad_bytes;
-			what = "the gradients of one module";
-		}
-	}
-	if (need > pool)
-		return engine_fail(
-			e, ZINF_EBUDGET,
-			"pinned budget: %s need %s, more than the whole pool of %s (raise zinf.pinned_memory_limit)",
-			what, zinf_format_bytes(need, a, sizeof(a)),
-			zinf_format_bytes(pool, b, sizeof(b)));
-	return 0;
-}
-
 uint64_t engine_dtype_bytes(enum zinf_dtype t)
 {
 	return t == ZINF_DTYPE_F32 ? 4 : 2;
-}
-
-/* Gradient copies in the background (engine_gradq.c, started) on a GPU whose budget is roomy: at
- * least GRADS_ASYNC_ROOM times the largest module's gradient buffer. A buffer being
- * copied keeps its device memory, and the next one then lands below it: in a tight
- * budget the space left would split in two when the first is freed, and a module that
- * fits with copies made at once would not (the review's 4-layer case at 1100 KiB). */
-#define GRADS_ASYNC_ROOM 8
-
-static bool grads_async_fits(struct zinf_engine *e)
-{
-	struct zinf_device_stats ds;
-	uint64_t largest = 0;
-
-	if (!e->gq.started || zinf_device_backend(e->dev) != ZINF_DEVICE_BACKEND_CUDA)
-		return false;
-	for (uint32_t m = 0; m < e->n_modules; m++)
-		if (e->modules[m].grad_bytes > largest)
-			largest = e->modules[m].grad_bytes;
-	zinf_device_get_stats(e->dev, &ds);
-	return ds.limit / GRADS_ASYNC_ROOM >= largest;
-}
-
-/* What lives in host memory whatever the budgets say (parameters homed there, with
- * offload_param cpu; the optimizer state, 16 bytes a parameter, with offload_optimizer
- * cpu; with it on NVMe, the fp32 gradient accumulators unless they go there too) must
- * fit the host: a model far larger is refused here, not by the OOM killer. */
-static int check_host_memory(struct zinf_engine *e)
-{
-	uint64_t ram = zinf_host_memory_bytes(), params = 0, elems = 0, grads;
-	struct zinf_store_stats st;
-	char a[32], b[32], c[32];
-
-	zinf_store_get_stats(e->store, &st);
-	if (e->cfg->v.zero.offload_param.device == ZINF_OFFLOAD_CPU)
-		params = st.param_bytes;
-	if (e->nvme_state) {
-		grads = engine_grad_host_bytes(e);
-		if (!ram || params + grads <= ram)
-			return 0;
-		return engine_fail(
-			e, ZINF_EBUDGET,
-			"host memory: parameters homed there need %s and the fp32 gradient "
-			"accumulators %s (4 bytes a parameter), more than this host's %s (%s)",
-			zinf_format_bytes(params, a, sizeof(a)),
-			zinf_format_bytes(grads, b, sizeof(b)),
-			zinf_format_bytes(ram, c, sizeof(c)),
-			grads ? "set zinf.offload_gradients to nvme; auto chooses it only when "
-				"sub_group_size is under a seventh of the parameters"
-			      : "offload the parameters to nvme: zero_optimization.offload_param");
-	}
-	for (uint32_t i = 0; i < e->n_params; i++)
-		elems += e->params[i].elems;
-	if (!ram || params + 16 * elems <= ram)
-		return 0;
-	return engine_fail(e, ZINF_EBUDGET,
-			   "host memory: parameters homed there need %s and the optimizer state "
-			   "%s (16 bytes a parameter), more than this host's %s (offload them "
-			   "to nvme: zero_optimization.offload_param / offload_optimizer.device)",
-			   zinf_format_bytes(params, a, sizeof(a)),
-			   zinf_format_bytes(16 * elems, b, sizeof(b)),
-			   zinf_format_bytes(ram, c, sizeof(c)));
-}
-
-/* What a pool sized by "auto" holds: the NVMe optimizer's staging buffers, every chunk
- * of parameters on their way from NVMe to the device at once (no more than the device
- * holds), two
- * modules' gradients (the background copy's two stages) and a chunk for a load or a save,
- * with an eighth more and 4 MiB for the pool's fragmentation. More would stay unused:
- * the pool stages, it does not cache. */
-static uint64_t pinned_need(struct zinf_engine *e)
-{
-	struct zinf_device_stats ds;
-	uint64_t chunks = zinf_store_chunk_bytes(e->store), grads = 0, need;
-
-	zinf_device_get_stats(e->dev, &ds);
-	if (chunks > ds.limit)
-		chunks = ds.limit;
-	for (uint32_t m = 0; m < e->n_modules; m++)
-		if (e->modules[m].grad_bytes > grads)
-			grads = e->modules[m].grad_bytes;
-	need = chunks + 2 * grads + e->cfg->v.zinf.chunk_size;
-	if (e->nvme_state)
-		need += engine_nvme_staging_bytes(e);
-	return need + need / 8 + (4ull << 20);
-}
-
-/* The drive bytes of what finalize lays out on NVMe, in three parts. */
-static void nvme_drive_parts(struct zinf_engine *e, uint64_t *homes, uint64_t *state,
-			     uint64_t *grads)
-{
-	*homes = *state = *grads = 0;
-	if (!e->io)
-		return;
-	*homes = zinf_store_nvme_home_bytes(e->store);
-	if (e->nvme_state) {
-		*state = engine_nvme_state_drive_bytes(e);
-		*grads = engine_grad_drive_bytes(e);
-	}
-}
-
-uint64_t engine_nvme_drive_bytes(struct zinf_engine *e)
-{
-	uint64_t homes, state, grads;
-
-	nvme_drive_parts(e, &homes, &state, &grads);
-	return homes + state + grads;
-}
-
-/* What finalize lays out on NVMe must fit the drives, checked before any of it is (the
- * files are preallocated one unit at a time, so a run too big would fill the drives
- * before it failed). */
-static int check_nvme_space(struct zinf_engine *e)
-{
-	uint64_t homes, state, grads, largest = 0;
-	char a[32], b[32], c[32];
-
-	nvme_drive_parts(e, &homes, &state, &grads);
-	if (homes) { /* a chunk: at most chunk_size, rounded to the I/O alignment */
-		uint64_t align = zinf_io_alignment(e->io);
-		largest = (e->cfg->v.zinf.chunk_size + align - 1) / align * align;
-	}
-	if (state && engine_nvme_largest_extent(e) > largest)
-		largest = engine_nvme_largest_extent(e);
-	if (!e->io || zinf_io_check_space(e->io, homes + state + grads, largest) == 0)
-		return 0;
-	return engine_fail(e, ZINF_EBUDGET,
-			   "%s: parameter homes %s, optimizer state %s (with a spare extent per "
-			   "staging buffer), gradients %s on NVMe (free space, add a drive to "
-			   "zinf.nvme_paths, or keep less on NVMe)",
-			   zinf_io_last_error(e->io), zinf_format_bytes(homes, a, sizeof(a)),
-			   zinf_format_bytes(state, b, sizeof(b)),
-			   zinf_format_bytes(grads, c, sizeof(c)));
 }
 
 int zinf_engine_finalize(struct zinf_engine *e)
@@ -585,14 +429,14 @@ int zinf_engine_finalize(struct zinf_engine *e)
 				   "finalize: an earlier call failed after laying out the "
 				   "parameters (its error said why); destroy the engine and create "
 				   "a new one");
-	rc = check_host_memory(e);
+	rc = engine_check_host_memory(e);
 	if (!rc)
-		rc = check_nvme_space(e);
+		rc = engine_check_nvme_space(e);
 	if (rc)
 		return rc;
 	if (!e->pinned) {
 		char err[512];
-		uint64_t need = pinned_need(e);
+		uint64_t need = engine_pinned_need(e);
 
 		rc = pinned_open(e, need < e->pinned_cap ? need : e->pinned_cap, err, sizeof(err));
 		if (rc)
@@ -628,7 +472,7 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		return engine_fail(e, -ENOMEM,
 				   "parameter staging: cannot allocate %" PRIu64 " bytes",
 				   e->staging_bytes);
-	rc = check_pinned(e);
+	rc = engine_check_pinned(e);
 	if (!rc)
 		rc = create_prefetch(e);
 	if (rc)
@@ -643,7 +487,7 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		if (rc)
 			return rc;
 	}
-	e->grads_async = grads_async_fits(e);
+	e->grads_async = engine_grads_async_fits(e);
 	if (e->nvme_state) {
 		rc = engine_nvme_finalize(e);
 		if (rc)

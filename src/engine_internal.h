@@ -382,9 +382,31 @@ uint64_t engine_nvme_largest_extent(const struct zinf_engine *e);
 /* At finalize, before anything is laid out: the pinned bytes of the optimizer's staging
  * buffers at zero_optimization.sub_group_size. */
 uint64_t engine_nvme_staging_bytes(const struct zinf_engine *e);
+/* ---- finalize's budgets (engine_budget.c) ---- */
+
 /* Every drive byte finalize will lay out (parameter homes, optimizer state, gradients),
  * checked against the free space before any is. */
 uint64_t engine_nvme_drive_bytes(struct zinf_engine *e);
+/* What finalize lays out on NVMe must fit the drives, checked before any of it is (the
+ * files are preallocated one unit at a time, so a run too big would fill the drives
+ * before it failed). 0 or ZINF_EBUDGET with the message. */
+int engine_check_nvme_space(struct zinf_engine *e);
+/* What lives in host memory whatever the budgets say (parameters homed there, with
+ * offload_param cpu; the optimizer state, 16 bytes a parameter, with offload_optimizer
+ * cpu; with it on NVMe, the fp32 gradient accumulators unless they go there too) must
+ * fit the host: a model far larger is refused here, not by the OOM killer. */
+int engine_check_host_memory(struct zinf_engine *e);
+/* What a pool sized by "auto" holds: the NVMe optimizer's staging buffers, every chunk
+ * of parameters on their way from NVMe to the device at once (no more than the device
+ * holds), two modules' gradients (the background copy's two stages) and a chunk for a
+ * load or a save, with an eighth more and 4 MiB for the pool's fragmentation. More
+ * would stay unused: the pool stages, it does not cache. */
+uint64_t engine_pinned_need(struct zinf_engine *e);
+/* Pinned memory a step can wait for must fit the pool, or the wait would never end: a
+ * module's gradients come back through one buffer (the store checks its chunks). */
+int engine_check_pinned(struct zinf_engine *e);
+/* Gradients copied in the background (engine_gradq.c, started) on a roomy GPU budget. */
+bool engine_grads_async_fits(struct zinf_engine *e);
 /* With grads_nvme: add p's gradient g (p->elems floats) to its sub-groups' sums; a
  * sub-group is written to NVMe as soon as all of it has been added since it was opened. */
 int engine_grad_add(struct zinf_engine *e, struct eparam *p, const float *g);
