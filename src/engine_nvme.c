@@ -53,43 +53,41 @@ void engine_group_elems(const struct zinf_engine *e, uint64_t elems[ENGINE_MAX_G
 			e->params[i].elems;
 }
 
-/* Over the groups engine_nvme_finalize will make, in sub-groups of sub elements: the
- * drive bytes of their state (drive), or the pinned bytes of their staging buffers. */
-static uint64_t groups_sum(const struct zinf_engine *e, uint64_t sub, bool drive)
+enum group_figure { GROUP_DRIVE, GROUP_STAGING, GROUP_EXTENT };
+
+/* Over the groups engine_nvme_finalize will make, in sub-groups of sub elements: the sum
+ * of the drive bytes of their state or of the pinned bytes of their staging buffers, or
+ * the largest of their extents. */
+static uint64_t groups_figure(const struct zinf_engine *e, uint64_t sub, enum group_figure f)
 {
 	uint64_t elems[ENGINE_MAX_GROUPS], total = 0;
 
 	engine_group_elems(e, elems);
 	for (int k = 0; k < ENGINE_MAX_GROUPS; k++) {
 		struct zinf_adam_nvme_opts o;
+		uint64_t extent;
 		if (!elems[k])
 			continue;
 		group_opts(e, elems[k], sub, &o);
-		total += drive ? zinf_adam_nvme_drive_bytes(&o)
-			       : zinf_adam_nvme_pinned_bytes(&o, zinf_io_alignment(e->io));
+		if (f == GROUP_DRIVE)
+			total += zinf_adam_nvme_drive_bytes(&o);
+		else if (f == GROUP_STAGING)
+			total += zinf_adam_nvme_pinned_bytes(&o, zinf_io_alignment(e->io));
+		else if ((extent = zinf_adam_nvme_extent_bytes(&o)) > total)
+			total = extent;
 	}
 	return total;
 }
 
 uint64_t engine_nvme_state_drive_bytes(const struct zinf_engine *e)
 {
-	return groups_sum(e, e->cfg->v.zero.sub_group_size, true);
+	return groups_figure(e, e->cfg->v.zero.sub_group_size, GROUP_DRIVE);
 }
 
 uint64_t engine_nvme_largest_extent(const struct zinf_engine *e)
 {
-	uint64_t elems[ENGINE_MAX_GROUPS], largest = 0, sub = e->cfg->v.zero.sub_group_size;
-	uint64_t align = zinf_io_alignment(e->io) > 4096 ? zinf_io_alignment(e->io) : 4096;
-
 	/* a full sub-group's master, m and v (its gradient extent is a third of that) */
-	engine_group_elems(e, elems);
-	for (int k = 0; k < ENGINE_MAX_GROUPS; k++) {
-		uint64_t full = sub < elems[k] ? sub : elems[k];
-		uint64_t bytes = 3 * ((full * sizeof(float) + align - 1) / align * align);
-		if (bytes > largest)
-			largest = bytes;
-	}
-	return largest;
+	return groups_figure(e, e->cfg->v.zero.sub_group_size, GROUP_EXTENT);
 }
 
 static int create_group(struct zinf_engine *e, struct egroup *g)
@@ -176,7 +174,7 @@ static int make_pieces(struct zinf_engine *e)
 /* The staging buffers of every group's NVMe step with sub-groups of sub elements. */
 static uint64_t staging_bytes(const struct zinf_engine *e, uint64_t sub)
 {
-	return groups_sum(e, sub, false);
+	return groups_figure(e, sub, GROUP_STAGING);
 }
 
 uint64_t engine_nvme_staging_bytes(const struct zinf_engine *e)

@@ -63,19 +63,25 @@ uint64_t zinf_adam_nvme_pinned_bytes(const struct zinf_adam_nvme_opts *o, uint64
 	return slots_needed(o, groups_of(o)) * extent_bytes_of(o, align);
 }
 
-uint64_t zinf_adam_nvme_drive_bytes(const struct zinf_adam_nvme_opts *o)
+uint64_t zinf_adam_nvme_extent_bytes(const struct zinf_adam_nvme_opts *o)
 {
-	uint64_t align, groups;
+	uint64_t align;
 
 	if (!o || !o->io || !o->n_elems || !o->sub_group_size || o->n_elems > NVME_MAX_ELEMS)
 		return 0;
 	align = zinf_io_alignment(o->io);
-	if (align < NVME_MIN_ALIGN)
-		align = NVME_MIN_ALIGN;
+	return extent_bytes_of(o, align > NVME_MIN_ALIGN ? align : NVME_MIN_ALIGN);
+}
+
+uint64_t zinf_adam_nvme_drive_bytes(const struct zinf_adam_nvme_opts *o)
+{
+	uint64_t extent = zinf_adam_nvme_extent_bytes(o), groups;
+
+	if (!extent)
+		return 0;
 	groups = groups_of(o);
 	/* as extents_setup: one extent per sub-group, one spare per staging buffer */
-	return (groups + slots_needed(o, groups)) *
-	       zinf_io_extent_footprint(o->io, extent_bytes_of(o, align));
+	return (groups + slots_needed(o, groups)) * zinf_io_extent_footprint(o->io, extent);
 }
 
 static int opts_check(const struct zinf_adam_nvme_opts *o, char *msg, uint64_t len)

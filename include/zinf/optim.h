@@ -154,6 +154,9 @@ uint64_t zinf_adam_nvme_pinned_bytes(const struct zinf_adam_nvme_opts *opts, uin
  * spare per buffer, each holding a full sub-group (zinf_io_extent_footprint). 0 for
  * invalid opts (io NULL included). */
 uint64_t zinf_adam_nvme_drive_bytes(const struct zinf_adam_nvme_opts *opts);
+/* The length of one of those extents: a full sub-group's master, m and v, each part
+ * padded to opts->io's alignment (at least 4096). 0 for invalid opts. */
+uint64_t zinf_adam_nvme_extent_bytes(const struct zinf_adam_nvme_opts *opts);
 
 /* Check opts, allocate the extents (one per sub-group plus one spare per buffer), create
  * a pinned pool of opts->pinned_bytes and take the staging buffers from it. A pool or a
