@@ -547,12 +547,20 @@ static void extent_release_parts(struct zinf_io *io, struct io_extent *e)
 	e->n_parts = 0;
 }
 
-/* An extent of len bytes (a multiple of the alignment) is units stripe units dealt
- * round-robin to n_parts paths: the bytes part i takes. */
+/* An extent of len bytes (a multiple of the alignment) is dealt round-robin to paths in
+ * stripe units: its number of parts, one per path up to a part a unit. */
+static int parts_of(const struct zinf_io *io, uint64_t len)
+{
+	uint64_t units = (len + io->opts.stripe_unit - 1) / io->opts.stripe_unit;
+
+	return units < (uint64_t)io->n_paths ? (int)units : io->n_paths;
+}
+
+/* The bytes part i of such an extent takes. */
 static uint64_t part_bytes(const struct zinf_io *io, uint64_t len, int i)
 {
 	uint64_t S = io->opts.stripe_unit, units = (len + S - 1) / S;
-	uint64_t n_parts = units < (uint64_t)io->n_paths ? units : (uint64_t)io->n_paths;
+	uint64_t n_parts = (uint64_t)parts_of(io, len);
 	uint64_t mine = (units - (uint64_t)i + n_parts - 1) / n_parts; /* units of part i */
 	uint64_t last_u = (uint64_t)i + (mine - 1) * n_parts;
 	uint64_t last_len = len - last_u * S < S ? len - last_u * S : S;
@@ -564,15 +572,13 @@ static uint64_t part_bytes(const struct zinf_io *io, uint64_t len, int i)
 
 uint64_t zinf_io_extent_footprint(const struct zinf_io *io, uint64_t len)
 {
-	uint64_t S, units, total = 0;
+	uint64_t total = 0;
 	int n_parts;
 
 	if (!io || len == 0 || len > (1ull << 62) || io->n_paths == 0)
 		return 0;
-	S = io->opts.stripe_unit;
 	len = round_up(len, io->align);
-	units = (len + S - 1) / S;
-	n_parts = units < (uint64_t)io->n_paths ? (int)units : io->n_paths;
+	n_parts = parts_of(io, len);
 	for (int i = 0; i < n_parts; i++)
 		total += part_bytes(io, len, i);
 	return total;
@@ -580,7 +586,6 @@ uint64_t zinf_io_extent_footprint(const struct zinf_io *io, uint64_t len)
 
 int zinf_io_extent_alloc(struct zinf_io *io, uint64_t len, uint32_t *id)
 {
-	uint64_t S = io->opts.stripe_unit, units;
 	struct io_extent *e;
 	int rc, n_parts, first;
 
@@ -595,8 +600,7 @@ int zinf_io_extent_alloc(struct zinf_io *io, uint64_t len, uint32_t *id)
 		return -EINVAL;
 	}
 	len = round_up(len, io->align);
-	units = (len + S - 1) / S;
-	n_parts = units < (uint64_t)io->n_paths ? (int)units : io->n_paths;
+	n_parts = parts_of(io, len);
 	pthread_mutex_lock(&io->space_lock);
 	rc = extent_slot(io, id, &e);
 	if (rc) {
@@ -807,7 +811,7 @@ int zinf_io_check_space(struct zinf_io *io, uint64_t bytes, uint64_t largest)
 		}
 		/* f_bavail, also for root (whose fallocate may take the reserved blocks): file
 		 * systems whose free blocks overstate what can be written (quotas, thin
-		 * volumes) are common, and the bound is only a lower one */
+		 * volumes) are common, and there the check can only be a necessary one */
 		free_b = (uint64_t)fs.f_bavail * fs.f_frsize;
 		if (!counted && io_fault_take(IO_FAULT_NOSPACE, 0, NULL, &pretend))
 			free_b = pretend; /* the test hook's small file system */
