@@ -5,8 +5,9 @@
  * any file is made. Two paths on two file systems, each with its even share and the
  * largest extent part free (round-robin striping fills paths unevenly; a part whose own
  * path is full goes to the other, and the margin makes sure one has room), lay out
- * too, and a page less on one is refused. Skips (77) where the test may not make a
- * mount namespace.
+ * too, and a page less on one is refused; and the I/O layer alone puts the parts whose
+ * own path is full on the other. Skips (77) where the test may not make a mount
+ * namespace.
  *
  * White-box: engine_nvme_drive_bytes (engine_internal.h). */
 #include <sched.h>
@@ -74,6 +75,36 @@ static int finalize_with(const char *d0, const char *d1, uint64_t f0, uint64_t f
 	return rc;
 }
 
+/* The I/O layer alone: single-part extents alternate between the paths; once the first
+ * path's file system is full, its parts go to the second. */
+static void parts_spill(const char *d0, const char *d1)
+{
+	struct zinf_io_opts o;
+	struct zinf_io_stats st;
+	struct zinf_io *io;
+	uint32_t id;
+
+	T_CHECK(mount("none", d0, "tmpfs", 0, "size=64m") == 0, "mount %s", d0);
+	T_CHECK(mount("none", d1, "tmpfs", 0, "size=64m") == 0, "mount %s", d1);
+	zinf_io_opts_init(&o);
+	o.nvme_paths[0] = d0;
+	o.nvme_paths[1] = d1;
+	o.n_paths = 2;
+	o.block_size = 64 * 1024;
+	o.engine = ZINF_IO_ENGINE_PSYNC;
+	T_CHECK_RC(zinf_io_create(&o, &io, NULL, 0));
+	leave_free(d0, 3 * 64 * 1024);
+	for (int i = 0; i < 12; i++)
+		T_CHECK(zinf_io_extent_alloc(io, 64 * 1024, &id) == 0,
+			"extent %d, the first path full: %s", i, zinf_io_last_error(io));
+	zinf_io_get_stats(io, &st);
+	T_CHECK(st.space_bytes == 12 * 64 * 1024 && free_bytes(d0) == 0,
+		"%llu bytes laid out, %llu left on the first path",
+		(unsigned long long)st.space_bytes, (unsigned long long)free_bytes(d0));
+	zinf_io_destroy(io);
+	T_CHECK(umount2(d0, MNT_DETACH) == 0 && umount2(d1, MNT_DETACH) == 0, "umount");
+}
+
 int main(void)
 {
 	char d0[] = "/var/tmp/zinf-fullfs-XXXXXX", d1[] = "/var/tmp/zinf-fullfs-XXXXXX", msg[1024];
@@ -104,6 +135,7 @@ int main(void)
 			   sizeof(msg));
 	T_CHECK(rc == ZINF_EBUDGET && strstr(msg, "room for the largest part"),
 		"two file systems, the first a page short: rc %d: %s", rc, msg);
+	parts_spill(d0, d1);
 	fprintf(stderr, "one path: %llu bytes; two: %llu\n", (unsigned long long)one,
 		(unsigned long long)two);
 	T_CHECK(rmdir(d0) == 0 && rmdir(d1) == 0, "scratch directories left non-empty");
