@@ -108,6 +108,94 @@ static uint64_t file_alignment(int fd)
 	return align;
 }
 
+/* This kernel's boot id ("" when unreadable): processes that share it share flock. */
+static void this_boot(char *out, size_t len)
+{
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	out[0] = 0;
+	if (f) {
+		if (!fgets(out, (int)len, f))
+			out[0] = 0;
+		fclose(f);
+	}
+	out[strcspn(out, "\n")] = 0;
+}
+
+/* What a run directory's lock file says of the process that made it: "pid P boot B host
+ * H" (a line only of the pid before this record, or nothing: unknown). */
+struct run_owner {
+	long pid;
+	char boot[64], host[256];
+};
+
+static bool owner_read(int fd, struct run_owner *o)
+{
+	char line[400];
+	ssize_t n = pread(fd, line, sizeof(line) - 1, 0);
+
+	memset(o, 0, sizeof(*o));
+	if (n <= 0)
+		return false;
+	line[n] = 0;
+	return sscanf(line, "pid %ld boot %63s host %255s", &o->pid, o->boot, o->host) == 3;
+}
+
+static int owner_write(int fd)
+{
+	char boot[64], host[256] = "";
+
+	this_boot(boot, sizeof(boot));
+	if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
+		snprintf(host, sizeof(host), "unknown");
+	host[strcspn(host, " \t\n")] = 0;
+	if (ftruncate(fd, 0) != 0)
+		return -errno;
+	return dprintf(fd, "pid %ld boot %s host %s\n", (long)getpid(), boot[0] ? boot : "unknown",
+		       host) > 0
+		       ? 0
+		       : -EIO;
+}
+
+/* A run directory nobody holds the lock of (fd, held now by us): may it be emptied? Yes
+ * when asked to (remove_stale), or when the process that made it ran on this kernel since
+ * its boot: every process here sees that lock, so with it free that process is gone. Any
+ * other (another machine or boot, a filesystem whose flock may not reach other
+ * machines, an older record) is refused with what the record says. */
+static int stale_take(struct zinf_io *io, struct io_path *p, int fd)
+{
+	struct run_owner o;
+	char boot[64];
+	bool known = owner_read(fd, &o);
+
+	this_boot(boot, sizeof(boot));
+	if (known && boot[0] && strcmp(o.boot, boot) == 0) {
+		zinf_logf(ZINF_LOG_WARN,
+			  "zinf io: emptying run directory %s left by process %ld, which has "
+			  "exited (on this machine since its boot)",
+			  p->run_dir, o.pid);
+	} else if (io->opts.remove_stale) {
+		zinf_logf(ZINF_LOG_WARN, "zinf io: emptying stale run directory %s", p->run_dir);
+	} else if (known) {
+		io_set_error(io,
+			     "run directory %s is left from a crashed run (process %ld on host %s, "
+			     "%s): remove it, or set zinf.remove_stale_run_dir: true",
+			     p->run_dir, o.pid, o.host,
+			     boot[0] ? "before this machine's boot, or another machine"
+				     : "this machine's boot id unknown");
+		return -EEXIST;
+	} else {
+		io_set_error(io,
+			     "run directory %s is left from a crashed run (its lock file names no "
+			     "process of this machine): remove it, or set "
+			     "zinf.remove_stale_run_dir: true",
+			     p->run_dir);
+		return -EEXIST;
+	}
+	run_dir_clear(p->run_dir, 0, true);
+	return 0;
+}
+
 static int run_dir_take(struct zinf_io *io, struct io_path *p)
 {
 	char *lock_name = NULL;
@@ -135,26 +223,17 @@ static int run_dir_take(struct zinf_io *io, struct io_path *p)
 				p->run_dir);
 			goto out_free;
 		}
-		if (fd >= 0 && !io->opts.remove_stale) {
-			close(fd);
-			rc = -EEXIST;
-			io_set_error(
-				io,
-				"run directory %s is left from a crashed run (remove it, or set zinf.remove_stale_run_dir: true)",
-				p->run_dir);
-			goto out_free;
-		}
 		if (fd >= 0) {
-			zinf_logf(ZINF_LOG_WARN, "zinf io: emptying stale run directory %s",
-				  p->run_dir);
-			run_dir_clear(p->run_dir, 0, true);
-			if (ftruncate(fd, 0) == 0) {
-				dprintf(fd, "%ld\n", (long)getpid());
+			rc = stale_take(io, p, fd);
+			if (!rc)
+				rc = owner_write(fd);
+			if (!rc) {
 				p->lock_fd = fd;
-				rc = 0;
 				goto out_free;
 			}
 			close(fd);
+			if (rc == -EEXIST)
+				goto out_free;
 		}
 	}
 	fd = open(lock_name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -167,9 +246,16 @@ static int run_dir_take(struct zinf_io *io, struct io_path *p)
 		rmdir(p->run_dir);
 		goto out_free;
 	}
-	dprintf(fd, "%ld\n", (long)getpid());
+	rc = owner_write(fd);
+	if (rc) {
+		close(fd);
+		io_set_error(io, "run directory %s: cannot write %s: %s", p->run_dir, lock_name,
+			     strerror(-rc));
+		unlink(lock_name);
+		rmdir(p->run_dir);
+		goto out_free;
+	}
 	p->lock_fd = fd;
-	rc = 0;
 out_free:
 	free(lock_name);
 	return rc;

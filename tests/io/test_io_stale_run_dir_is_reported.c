@@ -1,15 +1,45 @@
 /*
- * Run directories: created 0700 with 0600 files, removed on a clean destroy; one left
- * by a crashed run is reported (-EEXIST) and not reused unless remove_stale; one held
- * by a live handle is -EBUSY.
+ * Run directories: created 0700 with 0600 files, removed on a clean destroy; one held
+ * by a live handle is -EBUSY. One left by a crashed run is emptied and reused when its
+ * lock file names a process of this machine's current boot (nobody here holds the lock,
+ * so that process is gone); one of another boot or machine, or whose lock file names no
+ * process, is reported (-EEXIST, naming the key) and left untouched unless remove_stale.
  */
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "io_test_util.h"
 
+/* A crashed run's directory (made, or kept): the lock file with record, and a data file. */
+static void plant(const char *run, const char *lock, const char *data, const char *record)
+{
+	FILE *f;
+
+	T_CHECK(mkdir(run, 0700) == 0 || errno == EEXIST, "mkdir %s", run);
+	f = fopen(lock, "w");
+	T_CHECK(f != NULL && fputs(record, f) >= 0 && fclose(f) == 0, "write %s", lock);
+	f = fopen(data, "w");
+	T_CHECK(f != NULL && fclose(f) == 0, "write %s", data);
+}
+
+/* The pid of a process that has exited (and been reaped). */
+static pid_t dead_pid(void)
+{
+	pid_t pid = fork();
+
+	T_CHECK(pid >= 0, "fork");
+	if (pid == 0)
+		_exit(0);
+	T_CHECK(waitpid(pid, NULL, 0) == pid, "waitpid");
+	return pid;
+}
+
 int main(void)
 {
-	char *dir = t_mkdtemp("/var/tmp"), *run = NULL, *lock = NULL, err[512];
+	char *dir = t_mkdtemp("/var/tmp"), *run = NULL, *lock = NULL, *data = NULL, err[512];
+	char line[400], boot[64] = "", owner_boot[64];
+	long pid;
 	struct zinf_io_opts o;
 	struct zinf_io *io, *io2;
 	const char *path;
@@ -20,8 +50,16 @@ int main(void)
 	int rc;
 
 	T_CHECK(dir, "scratch directory");
-	T_CHECK(asprintf(&run, "%s/zinf-run", dir) > 0 && asprintf(&lock, "%s/lock", run) > 0,
+	T_CHECK(asprintf(&run, "%s/zinf-run", dir) > 0 && asprintf(&lock, "%s/lock", run) > 0 &&
+			asprintf(&data, "%s/data.0", run) > 0,
 		"asprintf");
+	f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	if (!f || !fgets(boot, sizeof(boot), f)) {
+		fprintf(stderr, "skip: no boot id\n");
+		return 77;
+	}
+	fclose(f);
+	boot[strcspn(boot, "\n")] = 0;
 	zinf_log_set_level(ZINF_LOG_ERROR);
 	zinf_io_opts_init(&o);
 	o.nvme_paths[0] = dir;
@@ -42,16 +80,44 @@ int main(void)
 	zinf_io_destroy(io);
 	T_CHECK(stat(run, &st) != 0 && errno == ENOENT, "run directory kept after destroy");
 
-	/* a crashed run: directory, unlocked lock file and a data file left behind */
-	T_CHECK(mkdir(run, 0700) == 0, "mkdir");
-	f = fopen(lock, "w");
-	T_CHECK(f != NULL, "lock file");
-	fprintf(f, "12345\n");
+	/* the lock file a live handle writes names its process and this boot */
+	T_CHECK_RC(zinf_io_create(&o, &io, NULL, 0));
+	f = fopen(lock, "r");
+	T_CHECK(f && fgets(line, sizeof(line), f), "read %s", lock);
 	fclose(f);
+	T_CHECK(sscanf(line, "pid %ld boot %63s", &pid, owner_boot) == 2 && pid == getpid() &&
+			strcmp(owner_boot, boot) == 0,
+		"lock file record: %s", line);
+	zinf_io_destroy(io);
+
+	/* crashed runs: a directory, an unlocked lock file and a data file left behind */
+	plant(run, lock, data, "12345\n"); /* a record of an older zinf: names no boot */
 	rc = zinf_io_create(&o, &io, err, sizeof(err));
 	T_CHECK(rc == -EEXIST && io == NULL, "stale directory reused: %d", rc);
-	T_CHECK(strstr(err, run) && strstr(err, "crashed"), "%s", err);
-	T_CHECK(stat(lock, &st) == 0, "stale directory was touched");
+	T_CHECK(strstr(err, run) && strstr(err, "crashed") &&
+			strstr(err, "zinf.remove_stale_run_dir"),
+		"%s", err);
+	T_CHECK(stat(lock, &st) == 0 && stat(data, &st) == 0, "stale directory was touched");
+	/* another boot's (or machine's) process: its flock may not be seen here */
+	plant(run, lock, data,
+	      "pid 12345 boot 00000000-0000-0000-0000-000000000000 host elsewhere\n");
+	rc = zinf_io_create(&o, &io, err, sizeof(err));
+	T_CHECK(rc == -EEXIST && io == NULL, "another boot's directory reused: %d", rc);
+	T_CHECK(strstr(err, run) && strstr(err, "process 12345 on host elsewhere") &&
+			strstr(err, "zinf.remove_stale_run_dir"),
+		"%s", err);
+	T_CHECK(stat(lock, &st) == 0 && stat(data, &st) == 0, "stale directory was touched");
+	/* a process of this boot that no longer holds the lock: emptied and reused */
+	snprintf(line, sizeof(line), "pid %ld boot %s host here\n", (long)dead_pid(), boot);
+	plant(run, lock, data, line);
+	T_CHECK_RC(zinf_io_create(&o, &io, err, sizeof(err)));
+	T_CHECK(stat(data, &st) != 0 && errno == ENOENT, "this boot's crashed run not emptied");
+	zinf_io_destroy(io);
+	T_CHECK(stat(run, &st) != 0 && errno == ENOENT, "run directory kept after destroy");
+
+	/* another boot's directory again, asked to remove it */
+	plant(run, lock, data,
+	      "pid 12345 boot 00000000-0000-0000-0000-000000000000 host elsewhere\n");
 	/* asked to remove it: works, and cleans up at the end */
 	o.remove_stale = true;
 	T_CHECK_RC(zinf_io_create(&o, &io, NULL, 0));
@@ -61,5 +127,6 @@ int main(void)
 	free(dir);
 	free(run);
 	free(lock);
+	free(data);
 	return 0;
 }

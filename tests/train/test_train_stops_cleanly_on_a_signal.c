@@ -2,8 +2,8 @@
  * progress and stops before the next, then ends by the signal (a shell's 130, 143: it
  * cleans up first, then raises the signal again with its default action), one line naming
  * the step it stopped before, every step before it in --log-json, no --save directory
- * (nothing saved, the directory it made removed) and its NVMe run directory removed, so
- * the next run on the same NVMe path starts without zinf.remove_stale_run_dir.
+ * (nothing saved, the directory it made removed) and its NVMe run directory removed; the
+ * next run on the same NVMe path starts.
  *
  * Usage: test_train_stops_cleanly_on_a_signal ZINF_BIN */
 #include <dirent.h>
@@ -90,7 +90,7 @@ int main(int argc, char **argv)
 	tf_write_ds(&d, "nvme", "nvme", true);
 	stop_with(SIGINT);
 	stop_with(SIGTERM);
-	/* the next run on the same NVMe path starts (no stale run directory refused) */
+	/* the next run on the same NVMe path starts */
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' train --init '%s' --config '%s' --data '%s' --data-format text "
 		 "--seq-len 16 --steps 2 -q >/dev/null 2>&1",
