@@ -3,7 +3,8 @@
 # toolkit but possibly no network. Configures a CUDA build for sm_90, builds it, runs the
 # gpu-labelled tests (ctest -L gpu), trains the demo model on the cuda device backend, and
 # (when python3 has torch and transformers) compares zinf's losses with a Hugging Face
-# Llama trained on the same batches (tools/hf_compare.py). Bounded to about 10 minutes;
+# Llama trained on the same batches (tools/hf_compare.py) and checks tools/tokenize_hf.py
+# with a real tokenizer (tools/tokenize_hf_check.py). Bounded to about 10 minutes;
 # every phase has its own time limit.
 #
 # Environment:
@@ -142,8 +143,11 @@ if python3 -c "import torch, transformers" >/dev/null 2>&1; then
 	phase hf_compare 180 python3 tools/hf_compare.py --zinf "$build/zinf" --device cuda \
 		--out "$out/hf"
 	tail -n 10 "$out/hf_compare.log" | tee -a "$summary"
+	# the tokenizer script against a real tokenizer (trained here: no network needed)
+	phase tokenize_hf 120 python3 tools/tokenize_hf_check.py
+	tail -n 3 "$out/tokenize_hf.log" | tee -a "$summary"
 else
-	note "hf_compare: skipped (python3 here has no torch and transformers)"
+	note "hf_compare, tokenize_hf: skipped (python3 here has no torch and transformers)"
 fi
 note "done: exit $status; results in $out"
 exit $status

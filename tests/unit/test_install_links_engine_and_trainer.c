@@ -4,7 +4,8 @@
  * model through <zinf/train.h> and prints its losses; the same program built with
  * `pkg-config --cflags --libs zinf-model` alone does too, and one using the engine alone
  * links with `pkg-config zinf` (the static library's dependencies come with it, and the
- * .pc files find a prefix other than the configured one). argv: cmake, this build's
+ * .pc files find a prefix other than the configured one). The tokenizer script is
+ * installed as bin/zinf-tokenize-hf and runs from there. argv: cmake, this build's
  * directory, the consumer's sources, the C compiler, the demo model and DeepSpeed
  * configs, the install's libdir. */
 #include <stdlib.h>
@@ -49,6 +50,11 @@ int main(int argc, char **argv)
 	snprintf(cmd, sizeof(cmd), "'%s' --install '%s' --prefix '%s/prefix'", argv[1], argv[2],
 		 dir);
 	sh("install", cmd);
+	snprintf(cmd, sizeof(cmd),
+		 "test -x '%s/prefix/bin/zinf-tokenize-hf' && { ! command -v python3 >/dev/null || "
+		 "'%s/prefix/bin/zinf-tokenize-hf' --help | grep -q 'usage: zinf-tokenize-hf'; }",
+		 dir, dir);
+	sh("the installed tokenizer script", cmd);
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' -S '%s' -B '%s/b' -DCMAKE_PREFIX_PATH='%s/prefix' -DCMAKE_C_COMPILER='%s' "
 		 "-DCMAKE_BUILD_TYPE=Release",

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Check tools/tokenize_hf.py against a real Hugging Face tokenizer, without a network.
+
+A small byte-level BPE is trained here with the tokenizers package and saved as a
+transformers tokenizer directory (BOS <s>, EOS </s>); tokenize_hf.py turns a .jsonl of
+documents into a token file, and the file must hold, document by document, BOS + what the
+tokenizer's own encode() gives + EOS, as uint16 with magic 20240520. Then 66000 added
+tokens push the vocabulary past 65536: the file must be uint32 (magic 20240801) and hold
+an added token's id above 65535.
+
+Usage: tools/tokenize_hf_check.py
+Exit status: 0 pass, 1 a mismatch, 77 when transformers or tokenizers is missing.
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+try:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+except ImportError:
+    print("tokenize_hf_check: skipped (no transformers or tokenizers)")
+    sys.exit(77)
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tokenize_hf.py")
+DOCS = ["The quick brown fox jumps over the lazy dog.",
+        "Z\u00fcrich \u2014 na\u00efve caf\u00e9, 1234 \U0001f600",
+        "def f(x):\n    return x * 2\n"]
+
+
+def read_tokens(path):
+    with open(path, "rb") as f:
+        header = struct.unpack("<256i", f.read(1024))
+        body = f.read()
+    width = {20240520: 2, 20240801: 4}[header[0]]
+    n = header[2]
+    assert len(body) == n * width, "size %d for %d tokens" % (len(body), n)
+    return header[0], list(struct.unpack("<%d%s" % (n, "H" if width == 2 else "I"), body))
+
+
+def check(tokdir, docs, d, want_magic):
+    src = os.path.join(d, "docs.jsonl")
+    with open(src, "w", encoding="utf-8") as f:
+        for t in docs:
+            f.write(json.dumps({"text": t}) + "\n")
+    out = os.path.join(d, "tokens.bin")
+    if os.path.exists(out):
+        os.unlink(out)
+    subprocess.run([sys.executable, SCRIPT, "--tokenizer", tokdir, "--out", out, src],
+                   check=True)
+    ref = AutoTokenizer.from_pretrained(tokdir)
+    want = []
+    for t in docs:
+        want += [ref.bos_token_id] + ref.encode(t, add_special_tokens=False) + \
+            [ref.eos_token_id]
+    magic, got = read_tokens(out)
+    if magic != want_magic or got != want:
+        print("tokenize_hf_check: mismatch (magic %d, want %d)\n got  %s\n want %s" %
+              (magic, want_magic, got[:40], want[:40]))
+        return False
+    print("tokenize_hf_check: %d tokens, magic %d, as the tokenizer's own encode()" %
+          (len(got), magic))
+    return True
+
+
+def main():
+    with tempfile.TemporaryDirectory() as d:
+        tk = Tokenizer(models.BPE())
+        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tk.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "</s>"],
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tk.train_from_iterator(DOCS * 20, trainer=trainer)
+        fast = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>")
+        tokdir = os.path.join(d, "tok")
+        fast.save_pretrained(tokdir)
+        ok = check(tokdir, DOCS, d, 20240520)
+        fast.add_tokens(["<extra_%d>" % i for i in range(66000)])
+        fast.save_pretrained(tokdir)
+        wide_docs = DOCS + ["an added token: <extra_65999> here"]
+        ok = check(tokdir, wide_docs, d, 20240801) and ok
+        if ok and max(read_tokens(os.path.join(d, "tokens.bin"))[1]) <= 65535:
+            print("tokenize_hf_check: no id above 65535 in the wide file")
+            ok = False
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
