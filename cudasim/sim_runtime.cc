@@ -69,8 +69,9 @@ struct CUevent_st {
 	cudaStream_t stream = NULL; // where last recorded; NULL: complete at record
 	uint64_t target = 0;	    // complete when stream->completed reaches it
 	bool recorded = false, timing = true, polled = false, destroyed = false;
-	int pending = 0; // queued records not yet run
-	double ms = 0;	 // when the record ran
+	bool blocking = false; // made with cudaEventBlockingSync
+	int pending = 0;       // queued records not yet run
+	double ms = 0;	       // when the record ran
 };
 
 namespace
@@ -550,7 +551,8 @@ cudaError_t cudaSetDevice(int device)
 	return cudaSuccess;
 }
 
-static unsigned device_flags; /* cudaSetDeviceFlags' last value */
+static unsigned device_flags;		   /* cudaSetDeviceFlags' last value */
+static unsigned long spinning_event_waits; /* cudasim_spinning_event_waits */
 
 cudaError_t cudaSetDeviceFlags(unsigned int flags)
 {
@@ -849,6 +851,7 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 	STICKY();
 	e = new CUevent_st;
 	e->timing = !(flags & cudaEventDisableTiming);
+	e->blocking = flags & cudaEventBlockingSync;
 	events.insert(e);
 	*event = e;
 	return cudaSuccess;
@@ -929,9 +932,23 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event)
 	STICKY();
 	if (!event || !events.count(event))
 		return sim_error(cudaErrorInvalidResourceHandle);
+	// a real GPU spins here unless the event blocks, whatever the device's wait mode
+	if ((device_flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync &&
+	    !event->blocking)
+		spinning_event_waits++;
 	if (!event_done(event))
 		flush(event->stream, event->target);
 	return sticky ? sim_error(sticky) : cudaSuccess; // a fault in what ran
+}
+
+// Event waits that a GPU would spin through while the device's wait mode is blocking
+// (cudaDeviceScheduleBlockingSync): the event was made without cudaEventBlockingSync.
+// Tests find it with dlsym, so that the same test runs on a GPU without it.
+unsigned long cudasim_spinning_event_waits(void)
+{
+	std::lock_guard<std::mutex> g(dev_lock);
+
+	return spinning_event_waits;
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)

@@ -426,7 +426,7 @@ const struct zinf_key
 			BOOL("zinf.tf32", zinf.tf32, 0, 0,
 			     "cuda model runtime: let cuBLAS round the inputs of its fp32 matrix products to TF32 (10-bit mantissa) and use tensor cores, several times faster on sm_80 and later; off = exact fp32 products, within rounding of the CPU runtime. No effect on the host backend"),
 			ENUM("zinf.cuda_sync", zinf.cuda_sync, 0, "auto|spin|yield|blocking", 0,
-			     "cuda: how a host thread waits for the GPU (cudaSetDeviceFlags): auto = CUDA's choice (it spins unless contexts outnumber CPUs), spin = least latency, yield, blocking = sleep and leave the core to the CPU optimizer and I/O threads at some latency per wait. No effect on the host backend"),
+			     "cuda: how a host thread waits for the GPU (cudaSetDeviceFlags): auto = CUDA's choice (it spins unless contexts outnumber CPUs), spin = least latency, yield, blocking = sleep (in stream, device and event waits: events are made with cudaEventBlockingSync) and leave the core to the CPU optimizer and I/O threads at some latency per wait. No effect on the host backend"),
 			/* ---- DeepSpeed keys zinf does not implement ------------------------------------ */
 			IGNORED("wall_clock_breakdown"),
 			IGNORED("memory_breakdown"),

@@ -50,6 +50,10 @@ struct cuda_event {
 struct cuda_device {
 	struct zinf_device base;
 	int ordinal;
+	/* cudaEventBlockingSync with zinf.cuda_sync blocking: the device flag makes stream and
+	 * device waits sleep, but an event wait (cudaEventSynchronize) spins unless its event
+	 * was made with this flag */
+	unsigned event_flags;
 	pthread_mutex_t lock; /* the lists below */
 	struct cuda_stream *streams;
 	struct cuda_event *events;
@@ -149,6 +153,8 @@ static void cuda_collect_stats(struct zinf_device *dev)
 {
 	struct cuda_device *cd = to_cd(dev);
 
+	if (set_device(dev)) /* any thread: one whose current device is another GPU too */
+		return;
 	pthread_mutex_lock(&cd->lock);
 	for (struct cuda_stream *cs = cd->streams; cs; cs = cs->next_all) {
 		pthread_mutex_lock(&cs->lock);
@@ -187,10 +193,10 @@ static int cuda_stream_create(struct zinf_device *dev, struct zinf_stream **out)
 	if (!rc)
 		rc = CU(dev, cudaStreamCreateWithFlags, (&cs->s, cudaStreamNonBlocking));
 	for (i = 0; !rc && i < TIMING_SLOTS; i++) {
-		rc = CU(dev, cudaEventCreate, (&cs->slot[i].start));
+		rc = CU(dev, cudaEventCreateWithFlags, (&cs->slot[i].start, cd->event_flags));
 		if (rc)
 			break;
-		rc = CU(dev, cudaEventCreate, (&cs->slot[i].end));
+		rc = CU(dev, cudaEventCreateWithFlags, (&cs->slot[i].end, cd->event_flags));
 		if (rc) {
 			cudaEventDestroy(cs->slot[i].start);
 			break;
@@ -211,7 +217,10 @@ static int cuda_stream_create(struct zinf_device *dev, struct zinf_stream **out)
 static int cuda_stream_synchronize(struct zinf_stream *zs)
 {
 	struct cuda_stream *cs = (struct cuda_stream *)zs;
-	int rc = CU(zs->dev, cudaStreamSynchronize, (cs->s));
+	int rc = set_device(zs->dev);
+
+	if (!rc)
+		rc = CU(zs->dev, cudaStreamSynchronize, (cs->s));
 
 	pthread_mutex_lock(&cs->lock);
 	harvest(zs->dev, cs, false);
@@ -235,8 +244,11 @@ static void cuda_stream_destroy(struct zinf_stream *zs)
 
 static int cuda_stream_wait_event(struct zinf_stream *zs, struct zinf_event *ze)
 {
-	return CU(zs->dev, cudaStreamWaitEvent,
-		  (((struct cuda_stream *)zs)->s, ((struct cuda_event *)ze)->e, 0));
+	int rc = set_device(zs->dev);
+
+	return rc ? rc
+		  : CU(zs->dev, cudaStreamWaitEvent,
+		       (((struct cuda_stream *)zs)->s, ((struct cuda_event *)ze)->e, 0));
 }
 
 static void *cuda_stream_native(struct zinf_stream *zs)
@@ -257,7 +269,8 @@ static int cuda_event_create(struct zinf_device *dev, struct zinf_event **out)
 	ce->base.dev = dev;
 	rc = set_device(dev);
 	if (!rc)
-		rc = CU(dev, cudaEventCreateWithFlags, (&ce->e, cudaEventDisableTiming));
+		rc = CU(dev, cudaEventCreateWithFlags,
+			(&ce->e, cudaEventDisableTiming | cd->event_flags));
 	if (rc) {
 		free(ce);
 		return rc;
@@ -566,6 +579,7 @@ int zinf_device_cuda_open(const struct zinf_device_opts *opts, struct zinf_devic
 		goto out_free_heap;
 	}
 	cd->ordinal = opts->cuda_device;
+	cd->event_flags = opts->cuda_sync == ZINF_CUDA_SYNC_BLOCKING ? cudaEventBlockingSync : 0;
 	rc = zinf_device_init_common(&cd->base, &cuda_ops, ZINF_DEVICE_BACKEND_CUDA, heap, size,
 				     opts->max_allocs);
 	if (rc) {

@@ -98,11 +98,14 @@ int crt_blas_fail(struct cuda_rt *m, cublasStatus_t st, const char *call, const 
 		e != cudaSuccess ? ")" : "", fault_note(e));
 }
 
-/* Name the op now running (for messages) and clear the last error. */
+/* Name the op now running (for messages) and clear the last error. The runtime's device
+ * is made current: the calling thread may have used another GPU since (a failure shows in
+ * the op's first call). */
 void crt_set_op(struct cuda_rt *m, const char *fmt, ...)
 {
 	va_list ap;
 
+	(void)cudaSetDevice(m->ordinal);
 	va_start(ap, fmt);
 	vsnprintf(m->op, sizeof(m->op), fmt, ap);
 	va_end(ap);
@@ -257,7 +260,8 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 				"model runtime: no CUDA device (cudaGetDeviceCount: %s)",
 				ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
 	}
-	CU(cudaSetDevice, (ordinal < 0 ? 0 : ordinal), NULL);
+	m->ordinal = ordinal < 0 ? 0 : ordinal;
+	CU(cudaSetDevice, (m->ordinal), NULL);
 	CU(cudaStreamCreateWithFlags, (&m->stream, cudaStreamNonBlocking), NULL);
 	BLAS(cublasCreate, (&m->blas), NULL);
 	BLAS(cublasSetStream, (m->blas, m->stream), NULL);

@@ -17,6 +17,7 @@ struct cuda_rt {
 	struct zinf_llama_config cfg;
 	struct llama_rt_mem mem;
 	int B, T, N;
+	int ordinal;   /* the CUDA device, made current for each op (crt_set_op) */
 	int head_rows; /* rows of logits held at once (N: all) */
 	int layer;     /* of the last bind: selects the attention window */
 	bool tf32;     /* cuBLAS math mode CUBLAS_TF32_TENSOR_OP_MATH */

@@ -5,9 +5,11 @@
  * bit-exact across streams ordered by events, memset works, timing and byte counters
  * fill in, a CUDA error is translated into a one-line message naming the call, and a
  * driver that finds no GPU is named with its error (simulated); all of it with the host
- * waiting in blocking mode (zinf.cuda_sync blocking), and an unknown wait mode refused.
+ * waiting in blocking mode (zinf.cuda_sync blocking: event waits sleep too), and an
+ * unknown wait mode refused.
  * Skips (77) without a GPU, and in builds without CUDA.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,7 @@ int main(void)
 	struct zinf_event *e;
 	uint8_t *in, *out, *d1, *d2, *big;
 	char err[512], busid[32];
+	unsigned long (*spins)(void);
 	int rc;
 
 	t_require_gpu();
@@ -86,7 +89,12 @@ int main(void)
 		for (uint64_t i = LEN - MiB; i < LEN; i++)
 			T_CHECK(out[i] == 0x5a, "memset byte %llu", (unsigned long long)i);
 		T_CHECK(zinf_event_query(e) == 0, "event complete");
+		T_CHECK_RC(zinf_event_synchronize(e));
 	}
+	/* in blocking mode an event wait sleeps too (on the simulator: the waits a GPU would
+	 * spin through, for events made without cudaEventBlockingSync, are counted) */
+	spins = (unsigned long (*)(void))dlsym(RTLD_DEFAULT, "cudasim_spinning_event_waits");
+	T_CHECK(!spins || spins() == 0, "%lu event waits spin in blocking mode", spins());
 	zinf_device_get_stats(dev, &st);
 	T_CHECK(st.copy[ZINF_COPY_H2D].bytes == 8 * LEN &&
 			st.copy[ZINF_COPY_D2H].bytes == 8 * LEN &&
