@@ -15,7 +15,7 @@ packages=(
 	pkg-config pkgconf pkgconf-bin libpkgconf3
 	liburing-dev liburing2
 	libaio-dev libaio1
-	libhwloc-dev libhwloc15 libnuma-dev libnuma1 libltdl-dev libltdl7
+	libhwloc-dev libhwloc15 libudev1 libnuma-dev libnuma1 libltdl-dev libltdl7
 	libcjson-dev libcjson1
 	libopenblas-dev libopenblas-pthread-dev libopenblas0 libopenblas0-pthread libgfortran5
 	libquadmath0

@@ -11,18 +11,22 @@
 #   cpuckpt tf32, checkpointing, activation_checkpointing.cpu_checkpointing=true
 #   blocking tf32 with zinf.cuda_sync=blocking (host threads sleep while the GPU works,
 #           leaving their cores to the CPU optimizer: compare with tf32)
-# Each writes $OUT/bench_<name>.json (zinf bench train --json) and a line to
-# $OUT/bench_summary.txt; a run past its time limit is cut and noted.
+# The k-th name of BENCHES writes $RESULTS/bench_<k>-<name>.json (zinf bench train --json) and a line to
+# $RESULTS/bench_summary.txt; a run past its time limit (150 s, or what is left of
+# DEADLINE) is cut and noted, and a bench with no time left is skipped.
 #
-# Environment: OUT (default gpu-check-out/), BUILD_DIR (default build-gpu), STEPS
-# (default 6), SEQ_LEN (1024), MODEL, CONFIG (the files above), DEVICE (cuda; host
-# checks the script on a machine without a GPU, with a small MODEL), BENCHES (the names
-# above to run, in order; default all).
+# Environment: RESULTS (default gpu-check-out/), ARCHIVE (also pack RESULTS' bench files
+# into this .tar.gz at the end), DEADLINE (seconds for all of it, default 450),
+# BUILD_DIR (default build-gpu), STEPS (default 6), SEQ_LEN (1024), MODEL, CONFIG (the
+# files above), DEVICE (cuda; host checks the script on a machine without a GPU, with a
+# small MODEL), BENCHES (the names above to run, in order, a name may repeat to
+# interleave runs; default "fp32 tf32 pinned ckpt cpuckpt").
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
 root=$(pwd)
-out=${OUT:-$root/gpu-check-out}
+out=${RESULTS:-$root/gpu-check-out}
+deadline=$(($(date +%s) + ${DEADLINE:-450}))
 build=${BUILD_DIR:-build-gpu}
 steps=${STEPS:-6}
 seq=${SEQ_LEN:-1024}
@@ -43,6 +47,11 @@ bench() {
 	local name=$1 limit=$2 t0 rc
 	shift 2
 	t0=$(date +%s)
+	if [ $((deadline - t0)) -lt 20 ]; then
+		echo "bench $name: skipped (the deadline has passed)" | tee -a "$summary"
+		return 124
+	fi
+	[ "$limit" -le $((deadline - t0)) ] || limit=$((deadline - t0))
 	timeout --kill-after=10 "$limit" "$build/zinf" bench train --init "$model" \
 		--config "$config" --set zinf.device="$device" --data "$work/text.txt" \
 		--data-format text --seq-len "$seq" --steps "$steps" --shuffle seeded --json \
@@ -59,18 +68,24 @@ bench() {
 	nproc
 } >"$out/bench_machine.txt" 2>&1
 status=0
+i=0
 for b in $benches; do
+	i=$((i + 1))
+	t="$i-$b" # runs of a name repeated in BENCHES keep their own files
 	case $b in
-	fp32) bench fp32 150 ;;
-	tf32) bench tf32 150 --set zinf.tf32=true ;;
-	pinned) bench pinned 150 --set zinf.tf32=true \
+	fp32) bench "$t" 150 ;;
+	tf32) bench "$t" 150 --set zinf.tf32=true ;;
+	pinned) bench "$t" 150 --set zinf.tf32=true \
 		--set zero_optimization.offload_param.pin_memory=true ;;
-	ckpt) bench ckpt 150 --set zinf.tf32=true --activation-checkpointing ;;
-	cpuckpt) bench cpuckpt 150 --set zinf.tf32=true --activation-checkpointing \
+	ckpt) bench "$t" 150 --set zinf.tf32=true --activation-checkpointing ;;
+	cpuckpt) bench "$t" 150 --set zinf.tf32=true --activation-checkpointing \
 		--set activation_checkpointing.cpu_checkpointing=true ;;
-	blocking) bench blocking 150 --set zinf.tf32=true --set zinf.cuda_sync=blocking ;;
+	blocking) bench "$t" 150 --set zinf.tf32=true --set zinf.cuda_sync=blocking ;;
 	*) echo "gpu_bench: unknown bench $b" | tee -a "$summary"; false ;;
 	esac || status=$?
 done
 echo "gpu_bench: done: exit $status; results in $out" | tee -a "$summary"
+if [ -n "${ARCHIVE:-}" ]; then
+	(cd "$out" && tar czf "$ARCHIVE" bench_*) && echo "gpu_bench: packed into $ARCHIVE"
+fi
 exit $status
