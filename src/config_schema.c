@@ -391,7 +391,8 @@ const struct zinf_key
 				  ZKF_AUTO_AT_OPEN, /* cuda: free memory less memory_reserve */
 			 .doc = "hard cap on device memory (auto: free GPU memory less 1 GiB on cuda, a quarter of host RAM on host); "
 				"at most the GPU's free memory on cuda, the host's memory on host (checked when "
-				"the engine starts)"},
+				"the engine starts); on cuda a limit leaving under 1 GiB free is warned of (the "
+				"CUDA context, cuBLAS's workspace and kernel code are allocated beside it)"},
 			{.path = "zinf.pinned_memory_limit",
 			 .type = ZK_BYTES,
 			 .offset = OFF(zinf.pinned_memory_limit),

@@ -478,7 +478,7 @@ static int heap_size(const struct zinf_device_opts *opts, int ordinal, uint64_t 
 		     size_t errlen)
 {
 	size_t free_b = 0, total_b = 0;
-	char a[32], b[32], c[32];
+	char a[32], b[32], c[32], d[32];
 	cudaError_t e = cudaMemGetInfo(&free_b, &total_b);
 
 	if (e != cudaSuccess) {
@@ -497,6 +497,19 @@ static int heap_size(const struct zinf_device_opts *opts, int ordinal, uint64_t 
 				zinf_format_bytes(total_b, c, sizeof(c)), ordinal);
 			return ZINF_EBUDGET;
 		}
+		/* cuBLAS's workspace, the kernels' code and the context are allocated outside
+		 * the heap, at first use: with less than the reserve left, the first kernel
+		 * or product may fail for want of memory */
+		if (free_b - opts->memory_limit < opts->memory_reserve)
+			zinf_logf(
+				ZINF_LOG_WARN,
+				"cuda:%d: device_memory_limit %s leaves %s of the %s free for the "
+				"CUDA context, cuBLAS's workspace and kernel code (\"auto\" leaves "
+				"%s): a kernel may fail for want of memory",
+				ordinal, zinf_format_bytes(opts->memory_limit, a, sizeof(a)),
+				zinf_format_bytes(free_b - opts->memory_limit, b, sizeof(b)),
+				zinf_format_bytes(free_b, c, sizeof(c)),
+				zinf_format_bytes(opts->memory_reserve, d, sizeof(d)));
 		*out = opts->memory_limit;
 		return 0;
 	}

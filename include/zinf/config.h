@@ -59,12 +59,15 @@ int zinf_config_set(struct zinf_config *cfg, const char *key, const char *value)
 /* What "auto" values resolve from. Zero fields are unknown: an "auto" that needs one
  * stays unresolved and is an error only when require_all is true. */
 struct zinf_config_resolve_info {
-	int world_size;		    /* ranks; 0 = 1 */
-	uint64_t hidden_size;	    /* model hidden size, for the bucket-size rules */
-	uint64_t total_steps;	    /* optimizer steps of the run, for total_num_steps */
-	uint64_t device_free_bytes; /* free device memory, for device_memory_limit */
-	uint64_t host_total_bytes;  /* host RAM, for pinned_memory_limit */
-	bool require_all;	    /* every "auto" must resolve (true before training) */
+	int world_size;	      /* ranks; 0 = 1 */
+	uint64_t hidden_size; /* model hidden size, for the bucket-size rules */
+	uint64_t total_steps; /* optimizer steps of the run, for total_num_steps */
+	/* device memory for device_memory_limit, which resolves to all of it: on a GPU, the
+	 * free memory less about 1 GiB for the CUDA context and cuBLAS's workspace (as
+	 * "auto" left to the device does) */
+	uint64_t device_free_bytes;
+	uint64_t host_total_bytes; /* host RAM, for pinned_memory_limit */
+	bool require_all;	   /* every "auto" must resolve (true before training) */
 };
 
 /* Resolve "auto" values and re-run cross-key checks (batch arithmetic needs the world

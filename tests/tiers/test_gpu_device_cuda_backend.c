@@ -5,8 +5,8 @@
  * bit-exact across streams ordered by events, memset works, timing and byte counters
  * fill in, a CUDA error is translated into a one-line message naming the call, and a
  * driver that finds no GPU is named with its error (simulated); all of it with the host
- * waiting in blocking mode (zinf.cuda_sync blocking: event waits sleep too), and an
- * unknown wait mode refused.
+ * waiting in blocking mode (zinf.cuda_sync blocking: event waits sleep too), an unknown
+ * wait mode refused, and a limit that leaves less than the reserve free warned of.
  * Skips (77) without a GPU, and in builds without CUDA.
  */
 #include <dlfcn.h>
@@ -19,9 +19,19 @@
 #include "pinned.h"
 #include "tiers_test.h"
 #include "zinf/error.h"
+#include "zinf/log.h"
 
 #define MiB (1ull << 20)
 #define LEN (32 * MiB)
+
+static char warning[512];
+
+static void keep_warning(enum zinf_log_level level, const char *msg, void *user)
+{
+	(void)user;
+	if (level == ZINF_LOG_WARN)
+		snprintf(warning, sizeof(warning), "%s", msg);
+}
 
 int main(void)
 {
@@ -46,8 +56,24 @@ int main(void)
 	T_CHECK(zinf_device_create(&o, &dev, err, sizeof(err)) == -EINVAL &&
 			strstr(err, "zinf.cuda_sync 7"),
 		"an unknown wait mode: %s", err);
+	/* a limit that leaves less than the reserve free is warned of; 256 MiB is not */
+	o.cuda_sync = ZINF_CUDA_SYNC_AUTO;
+	o.memory_limit = 0;
+	T_CHECK(zinf_device_create(&o, &dev, err, sizeof(err)) == 0, "create: %s", err);
+	zinf_device_get_stats(dev, &st); /* auto: the free memory less the reserve */
+	zinf_device_destroy(dev);
+	o.memory_limit = st.limit + o.memory_reserve / 2;
+	zinf_log_set_callback(keep_warning, NULL);
+	T_CHECK(zinf_device_create(&o, &dev, err, sizeof(err)) == 0, "create: %s", err);
+	zinf_device_destroy(dev);
+	T_CHECK(strstr(warning, "device_memory_limit") && strstr(warning, "may fail"),
+		"no warning of a limit leaving under the reserve: '%s'", warning);
+	warning[0] = 0;
+	o.memory_limit = 256 * MiB;
 	o.cuda_sync = ZINF_CUDA_SYNC_BLOCKING;
 	T_CHECK(zinf_device_create(&o, &dev, err, sizeof(err)) == 0, "create: %s", err);
+	T_CHECK(!warning[0], "warned of 256 MiB: %s", warning);
+	zinf_log_set_callback(NULL, NULL);
 	printf("device: %s\n", zinf_device_name(dev));
 	T_CHECK_RC(zinf_stream_create(dev, &a));
 	T_CHECK_RC(zinf_stream_create(dev, &b));
