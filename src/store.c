@@ -109,6 +109,7 @@ int zinf_store_create(const struct zinf_store_opts *opts, struct zinf_store **ou
 	pthread_cond_init(&s->ready, &cattr);
 	pthread_condattr_destroy(&cattr);
 	s->active_tail = &s->active;
+	s->copies_tail = &s->copies;
 	rc = zinf_stream_create(opts->device, &s->h2d);
 	if (!rc)
 		rc = zinf_stream_create(opts->device, &s->d2h);

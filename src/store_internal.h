@@ -56,6 +56,11 @@ struct chunk {
 	uint64_t t_copy; /* when its copy to the device was queued */
 	struct zinf_event *ev;
 	struct chunk *next_active; /* on the mover's list while QUEUED..COPYING */
+	/* COPYING, its copy not queued yet: on the mover's copy list (store_move.c,
+	 * queue_copies), from copy_src; zero_first: staging is zeroed first */
+	struct chunk *next_copy;
+	const void *copy_src;
+	bool zero_first;
 };
 
 struct module {
@@ -101,8 +106,10 @@ struct zinf_store {
 	struct chunk *chunks;
 	uint32_t n_chunks;
 
-	struct chunk *active;	     /* chunks QUEUED..COPYING, in activation order */
-	struct chunk **active_tail;  /* where the next activated chunk is linked */
+	struct chunk *active;	    /* chunks QUEUED..COPYING, in activation order */
+	struct chunk **active_tail; /* where the next activated chunk is linked */
+	struct chunk *copies;	    /* COPYING chunks whose copy the pass left to queue */
+	struct chunk **copies_tail;
 	struct module *waiting_head; /* modules waiting for device space, FIFO */
 	struct module *waiting_tail;
 	uint64_t tick;

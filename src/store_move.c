@@ -174,21 +174,55 @@ static void settle_failed(struct zinf_store *s, struct module *mod)
 	}
 }
 
-static void start_copy(struct zinf_store *s, struct chunk *ch, const void *src)
+/* The chunk's copy to the device, from src (zeroed first with zero_first), is queued
+ * after the pass (queue_copies), without the store lock: a copy from pageable memory (a
+ * host home without pin_memory) returns on CUDA only once the driver has staged all of
+ * it, and zeroing a staging buffer takes as long; neither may hold up the threads that
+ * fetch, wait and release. */
+static void start_copy(struct zinf_store *s, struct chunk *ch, const void *src, bool zero_first)
 {
-	struct module *mod = ch->mod;
-	int rc = zinf_device_memcpy_async(s->h2d, (char *)mod->dev + ch->off, src, ch->len,
-					  ZINF_COPY_H2D);
-
-	if (!rc)
-		rc = zinf_event_record(ch->ev, s->h2d);
-	if (rc) {
-		/* the event then reads complete: the chunk settles */
-		module_failed(s, mod, rc, "module %s: copy to device: %s", mod->name,
-			      zinf_device_last_error(s->o.device));
-	}
 	ch->state = CHUNK_COPYING;
-	ch->t_copy = store_now_ns();
+	ch->copy_src = src;
+	ch->zero_first = zero_first;
+	ch->next_copy = NULL;
+	*s->copies_tail = ch;
+	s->copies_tail = &ch->next_copy;
+}
+
+/* Queue the copies the pass started, the store lock released meanwhile (held on entry
+ * and on return). The chunks stay on the active list, so their modules keep their device
+ * buffers (a load given up or failed is settled only when its last chunk leaves it), and
+ * only this thread polls their events, in the next pass; for host and NVMe homes only
+ * the mover uses the h2d stream. */
+static void queue_copies(struct zinf_store *s)
+{
+	struct chunk *list = s->copies;
+
+	if (!list)
+		return;
+	s->copies = NULL;
+	s->copies_tail = &s->copies;
+	pthread_mutex_unlock(&s->lock);
+	for (struct chunk *ch = list; ch; ch = ch->next_copy) {
+		struct module *mod = ch->mod;
+		int rc;
+
+		if (ch->zero_first)
+			memset(ch->staging, 0, ch->len);
+		ch->t_copy = store_now_ns();
+		rc = zinf_device_memcpy_async(s->h2d, (char *)mod->dev + ch->off, ch->copy_src,
+					      ch->len, ZINF_COPY_H2D);
+		if (!rc)
+			rc = zinf_event_record(ch->ev, s->h2d);
+		if (rc) {
+			/* the event then reads complete: the chunk settles */
+			pthread_mutex_lock(&s->lock);
+			module_failed(s, mod, rc, "module %s: copy to device: %s", mod->name,
+				      zinf_device_last_error(s->o.device));
+			pthread_mutex_unlock(&s->lock);
+		}
+	}
+	pthread_mutex_lock(&s->lock);
 }
 
 /* Advance one chunk; returns true when it left the active list. */
@@ -204,14 +238,13 @@ static bool advance(struct zinf_store *s, struct chunk *ch)
 			return true;
 		}
 		if (s->o.param_home == ZINF_TIER_HOST) {
-			start_copy(s, ch, ch->host);
+			start_copy(s, ch, ch->host, false);
 			return false;
 		}
 		if (zinf_pinned_try_alloc(s->o.pinned, ch->io_len, &ch->staging))
 			return false; /* pinned pool full: back-pressure, retry later */
 		if (!ch->written) {
-			memset(ch->staging, 0, ch->len);
-			start_copy(s, ch, ch->staging);
+			start_copy(s, ch, ch->staging, true);
 			return false;
 		}
 		memset(&ch->req, 0, sizeof(ch->req));
@@ -256,7 +289,7 @@ static bool advance(struct zinf_store *s, struct chunk *ch)
 			ch->state = CHUNK_HOME;
 			return true;
 		}
-		start_copy(s, ch, ch->staging);
+		start_copy(s, ch, ch->staging, false);
 		return false;
 	case CHUNK_COPYING: {
 		int q = zinf_event_query(ch->ev);
@@ -341,6 +374,8 @@ void *store_mover_main(void *arg)
 		uint64_t seen = s->kicks;
 		bool busy = mover_pass(s);
 		struct timespec ts;
+
+		queue_copies(s);
 		if (s->stop || s->kicks != seen)
 			continue;
 		uint64_t wait_ns = busy ? MOVER_POLL_NS : s->o.mover_idle_ns;
