@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/gpu_check.sh: the GPU check of zinf, for a machine with an NVIDIA GPU and the CUDA
 # toolkit but possibly no network. Configures a CUDA build for sm_90, builds it, runs the
-# gpu-labelled tests (ctest -L gpu), trains the demo model on the cuda device backend, and
+# gpu-labelled tests (ctest -L gpu), runs the model's kernel test under compute-sanitizer
+# (memcheck, racecheck), trains the demo model on the cuda device backend, and
 # (when python3 has torch and transformers) compares zinf's losses with a Hugging Face
 # Llama trained on the same batches (tools/hf_compare.py) and checks tools/tokenize_hf.py
 # with a real tokenizer (tools/tokenize_hf_check.py). Every phase has its own time limit,
@@ -197,4 +198,24 @@ if py -c "import torch, transformers" >/dev/null 2>&1; then
 else
 	note "hf_compare, tokenize_hf: skipped (python3 here has no torch and transformers)"
 fi
+
+# ---- last, with the time left: the model's kernels under compute-sanitizer (out-of-bounds
+# reads and writes, races in shared memory): this test's buffers are separate allocations,
+# which memcheck can bound; a machine whose sanitizer does not support the GPU is noted,
+# not failed
+if command -v compute-sanitizer >/dev/null; then
+	for tool in memcheck racecheck; do
+		cs_status=$status
+		phase "sanitizer_$tool" 90 compute-sanitizer --tool "$tool" --error-exitcode 3 \
+			"$build/tests/model/test_gpu_llama_matches_cpu_runtime"
+		if grep -qiE "not supported|unsupported" "$out/sanitizer_$tool.log"; then
+			status=$cs_status
+			note "sanitizer_$tool: not supported on this machine (not counted)"
+		fi
+		grep -m 2 -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/sanitizer_$tool.log" | tee -a "$summary"
+	done
+else
+	note "sanitizer: skipped (no compute-sanitizer on PATH)"
+fi
+
 finish
