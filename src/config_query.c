@@ -3,6 +3,7 @@
  * JSON) with each value's source that `zinf check` prints.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +80,8 @@ int zinf_config_get_u64(const struct zinf_config *cfg, const char *key, uint64_t
 	rc = zinf_config_get_double(cfg, key, &d);
 	if (rc)
 		return rc;
-	if (d < 0 || d != (double)(uint64_t)d)
+	/* checked before the cast: a double outside [0, 2^64) has no uint64 value */
+	if (!(d >= 0) || d >= 18446744073709551616.0 || d != floor(d))
 		return -EINVAL;
 	*out = (uint64_t)d;
 	return 0;

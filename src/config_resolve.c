@@ -127,8 +127,12 @@ static int check_batch(struct zinf_config *cfg, int world)
 					    v->gradient_accumulation_steps);
 		if (world == 0 && iw)
 			return 0; /* consistent for some world size; checked exactly at launch */
-		if (world == 0 || prod * ws != v->train_batch_size) {
-			char hint[64] = "";
+		uint64_t total;
+		bool wraps = __builtin_mul_overflow(prod, ws, &total);
+		if (world == 0 || wraps || total != v->train_batch_size) {
+			char hint[64] = "", product[32];
+			snprintf(product, sizeof(product), wraps ? "more than 2^64" : "%llu",
+				 (unsigned long long)total);
 			if (iw && world > 0)
 				snprintf(hint, sizeof(hint), "; a world size of %llu would match",
 					 (unsigned long long)iw);
@@ -136,11 +140,11 @@ static int check_batch(struct zinf_config *cfg, int world)
 				cfg,
 				KEYS("train_batch_size", "train_micro_batch_size_per_gpu",
 				     "gradient_accumulation_steps"),
-				"%llu != train_micro_batch_size_per_gpu %llu x gradient_accumulation_steps %llu x world size %llu = %llu (expected train_batch_size = micro batch x accumulation steps x world size%s)",
+				"%llu != train_micro_batch_size_per_gpu %llu x gradient_accumulation_steps %llu x world size %llu = %s (expected train_batch_size = micro batch x accumulation steps x world size%s)",
 				(unsigned long long)v->train_batch_size,
 				(unsigned long long)v->train_micro_batch_size_per_gpu,
 				(unsigned long long)v->gradient_accumulation_steps,
-				(unsigned long long)ws, (unsigned long long)(prod * ws), hint);
+				(unsigned long long)ws, product, hint);
 		}
 		return 0;
 	}
@@ -180,11 +184,20 @@ static int check_batch(struct zinf_config *cfg, int world)
 		set_derived(cfg, i_mb, &v->train_micro_batch_size_per_gpu,
 			    v->train_batch_size / ws);
 	} else if (mb) {
+		uint64_t steps = gas ? v->gradient_accumulation_steps : 1, total;
+		if (__builtin_mul_overflow(v->train_micro_batch_size_per_gpu * steps, ws, &total) ||
+		    (double)total > zinf_keys[i_tbs].max)
+			return fail_keys(
+				cfg,
+				KEYS("train_micro_batch_size_per_gpu",
+				     "gradient_accumulation_steps"),
+				"%llu x gradient_accumulation_steps %llu x world size %llu is more than train_batch_size's maximum %.0f",
+				(unsigned long long)v->train_micro_batch_size_per_gpu,
+				(unsigned long long)steps, (unsigned long long)ws,
+				zinf_keys[i_tbs].max);
 		if (!gas)
 			set_derived(cfg, i_gas, &v->gradient_accumulation_steps, 1);
-		set_derived(cfg, i_tbs, &v->train_batch_size,
-			    v->train_micro_batch_size_per_gpu * v->gradient_accumulation_steps *
-				    ws);
+		set_derived(cfg, i_tbs, &v->train_batch_size, total);
 	}
 	return 0;
 }

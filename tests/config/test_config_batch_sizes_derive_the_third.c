@@ -1,7 +1,7 @@
 /* Any two of train_batch_size, train_micro_batch_size_per_gpu and
  * gradient_accumulation_steps determine the third for the world size; an inconsistent
- * triple is refused with the arithmetic; re-resolving for another world size recomputes
- * what was derived. */
+ * triple is refused with the arithmetic, and so are products past 2^64 (not taken
+ * modulo 2^64); re-resolving for another world size recomputes what was derived. */
 #include "config.h"
 #include "test.h"
 #include "zinf/zinf.h"
@@ -81,6 +81,19 @@ int main(void)
 		"b.json: train_batch_size: 30 is not divisible by train_micro_batch_size_per_gpu 5 x world size 4 (expected a multiple of 20)");
 	zinf_config_destroy(cfg);
 	cfg = load("{\"train_batch_size\": 10}", 4, ZINF_ECONFIG);
+	zinf_config_destroy(cfg);
+	/* products that wrap around 2^64 are refused, not taken modulo: 64 x (2^58 + 1)
+	 * would be 64 */
+	cfg = load(
+		"{\"train_micro_batch_size_per_gpu\": 536838145, \"gradient_accumulation_steps\": "
+		"536903681}",
+		64, ZINF_ECONFIG);
+	T_CHECK(strstr(zinf_config_last_error(cfg), "more than train_batch_size's maximum"), "%s",
+		zinf_config_last_error(cfg));
+	zinf_config_destroy(cfg);
+	cfg = load("{\"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 536838145, "
+		   "\"gradient_accumulation_steps\": 536903681}",
+		   64, ZINF_ECONFIG);
 	zinf_config_destroy(cfg);
 	return T_EXIT_PASS;
 }

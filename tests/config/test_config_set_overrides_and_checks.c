@@ -42,6 +42,15 @@ int main(void)
 	T_CHECK(zinf_config_get_list(cfg, "zinf.nvme_paths", 2, &s) == -ERANGE, "list end");
 	T_CHECK_RC(zinf_config_set(cfg, "optimizer.params.lr", "3e-4"));
 	T_CHECK(zinf_config_get_double(cfg, "optimizer.params.lr", &d) == 0 && d == 3e-4, "lr");
+	/* a number key read as u64: whole and in range, else -EINVAL (a value past 2^64 is
+	 * not cast: that is undefined) */
+	T_CHECK(zinf_config_get_u64(cfg, "optimizer.params.lr", &u) == -EINVAL, "3e-4 as u64");
+	T_CHECK_RC(zinf_config_set(cfg, "gradient_clipping", "1e19"));
+	T_CHECK(zinf_config_get_u64(cfg, "gradient_clipping", &u) == 0 &&
+			u == 10000000000000000000ull,
+		"1e19 as u64");
+	T_CHECK_RC(zinf_config_set(cfg, "gradient_clipping", "1e20"));
+	T_CHECK(zinf_config_get_u64(cfg, "gradient_clipping", &u) == -EINVAL, "1e20 as u64");
 	T_CHECK_RC(
 		zinf_config_set(cfg, "optimizer.type", "adamw")); /* DeepSpeed matches any case */
 	T_CHECK_RC(zinf_config_set(cfg, "zinf.trace", "3"));	  /* a file named 3 is a string */
