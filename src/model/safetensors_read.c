@@ -545,6 +545,12 @@ static int read_small_file(struct zinf_st_reader *r, const char *path, uint64_t 
 		goto out;
 	}
 	(*text)[f.size] = '\0';
+	if (strlen(*text) != f.size) {
+		rc = st_rd_fail(r, ZINF_EJSON, "%s: NUL byte at byte %zu (expected JSON text)",
+				path, strlen(*text));
+		free(*text);
+		*text = NULL;
+	}
 out:
 	if (f.fd >= 0)
 		close(f.fd);
@@ -582,7 +588,8 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 	rc = read_small_file(r, index_path, ZINF_ST_MAX_HEADER_BYTES, &text);
 	if (rc < 0)
 		return rc;
-	root = cJSON_Parse(text);
+	/* the whole file is the object: nothing but white space after it */
+	root = cJSON_ParseWithOpts(text, NULL, 1);
 	free(text);
 	if (!root || !cJSON_IsObject(root)) {
 		rc = st_rd_fail(r, ZINF_EJSON, "%s: not a JSON object", index_path);
@@ -760,6 +767,13 @@ int zinf_st_reader_open(struct zinf_st_reader *r, const char *path)
 		qsort(r->tensors, (size_t)r->n_tensors, sizeof(*r->tensors), tensor_cmp_storage);
 		rc = build_name_index(r);
 	}
+	/* A name in two shards' weight_map entries ({"x": "a", "x": "b"}: cJSON keeps both
+	 * keys) is found in each shard above; only one could be read by name. */
+	for (int i = 1; rc == 0 && i < r->n_tensors; i++)
+		if (strcmp(r->tensors[r->by_name[i - 1]].name, r->tensors[r->by_name[i]].name) == 0)
+			rc = st_rd_fail(r, ZINF_EFORMAT,
+					"%s: weight_map: tensor %s is listed twice", path,
+					r->tensors[r->by_name[i]].name);
 	if (rc == 0) {
 		r->crc = calloc((size_t)r->n_tensors + 1, sizeof(*r->crc));
 		r->crc_elems = calloc((size_t)r->n_tensors + 1, sizeof(*r->crc_elems));

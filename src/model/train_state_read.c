@@ -210,7 +210,7 @@ static int check_file(struct reading *rd, const char *dir, const cJSON *f, int i
 {
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
 	const cJSON *crc = cJSON_GetObjectItemCaseSensitive(f, "crc32c");
-	char path[4200], ebuf[512];
+	char path[4200], ebuf[512], parent[32];
 	uint32_t want_crc, got_crc;
 	uint64_t size;
 	double bytes;
@@ -219,7 +219,8 @@ static int check_file(struct reading *rd, const char *dir, const cJSON *f, int i
 
 	if (!cJSON_IsString(name) || !plain_name(name->valuestring))
 		return bad(rd, ZINF_EFORMAT, "files[%d].name: missing or not a file name", i);
-	rc = get_int(rd, f, "files[]", "bytes", 0, MAX_U53, &bytes);
+	snprintf(parent, sizeof(parent), "files[%d]", i);
+	rc = get_int(rd, f, parent, "bytes", 0, MAX_U53, &bytes);
 	if (rc)
 		return rc;
 	if (!cJSON_IsString(crc) || !parse_hex8(crc->valuestring, &want_crc))
@@ -364,7 +365,12 @@ static int read_json(struct reading *rd, cJSON **out)
 	rc = check_seal(rd, text, got);
 	if (rc)
 		goto out;
-	*out = cJSON_Parse(text);
+	if (strlen(text) != got) {
+		rc = bad(rd, ZINF_EJSON, "NUL byte at byte %zu (expected JSON text)", strlen(text));
+		goto out;
+	}
+	/* the whole file is the object (the seal its last member): nothing after it */
+	*out = cJSON_ParseWithOpts(text, NULL, 1);
 	if (!*out) {
 		rc = bad(rd, ZINF_EJSON, "not valid JSON");
 		goto out;

@@ -1,8 +1,9 @@
 /*
  * A sharded checkpoint's model.safetensors.index.json is checked against its shards: a
  * weight_map entry naming a missing shard file, a tensor that is not in its shard, a
- * shard name that leaves the directory, a tensor listed twice, an empty or malformed
- * index all fail with one line naming the index and the tensor. Checking the checkpoint
+ * shard name that leaves the directory, a tensor listed twice (in one shard or in two
+ * that both hold it), an empty or malformed index (text after its object, a NUL byte) all
+ * fail with one line naming the index and the tensor. Checking the checkpoint
  * against the model's config names a missing tensor and a wrong shape with its file.
  */
 #include <ftw.h>
@@ -192,6 +193,37 @@ int main(void)
 		   index_text("\"model.norm.weight\":\"%s\",\"model.norm.weight\":\"%s\"",
 			      norm_shard, norm_shard));
 	expect_open_fail("tensor listed twice", "model.norm.weight", "listed twice");
+	{ /* twice, in two shards that both hold it: only one could be read by name */
+		char *from = in_dir(norm_shard), *to = in_dir("copy.safetensors"), cmd[700];
+
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", from, to);
+		T_CHECK(system(cmd) == 0, "%s", cmd);
+		write_text("model.safetensors.index.json",
+			   index_text("\"model.norm.weight\":\"%s\",\"model.norm.weight\":"
+				      "\"copy.safetensors\"",
+				      norm_shard));
+		expect_open_fail("tensor listed in two shards", "model.norm.weight",
+				 "listed twice");
+		T_CHECK(unlink(to) == 0, "unlink %s", to);
+		free(from);
+		free(to);
+	}
+	{ /* text after the object, and a NUL byte, are not JSON */
+		char text[1100];
+
+		snprintf(text, sizeof(text), "%s junk ]]",
+			 index_text("\"model.norm.weight\":\"%s\"", norm_shard));
+		write_text("model.safetensors.index.json", text);
+		expect_open_fail("text after the index's object", "not a JSON object", NULL);
+		write_text("model.safetensors.index.json",
+			   index_text("\"model.norm.weight\":\"%s\"", norm_shard));
+		char *p2 = in_dir("model.safetensors.index.json");
+		FILE *f = fopen(p2, "a");
+		T_CHECK(f && fputc(0, f) == 0 && fputs(" junk", f) >= 0 && fclose(f) == 0,
+			"append to %s", p2);
+		free(p2);
+		expect_open_fail("a NUL byte in the index", "NUL byte", NULL);
+	}
 	write_text("model.safetensors.index.json", "{\"weight_map\":{}}");
 	expect_open_fail("empty weight_map", "weight_map", NULL);
 	write_text("model.safetensors.index.json", "{\"weight_map\":");

@@ -3,7 +3,8 @@
  * single-byte changes (a random byte, a flipped bit, a digit), all of them under
  * AddressSanitizer in CI. Each read fails with a negative code and one line naming
  * zinf_state.json, or (a change that keeps the bytes' meaning, such as the case of a
- * hex digit in the seal) reads the original's values. The checkpoint's other files are
+ * hex digit in the seal) reads the original's values. Resealed manifests with a key
+ * twice, or with text after the object, are refused too. The checkpoint's other files are
  * never written. */
 #include "train_fixture.h"
 #include "train_internal.h"
@@ -116,6 +117,27 @@ int main(void)
 				strstr(err2, "step: appears twice"),
 			"a resealed manifest with a key twice: %s", err2);
 		free(dup);
+	}
+	/* the object closed before its seal, text after it, sealed again: not JSON (cJSON
+	 * would read the first object and ignore the rest) */
+	{
+		const char *tag = NULL;
+		char *junk = malloc(len + 64), err2[1024] = "";
+		size_t n;
+		struct train_state st;
+		T_CHECK(junk, "out of memory");
+		for (const char *t = text; (t = strstr(t, MANIFEST_CRC_TAG)); t++)
+			tag = t;
+		T_CHECK(tag, "the seal in the manifest");
+		/* the tag starts with the comma after the last member */
+		n = (size_t)sprintf(junk, "%.*s}\nTHIS IS NOT JSON", (int)(tag - text), text);
+		n += (size_t)sprintf(junk + n, "%s%08x\"\n}\n", MANIFEST_CRC_TAG,
+				     train_state_manifest_crc(junk, n));
+		tf_write_all(manifest, junk, n);
+		T_CHECK(train_state_read(ck, &st, err2, sizeof(err2)) < 0 &&
+				strstr(err2, "zinf_state.json") && strstr(err2, "not valid JSON"),
+			"a resealed manifest with text after its object: %s", err2);
+		free(junk);
 	}
 	tf_read_all(model, &mafter, &na);
 	T_CHECK(na == nb && memcmp(mbefore, mafter, nb) == 0, "the checkpoint's files changed");
