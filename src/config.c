@@ -34,6 +34,7 @@ int zinf_config_fail(struct zinf_config *cfg, int code, const char *fmt, ...)
 	va_end(ap);
 	snprintf(cfg->last_error, sizeof(cfg->last_error), "%s: %s",
 		 cfg->name ? cfg->name : "config", msg);
+	zinf_error_one_line(cfg->last_error);
 	zinf_logf(ZINF_LOG_DEBUG, "%s", cfg->last_error);
 	return code;
 }
@@ -47,6 +48,7 @@ void zinf_config_warn(struct zinf_config *cfg, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	snprintf(line, sizeof(line), "%s: %s", cfg->name ? cfg->name : "config", msg);
+	zinf_error_one_line(line);
 	for (int i = 0; i < cfg->n_warnings; i++)
 		if (strcmp(cfg->warnings[i], line) == 0)
 			return;

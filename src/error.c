@@ -34,3 +34,10 @@ const char *zinf_strerror(int code)
 	}
 	return "unknown error";
 }
+
+void zinf_error_one_line(char *msg)
+{
+	for (unsigned char *c = (unsigned char *)msg; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			*c = '?';
+}

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "zinf/error.h"
 #include "zinf/log.h"
 
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
@@ -82,6 +83,7 @@ void zinf_logf(enum zinf_log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	zinf_error_one_line(msg);
 
 	pthread_mutex_lock(&log_lock);
 	if (log_fn)

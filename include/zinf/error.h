@@ -29,6 +29,11 @@ enum zinf_error {
  * Never NULL. Thread-safe. */
 const char *zinf_strerror(int code);
 
+/* Make msg one line, in place: each control character (a newline or tab that a file's
+ * key or value brought into a message) becomes '?'. Messages and log lines of the
+ * library and the CLI pass through it. */
+void zinf_error_one_line(char *msg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -215,11 +215,15 @@ static int read_run(struct zinf_token_file *tf, uint64_t pos, uint64_t n, uint64
 		else
 			v = ((const uint32_t *)out)[k];
 		out[k] = (int32_t)v;
-		if (v > INT32_MAX || (vocab_size && v >= vocab_size))
+		if (vocab_size && v >= vocab_size)
+			return tf_fail(
+				tf, ZINF_EFORMAT, "token %u at index %llu is >= vocab_size %llu", v,
+				(unsigned long long)(pos + k), (unsigned long long)vocab_size);
+		if (v > INT32_MAX)
 			return tf_fail(tf, ZINF_EFORMAT,
-				       "token %u at index %llu is >= vocab_size %llu", v,
-				       (unsigned long long)(pos + k),
-				       (unsigned long long)(vocab_size ? vocab_size : INT32_MAX));
+				       "token %u at index %llu is above 2^31 - 1 (the most a token "
+				       "may be)",
+				       v, (unsigned long long)(pos + k));
 	}
 	return 0;
 }

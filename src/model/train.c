@@ -564,5 +564,6 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 out:
 	res->seconds = train_now_seconds() - t0;
 	finish(&r, rc != 0);
+	zinf_error_one_line(err); /* names and values from files may hold a newline */
 	return rc;
 }

@@ -15,7 +15,8 @@
  * --log-json (refused at once, not waited on), --micro-batch-size against the config's
  * own value, an "auto" batch size no flag fills, --save-dtype, --save-shard-size or
  * --eval-batches without the flag they need. Good runs (text, an llm.c token file,
- * batch sizes from the flags) exit 0 and save. */
+ * batch sizes from the flags) exit 0 and save. A value from a file with a newline in it
+ * stays on the message's one line. */
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -332,6 +333,24 @@ int main(int argc, char **argv)
 		"NVMe state beyond the drive's free space");
 	snprintf(a, sizeof(a), "du -s '%s' | awk '{ exit $1 > 10000 }'", d.root);
 	T_CHECK(system(a) == 0, "a refused run left files on the drive");
+	/* a value with a newline in it (a JSON escape) stays on the message's one line */
+	{
+		char newline[200];
+		snprintf(newline, sizeof(newline), "%s/newline.json", d.root);
+		f = fopen(newline, "w");
+		T_CHECK(f &&
+				fprintf(f,
+					"{\"model_type\": \"llama\\nqwen2\", \"vocab_size\": 256}\n") >
+					0 &&
+				fclose(f) == 0,
+			"write %s", newline);
+		snprintf(a, sizeof(a),
+			 "--init '%s' --config '%s' --data-format text --seq-len 16 --data '%s' "
+			 "--steps 2",
+			 newline, d.ds, d.data);
+		T_CHECK(run(a, "model_type: \"llama?qwen2\"", 1) == 2,
+			"a newline in config.json's model_type");
+	}
 	/* a decoder layer of 3.75 MiB (fp32), and as much again for its gradients */
 	T_CHECK(refused_model(small,
 			      "\"hidden_size\": 256, \"intermediate_size\": 1024,"
