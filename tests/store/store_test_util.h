@@ -131,4 +131,22 @@ static inline void t_fill(void *buf, uint64_t len, uint64_t seed)
 	}
 }
 
+/* Modules "a" and "b" of one 1 MiB bf16 parameter each ("pa", "pb"), finalized, their
+ * homes holding src_a and src_b (filled with seeds 1 and 2). */
+static inline void t_two_modules(struct t_tiers *t, uint32_t *ma, uint32_t *pa, uint32_t *mb,
+				 uint32_t *pb, void *src_a, void *src_b)
+{
+	uint64_t shape[2] = {512, 1024};
+
+	T_CHECK_RC(zinf_store_module_add(t->store, "a", ma));
+	T_CHECK_RC(zinf_store_param_add(t->store, *ma, "pa", ZINF_DTYPE_BF16, 2, shape, pa));
+	T_CHECK_RC(zinf_store_module_add(t->store, "b", mb));
+	T_CHECK_RC(zinf_store_param_add(t->store, *mb, "pb", ZINF_DTYPE_BF16, 2, shape, pb));
+	T_CHECK_RC(zinf_store_finalize(t->store));
+	t_fill(src_a, 512 * 1024 * 2, 1);
+	t_fill(src_b, 512 * 1024 * 2, 2);
+	T_CHECK_RC(zinf_store_param_write(t->store, *pa, src_a));
+	T_CHECK_RC(zinf_store_param_write(t->store, *pb, src_b));
+}
+
 #endif /* ZINF_TESTS_STORE_TEST_UTIL_H */

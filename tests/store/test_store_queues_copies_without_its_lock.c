@@ -84,7 +84,6 @@ static bool wait_flag(const bool *flag, int seconds)
 int main(void)
 {
 	struct t_tiers t;
-	uint64_t shape[2] = {512, 1024};
 	uint32_t ma, mb, pa, pb;
 	void *src_a = malloc(BYTES), *src_b = malloc(BYTES);
 	struct use_b u;
@@ -94,15 +93,7 @@ int main(void)
 	T_CHECK(src_a && src_b, "out of memory");
 	zinf_log_set_level(ZINF_LOG_ERROR);
 	t_tiers_up(&t, ZINF_TIER_HOST, 4 * BYTES, 0, BYTES);
-	T_CHECK_RC(zinf_store_module_add(t.store, "a", &ma));
-	T_CHECK_RC(zinf_store_param_add(t.store, ma, "pa", ZINF_DTYPE_BF16, 2, shape, &pa));
-	T_CHECK_RC(zinf_store_module_add(t.store, "b", &mb));
-	T_CHECK_RC(zinf_store_param_add(t.store, mb, "pb", ZINF_DTYPE_BF16, 2, shape, &pb));
-	T_CHECK_RC(zinf_store_finalize(t.store));
-	t_fill(src_a, BYTES, 1);
-	t_fill(src_b, BYTES, 2);
-	T_CHECK_RC(zinf_store_param_write(t.store, pa, src_a));
-	T_CHECK_RC(zinf_store_param_write(t.store, pb, src_b));
+	t_two_modules(&t, &ma, &pa, &mb, &pb, src_a, src_b);
 	T_CHECK_RC(zinf_store_fetch(t.store, mb)); /* b on the device, cached */
 	T_CHECK_RC(zinf_store_wait(t.store, mb));
 	T_CHECK_RC(zinf_store_release(t.store, mb));

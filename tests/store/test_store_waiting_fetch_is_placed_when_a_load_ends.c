@@ -35,7 +35,6 @@ static double now_s(void)
 int main(void)
 {
 	struct t_tiers t;
-	uint64_t shape[2] = {512, 1024};
 	uint32_t ma, mb, pa, pb;
 	void *src_a = malloc(BYTES), *src_b = malloc(BYTES), *held = NULL;
 	double t0, waited;
@@ -44,15 +43,7 @@ int main(void)
 	T_CHECK(src_a && src_b, "out of memory");
 	zinf_log_set_level(ZINF_LOG_ERROR);
 	t_tiers_up(&t, ZINF_TIER_NVME, BYTES, BYTES, BYTES); /* the mover idles 60 s */
-	T_CHECK_RC(zinf_store_module_add(t.store, "a", &ma));
-	T_CHECK_RC(zinf_store_param_add(t.store, ma, "pa", ZINF_DTYPE_BF16, 2, shape, &pa));
-	T_CHECK_RC(zinf_store_module_add(t.store, "b", &mb));
-	T_CHECK_RC(zinf_store_param_add(t.store, mb, "pb", ZINF_DTYPE_BF16, 2, shape, &pb));
-	T_CHECK_RC(zinf_store_finalize(t.store));
-	t_fill(src_a, BYTES, 1);
-	t_fill(src_b, BYTES, 2);
-	T_CHECK_RC(zinf_store_param_write(t.store, pa, src_a));
-	T_CHECK_RC(zinf_store_param_write(t.store, pb, src_b));
+	t_two_modules(&t, &ma, &pa, &mb, &pb, src_a, src_b);
 
 	/* a gets the device room but cannot read: the pinned pool is ours */
 	T_CHECK_RC(zinf_pinned_alloc(t.pinned, BYTES, UINT64_MAX, &held));
