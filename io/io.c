@@ -162,7 +162,7 @@ bool io_fault_take(enum io_fault_kind kind, int op, int *err, uint64_t *short_by
 	pthread_mutex_lock(&fault_lock);
 	if (fault.kind == kind && fault.count > 0 &&
 	    (kind == IO_FAULT_NO_DIRECT || kind == IO_FAULT_ENGINE || kind == IO_FAULT_NOSPACE ||
-	     (fault.op_mask & (1u << op)))) {
+	     kind == IO_FAULT_LOCK_GONE || (fault.op_mask & (1u << op)))) {
 		if (fault.pass > 0) {
 			fault.pass--;
 			pthread_mutex_unlock(&fault_lock);

@@ -189,6 +189,8 @@ enum io_fault_kind {
 	IO_FAULT_NOSPACE,   /* the next count preallocations fail with ENOSPC when larger */
 			    /* than short_bytes, and space checks see short_bytes free */
 			    /* (one count per path): a file system with that much free */
+	IO_FAULT_LOCK_GONE, /* the next count run-directory locks find their lock file */
+			    /* removed right after the flock (an ending run's destroy) */
 };
 
 /* Arm the hook for pieces of op_mask (1 << ZINF_IO_READ | 1 << ZINF_IO_WRITE). */

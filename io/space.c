@@ -38,6 +38,15 @@ static int path_join(char **out, const char *a, const char *b)
 	return 0;
 }
 
+/* Whether a run directory holds a data file. */
+static bool run_dir_has_data(const char *run_dir)
+{
+	char name[PATH_MAX];
+
+	snprintf(name, sizeof(name), "%s/data.0", run_dir);
+	return access(name, F_OK) == 0;
+}
+
 /* Remove the data files and (unless keep_lock) the lock file of a run directory (stale
  * or ours). */
 static void run_dir_clear(const char *run_dir, int n_files_hint, bool keep_lock)
@@ -129,6 +138,15 @@ struct run_owner {
 	char boot[64], host[256];
 };
 
+/* Whether the lock file fd holds nothing (a process stopped between creating and writing
+ * it: it never made a data file either). */
+static bool owner_empty(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && st.st_size == 0;
+}
+
 static bool owner_read(int fd, struct run_owner *o)
 {
 	char line[400];
@@ -143,18 +161,19 @@ static bool owner_read(int fd, struct run_owner *o)
 
 static int owner_write(int fd)
 {
-	char boot[64], host[256] = "";
+	char boot[64], host[256] = "", rec[400];
+	int n;
 
 	this_boot(boot, sizeof(boot));
 	if (gethostname(host, sizeof(host) - 1) != 0 || !host[0])
 		snprintf(host, sizeof(host), "unknown");
 	host[strcspn(host, " \t\n")] = 0;
-	if (ftruncate(fd, 0) != 0)
-		return -errno;
-	return dprintf(fd, "pid %ld boot %s host %s\n", (long)getpid(), boot[0] ? boot : "unknown",
-		       host) > 0
-		       ? 0
-		       : -EIO;
+	n = snprintf(rec, sizeof(rec), "pid %ld boot %s host %s\n", (long)getpid(),
+		     boot[0] ? boot : "unknown", host);
+	/* written over the old record, then cut to length: never an empty record */
+	if (pwrite(fd, rec, (size_t)n, 0) != n)
+		return errno ? -errno : -EIO;
+	return ftruncate(fd, n) == 0 ? 0 : -errno;
 }
 
 /* A run directory nobody holds the lock of (fd, held now by us): may it be emptied? Yes
@@ -169,7 +188,12 @@ static int stale_take(struct zinf_io *io, struct io_path *p, int fd)
 	bool known = owner_read(fd, &o);
 
 	this_boot(boot, sizeof(boot));
-	if (known && boot[0] && strcmp(o.boot, boot) == 0) {
+	if (!known && owner_empty(fd) && !run_dir_has_data(p->run_dir)) {
+		zinf_logf(ZINF_LOG_WARN,
+			  "zinf io: taking run directory %s, which a process left before writing "
+			  "its lock file or any data",
+			  p->run_dir);
+	} else if (known && boot[0] && strcmp(o.boot, boot) == 0) {
 		zinf_logf(ZINF_LOG_WARN,
 			  "zinf io: emptying run directory %s left by process %ld, which has "
 			  "exited (on this machine since its boot)",
@@ -196,63 +220,87 @@ static int stale_take(struct zinf_io *io, struct io_path *p, int fd)
 	return 0;
 }
 
+/* Open and flock (not waiting) a run directory's lock file: 0 with *out, -EBUSY when a
+ * live process holds it, -EAGAIN when the file locked is no longer the one of that name
+ * (its owner's destroy removed it, and maybe the directory, between the open and the
+ * flock: a lock on it would guard nothing), or -errno (-ENOENT: the directory went). */
+static int lock_open(const char *run_dir, const char *lock_name, int *out)
+{
+	struct stat a, b;
+	int fd = open(lock_name, O_RDWR | O_CREAT | O_CLOEXEC, 0600), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+	else if (io_fault_take(IO_FAULT_LOCK_GONE, 0, NULL, NULL) && /* as destroy does */
+		 (run_dir_clear(run_dir, 0, false), rmdir(run_dir) != 0))
+		rc = -errno;
+	else if (fstat(fd, &a) != 0 || stat(lock_name, &b) != 0 || a.st_dev != b.st_dev ||
+		 a.st_ino != b.st_ino)
+		rc = -EAGAIN;
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	*out = fd;
+	return 0;
+}
+
 static int run_dir_take(struct zinf_io *io, struct io_path *p)
 {
 	char *lock_name = NULL;
-	int rc, fd;
+	int rc, fd = -1;
+	bool made;
 
 	rc = path_join(&lock_name, p->run_dir, "lock");
 	if (rc)
 		return rc;
-	if (mkdir(p->run_dir, 0700) != 0) {
-		if (errno != EEXIST) {
+	for (int tries = 0;; tries++) {
+		made = mkdir(p->run_dir, 0700) == 0;
+		if (!made && errno != EEXIST) {
 			rc = -errno;
 			io_set_error(io, "nvme path %s: cannot create run directory %s: %s", p->dir,
 				     p->run_dir, strerror(-rc));
 			goto out_free;
 		}
-		/* The lock taken here is kept: two runs starting at once on a stale directory
-		 * cannot both clear it. */
-		fd = open(lock_name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
-			close(fd);
-			rc = -EBUSY;
-			io_set_error(
-				io,
-				"run directory %s is in use by another live process (choose another run_dir_name)",
-				p->run_dir);
-			goto out_free;
-		}
-		if (fd >= 0) {
-			rc = stale_take(io, p, fd);
-			if (!rc)
-				rc = owner_write(fd);
-			if (!rc) {
-				p->lock_fd = fd;
-				goto out_free;
-			}
-			close(fd);
-			if (rc == -EEXIST)
-				goto out_free;
-		}
+		rc = lock_open(p->run_dir, lock_name, &fd);
+		if ((rc == -EAGAIN || rc == -ENOENT) && tries < 16)
+			continue; /* a run ending there removed it meanwhile */
+		break;
 	}
-	fd = open(lock_name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		rc = fd < 0 ? -errno : -EBUSY;
-		if (fd >= 0)
-			close(fd);
+	if (rc == -EBUSY) {
+		io_set_error(io,
+			     "run directory %s is in use by another live process (choose another "
+			     "run_dir_name)",
+			     p->run_dir);
+		goto out_free;
+	}
+	if (rc) {
 		io_set_error(io, "run directory %s: cannot lock %s: %s", p->run_dir, lock_name,
 			     strerror(-rc));
-		rmdir(p->run_dir);
+		if (made)
+			rmdir(p->run_dir);
 		goto out_free;
+	}
+	/* The lock taken here is kept: two runs starting at once on a stale directory cannot
+	 * both clear it. */
+	if (!made) {
+		rc = stale_take(io, p, fd);
+		if (rc) {
+			close(fd);
+			goto out_free;
+		}
 	}
 	rc = owner_write(fd);
 	if (rc) {
 		close(fd);
 		io_set_error(io, "run directory %s: cannot write %s: %s", p->run_dir, lock_name,
 			     strerror(-rc));
-		unlink(lock_name);
-		rmdir(p->run_dir);
+		if (made) {
+			unlink(lock_name);
+			rmdir(p->run_dir);
+		}
 		goto out_free;
 	}
 	p->lock_fd = fd;

@@ -4,6 +4,8 @@
  * lock file names a process of this machine's current boot (nobody here holds the lock,
  * so that process is gone); one of another boot or machine, or whose lock file names no
  * process, is reported (-EEXIST, naming the key) and left untouched unless remove_stale.
+ * A lock file removed between its open and flock (a run ending there) is locked anew, so
+ * no two handles share the directory; an empty lock file with no data is taken.
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -114,6 +116,24 @@ int main(void)
 	T_CHECK(stat(data, &st) != 0 && errno == ENOENT, "this boot's crashed run not emptied");
 	zinf_io_destroy(io);
 	T_CHECK(stat(run, &st) != 0 && errno == ENOENT, "run directory kept after destroy");
+
+	/* the lock file removed between the open and the flock (a run ending there): the
+	 * lock is taken again on the file of that name, so a second handle is refused */
+	snprintf(line, sizeof(line), "pid %ld boot %s host here\n", (long)dead_pid(), boot);
+	plant(run, lock, data, line);
+	zinf_io_fault_set(IO_FAULT_LOCK_GONE, 1, 0, 0, 0);
+	T_CHECK_RC(zinf_io_create(&o, &io, err, sizeof(err)));
+	zinf_io_fault_clear();
+	rc = zinf_io_create(&o, &io2, err, sizeof(err));
+	T_CHECK(rc == -EBUSY && io2 == NULL,
+		"a second handle on the directory after a lock file went: %d (%s)", rc, err);
+	zinf_io_destroy(io);
+	/* an empty lock file and no data: a process stopped before writing either */
+	T_CHECK(mkdir(run, 0700) == 0, "mkdir");
+	f = fopen(lock, "w");
+	T_CHECK(f && fclose(f) == 0, "empty %s", lock);
+	T_CHECK_RC(zinf_io_create(&o, &io, err, sizeof(err)));
+	zinf_io_destroy(io);
 
 	/* another boot's directory again, asked to remove it */
 	plant(run, lock, data,
