@@ -13,7 +13,10 @@ Usage:
     tools/tokenize_hf.py --tokenizer MODEL_DIR --out tokens.bin INPUT [INPUT...]
 
 MODEL_DIR is the checkpoint directory `zinf train --model` reads (its tokenizer files);
-anything AutoTokenizer.from_pretrained takes works. The output is written to OUT.partial
+anything AutoTokenizer.from_pretrained takes works. A file that is not .jsonl is one
+document, read and tokenized whole (its text and tokens all in memory, on the order of a
+hundred bytes a token with a fast tokenizer): split a large corpus into a .jsonl of
+documents. The output is written to OUT.partial
 and renamed into place when complete; an existing OUT is refused unless --force.
 Exit status: 0 written, 2 bad input (one line on stderr naming the file and line),
 1 other failures. Needs the transformers package (and the tokenizer's own, e.g.
@@ -34,35 +37,45 @@ class Bad(Exception):
     """Bad input: the message is one line naming what and where."""
 
 
+class Failed(Exception):
+    """Another failure (a full disk): the message is one line naming the file."""
+
+
+def utf8(data, where):
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Bad("%s: not UTF-8 text (byte %d)" % (where, e.start))
+
+
 def documents(path, field):
-    """(where, text) for each document of one input."""
+    """(where, text) for each document of one input. A file that is not .jsonl is read
+    and tokenized whole: its text and tokens are all in memory at once."""
     if path == "-":
-        yield "<stdin>", sys.stdin.read()
+        yield "<stdin>", utf8(sys.stdin.buffer.read(), "<stdin>")
         return
     try:
-        f = open(path, "r", encoding="utf-8")
+        f = open(path, "rb")
     except OSError as e:
         raise Bad("%s: cannot open: %s" % (path, e.strerror))
     with f:
-        try:
-            if not path.endswith(".jsonl"):
-                yield path, f.read()
-                return
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                where = "%s:%d" % (path, n)
-                try:
-                    obj = json.loads(line)
-                except ValueError as e:
-                    raise Bad("%s: not a JSON object: %s" % (where, e))
-                if not isinstance(obj, dict) or field not in obj:
-                    raise Bad('%s: no "%s" field (choose one with --field)' % (where, field))
-                if not isinstance(obj[field], str):
-                    raise Bad('%s: "%s" is not a string' % (where, field))
-                yield where, obj[field]
-        except UnicodeDecodeError as e:
-            raise Bad("%s: not UTF-8 text (byte %d)" % (path, e.start))
+        if not path.endswith(".jsonl"):
+            yield path, utf8(f.read(), path)
+            return
+        for n, raw in enumerate(f, 1):
+            where = "%s:%d" % (path, n)
+            line = utf8(raw, where)
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as e:
+                raise Bad("%s: not a JSON object: %s" % (where, e))
+            if not isinstance(obj, dict) or field not in obj:
+                raise Bad('%s: no "%s" field (choose one with --field)' % (where, field))
+            if not isinstance(obj[field], str):
+                raise Bad('%s: "%s" is not a string' % (where, field))
+            yield where, obj[field]
 
 
 class Writer:
@@ -79,21 +92,18 @@ class Writer:
         self.f.write(b"\0" * 1024)
 
     def add(self, where, ids):
-        if ids and (max(ids) >= self.limit or min(ids) < 0):
+        if len(ids) and (max(ids) >= self.limit or min(ids) < 0):
             bad = max(ids) if max(ids) >= self.limit else min(ids)
             raise Bad("%s: token id %d does not fit %s tokens" %
                       (where, bad, "uint32" if self.wide else "uint16"))
-        self.f.write(array.array("I" if self.wide else "H", ids).tobytes()
-                     if sys.byteorder == "little" else self._swapped(ids))
+        a = array.array("I" if self.wide else "H", ids)
+        if sys.byteorder != "little":
+            a.byteswap()
+        a.tofile(self.f)
         self.count += len(ids)
         if self.count > (1 << 31) - 1:
             raise Bad("%s: more than 2^31 - 1 tokens, the most one file holds "
                       "(split the inputs over several files)" % where)
-
-    def _swapped(self, ids):
-        a = array.array("I" if self.wide else "H", ids)
-        a.byteswap()
-        return a.tobytes()
 
     def finish(self):
         header = [0] * 256
@@ -107,8 +117,14 @@ class Writer:
         os.rename(self.partial, self.out)
 
     def abandon(self):
-        self.f.close()
-        os.unlink(self.partial)
+        try:
+            self.f.close()  # (its flush may fail again on a full disk)
+        except OSError:
+            pass
+        try:
+            os.unlink(self.partial)
+        except FileNotFoundError:
+            pass
 
 
 def main():
@@ -132,14 +148,19 @@ def main():
     if os.path.lexists(a.out) and os.path.isdir(a.out):
         raise Bad("--out %s: is a directory" % a.out)
     for p in a.inputs:
-        if p != "-" and os.path.abspath(p) == os.path.abspath(a.out):
-            raise Bad("--out %s: is also an input" % a.out)
+        if p != "-" and os.path.abspath(p) in (os.path.abspath(a.out),
+                                               os.path.abspath(a.out + ".partial")):
+            raise Bad("--out %s: is also an input (%s)" % (a.out, p))
     try:
+        import transformers
         from transformers import AutoTokenizer
     except ImportError:
         print("%s: needs the transformers package (pip install transformers)" % PROG,
               file=sys.stderr)
         return 1
+    # its warnings (a document longer than the model's context) would break the one-line
+    # messages; documents are packed and cut into windows by zinf train anyway
+    transformers.logging.set_verbosity_error()
     try:
         tok = AutoTokenizer.from_pretrained(a.tokenizer)
     except Exception as e:  # transformers raises OSError, ValueError, ...
@@ -154,10 +175,14 @@ def main():
         batch = []
 
         def flush():
-            enc = tok([t for _, t in batch], add_special_tokens=False)["input_ids"]
+            enc = tok([t for _, t in batch], add_special_tokens=False,
+                      return_attention_mask=False)["input_ids"]
             for (where, _), ids in zip(batch, enc):
-                w.add(where, ([bos] if bos is not None else []) + list(ids) +
-                      ([eos] if eos is not None else []))
+                if bos is not None:
+                    w.add(where, [bos])
+                w.add(where, ids)
+                if eos is not None:
+                    w.add(where, [eos])
             batch.clear()
 
         for p in a.inputs:
@@ -173,6 +198,9 @@ def main():
         if w.count == 0:
             raise Bad("%s: no text in the inputs (nothing to write)" % ", ".join(a.inputs))
         w.finish()
+    except OSError as e:
+        w.abandon()
+        raise Failed("%s: %s" % (e.filename or w.partial, e.strerror or e))
     except BaseException:
         w.abandon()
         raise
@@ -187,6 +215,9 @@ if __name__ == "__main__":
     except Bad as e:
         print("%s: %s" % (PROG, e), file=sys.stderr)
         sys.exit(2)
+    except Failed as e:
+        print("%s: %s" % (PROG, e), file=sys.stderr)
+        sys.exit(1)
     except OSError as e:
-        print("%s: %s: %s" % (PROG, e.filename or "", e.strerror), file=sys.stderr)
+        print("%s: %s: %s" % (PROG, e.filename or "?", e.strerror or e), file=sys.stderr)
         sys.exit(1)

@@ -4,9 +4,10 @@
  * line and every other file is a document, its tokens framed by BOS and EOS (or not, with
  * --no-bos / --no-eos), in input order, empty documents left out; uint16 tokens when the
  * vocabulary fits, uint32 when not. Bad input (an existing --out, a line that is not JSON
- * or lacks the field, an id too wide, a tokenizer that does not load, no text) exits 2
- * with one line naming the file and line, and leaves no output behind and an existing
- * one untouched. Skips (77) without python3.
+ * or lacks the field, text that is not UTF-8, an input that is the output, an id too
+ * wide, a tokenizer that does not load, no text) exits 2 with one line naming the file
+ * and line, and leaves no output behind and an existing one untouched; a write that
+ * fails exits 1 naming the file and leaves nothing. Skips (77) without python3.
  *
  * Usage: test_tokenize_hf_writes_llmc_token_files TOOLS/tokenize_hf.py
  */
@@ -33,10 +34,14 @@ static const char *stub =
 	"        self.eos_token_id = c.get('eos')\n"
 	"    def __len__(self):\n"
 	"        return self.c['vocab']\n"
-	"    def __call__(self, texts, add_special_tokens=True):\n"
-	"        assert add_special_tokens is False\n"
+	"    def __call__(self, texts, add_special_tokens=True, return_attention_mask=True):\n"
+	"        assert add_special_tokens is False and return_attention_mask is False\n"
 	"        off = self.c['offset']\n"
 	"        return {'input_ids': [[b + off for b in t.encode('utf-8')] for t in texts]}\n"
+	"class logging:\n"
+	"    @staticmethod\n"
+	"    def set_verbosity_error():\n"
+	"        pass\n"
 	"class AutoTokenizer:\n"
 	"    @staticmethod\n"
 	"    def from_pretrained(path):\n"
@@ -187,6 +192,26 @@ int main(int argc, char **argv)
 		"--tokenizer missing: cannot load");
 	refused("--tokenizer tok --out o.bin absent.txt", "o.bin", "absent.txt: cannot open");
 	refused("--tokenizer tok --out nodir/o.bin a.txt", "nodir/o.bin", "--out nodir/o.bin");
+	refused("--tokenizer tok --out o.bin o.bin.partial", "o.bin", "is also an input");
+	write_file("latin1.txt", "caf\xe9\n");
+	refused("--tokenizer tok --out o.bin latin1.txt", "o.bin",
+		"latin1.txt: not UTF-8 text (byte 3)");
+	refused("--tokenizer tok --out o.bin - < latin1.txt", "o.bin", "<stdin>: not UTF-8 text");
+	/* a write that fails (a full disk; here a file size limit) exits 1 naming the file,
+	 * and leaves nothing */
+	{
+		char cmd[2048];
+		snprintf(
+			cmd, sizeof(cmd),
+			"cd '%s' && ulimit -f 1 && PYTHONPATH='%s/stub' python3 '%s' --tokenizer tok "
+			"--out o.bin a.txt b.jsonl 2>&1",
+			dir, dir, script);
+		rc = t_run(cmd, text, sizeof(text));
+		T_CHECK(rc == 1 && strstr(text, "o.bin.partial") && t_count(text, "\n") == 1,
+			"a failed write: exit %d: %s", rc, text);
+		snprintf(path, sizeof(path), "%s/o.bin.partial", dir);
+		T_CHECK(access(path, F_OK) != 0, "a failed write left %s", path);
+	}
 	tokenizer("{\"vocab\": 259, \"offset\": 65500, \"bos\": 1, \"eos\": 2}");
 	refused("--tokenizer tok --out o.bin a.txt", "o.bin", "a.txt: token id 65619"); /* 'w' */
 
