@@ -4,7 +4,9 @@
  * release, eviction).
  *
  * Locking: one mutex (s->lock) guards every module, chunk and counter. The mover thread
- * holds it while it advances chunks and drops it only to sleep. The I/O engine's
+ * holds it while it advances chunks and drops it to sleep and to queue the device copies
+ * a pass started (store_move.c, queue_copies): then it alone touches those chunks'
+ * copy_src, zero_first, staging, t_copy and ev, and the h2d stream. The I/O engine's
  * completion callback only flags its chunk (taking the lock there could deadlock against
  * the mover, which holds it while submitting). Callers block on s->ready, which the mover
  * broadcasts whenever a module becomes ready or fails.

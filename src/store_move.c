@@ -212,8 +212,13 @@ static void queue_copies(struct zinf_store *s)
 		ch->t_copy = store_now_ns();
 		rc = zinf_device_memcpy_async(s->h2d, (char *)mod->dev + ch->off, ch->copy_src,
 					      ch->len, ZINF_COPY_H2D);
-		if (!rc)
+		if (!rc) {
 			rc = zinf_event_record(ch->ev, s->h2d);
+			/* the copy is queued but not its event, which reads complete: the module
+			 * must not settle (and free its buffer) while the copy may still write */
+			if (rc)
+				zinf_stream_synchronize(s->h2d);
+		}
 		if (rc) {
 			/* the event then reads complete: the chunk settles */
 			pthread_mutex_lock(&s->lock);

@@ -231,6 +231,7 @@ static void cuda_destroy(struct llama_rt *rt)
 
 	if (!rt)
 		return;
+	(void)cudaSetDevice(m->ordinal); /* cuBLAS's handle and the stream are that device's */
 	if (m->stream)
 		cudaStreamSynchronize(m->stream);
 	dev_free(m, m->arena);
@@ -426,6 +427,7 @@ static int cuda_host_alloc(struct llama_rt *rt, uint64_t bytes, void **out)
 	uint64_t len = (bytes + 4095) / 4096 * 4096;
 	cudaError_t e;
 
+	(void)cudaSetDevice(m->ordinal); /* registered with the current device's context */
 	if (posix_memalign(out, 4096, len ? len : 4096)) {
 		*out = NULL;
 		return crt_fail(m, -ENOMEM, "model runtime (cuda): out of host memory (%llu bytes)",
@@ -446,6 +448,7 @@ static void cuda_host_free(struct llama_rt *rt, void *ptr)
 {
 	if (!ptr)
 		return;
+	(void)cudaSetDevice(to_cuda(rt)->ordinal);
 	cudaStreamSynchronize(to_cuda(rt)->stream); /* queued copies from or into it */
 	if (cudaHostUnregister(ptr) != cudaSuccess)
 		(void)cudaGetLastError(); /* it was not page-locked */
