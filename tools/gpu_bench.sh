@@ -23,6 +23,9 @@
 # interleave runs; default "fp32 tf32 pinned ckpt cpuckpt").
 set -uo pipefail
 
+# paths given relative to where the script is started from
+[ -z "${RESULTS:-}" ] || RESULTS=$(realpath -m "$RESULTS")
+[ -z "${ARCHIVE:-}" ] || ARCHIVE=$(realpath -m "$ARCHIVE")
 cd "$(dirname "$0")/.."
 root=$(pwd)
 out=${RESULTS:-$root/gpu-check-out}
