@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "fuzz_scratch.h"
 #include "safetensors.h"
 #include "zinf/crc32c.h"
@@ -61,11 +63,26 @@ static void *memfind(const uint8_t *h, size_t hn, const char *n)
 	return memmem(h, hn, n, strlen(n));
 }
 
+/* Whether text (n bytes) is one JSON object and nothing else: no NUL, nothing after it. */
+static bool one_json_object(const uint8_t *text, size_t n)
+{
+	char *z = malloc(n + 1);
+	cJSON *o;
+
+	memcpy(z, text, n);
+	z[n] = 0;
+	o = strlen(z) == n ? cJSON_ParseWithOpts(z, NULL, 1) : NULL;
+	free(z);
+	cJSON_Delete(o);
+	return o != NULL;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct zinf_st_reader *r;
 	char entry[256];
 	bool index = size >= 4 && memcmp(data, "IDX\n", 4) == 0;
+	size_t index_len = 0;
 
 	if (index) {
 		const uint8_t *p = data + 4, *end = data + size;
@@ -79,6 +96,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			else
 				snprintf(name, sizeof(name), "shard-%d.safetensors", k);
 			put(name, p, (size_t)(stop - p));
+			if (k < 0)
+				index_len = (size_t)(stop - p);
 			k++;
 			if (!s || k >= MAX_SHARDS)
 				break;
@@ -98,6 +117,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (zinf_st_reader_open(r, entry) == 0) {
 		int n = zinf_st_reader_count(r);
+		if (index && !one_json_object(data + 4, index_len)) {
+			fprintf(stderr, "an index that is not one JSON object opened\n");
+			abort();
+		}
 		for (int i = 1; i < n; i++) /* names are unique (the header's rule) */
 			for (int j = 0; j < i; j++)
 				if (!strcmp(zinf_st_reader_tensor(r, i)->name,

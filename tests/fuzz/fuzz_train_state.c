@@ -7,6 +7,7 @@
  * written raw (the rest), to fuzz the seal check itself. */
 #include <cjson/cJSON.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
+/* Whether text (n bytes) is one JSON object and nothing else: no NUL, nothing after it. */
+static bool one_json_object(const char *text, size_t n)
+{
+	char *z = malloc(n + 1);
+	cJSON *o;
+
+	memcpy(z, text, n);
+	z[n] = 0;
+	o = strlen(z) == n ? cJSON_ParseWithOpts(z, NULL, 1) : NULL;
+	free(z);
+	cJSON_Delete(o);
+	return o != NULL;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct train_state st, copy;
@@ -94,11 +109,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		n = size + sizeof(tail) - 1;
 	}
 	put(TRAIN_STATE_FILE, text, n);
-	free(text);
 	err[0] = 0;
 	int rc = train_state_read(fuzz_dir, &st, err, sizeof(err));
 	if (getenv("FUZZ_TS_PRINT"))
 		fprintf(stderr, "train_state_read: %d %s\n", rc, err);
+	if (rc == 0 && !one_json_object(text, n)) {
+		fprintf(stderr, "a manifest that is not one JSON object read\n");
+		abort();
+	}
+	free(text);
 	if (rc == 0) {
 		/* a state agrees with itself and with a copy of itself */
 		if (train_state_check(&st, &st, fuzz_dir, err, sizeof(err)) != 0) {
