@@ -642,6 +642,29 @@ static void line_col(const char *text, const char *pos, int *line, int *col)
 	}
 }
 
+/* The first raw control character inside a JSON string of text (NULL if none). JSON
+ * wants them escaped (\n, \t, \u0001); Python's json, which DeepSpeed reads the config
+ * with, refuses them, and cJSON would take them. */
+static const char *raw_control_in_string(const char *text)
+{
+	bool in_string = false;
+
+	for (const char *p = text; *p; p++) {
+		if (!in_string) {
+			in_string = *p == '"';
+		} else if (*p == '\\') {
+			if (!p[1])
+				break;
+			p++;
+		} else if (*p == '"') {
+			in_string = false;
+		} else if ((unsigned char)*p < 0x20) {
+			return p;
+		}
+	}
+	return NULL;
+}
+
 static int set_name(struct zinf_config *cfg, const char *name)
 {
 	char *copy = strdup(name ? name : "config");
@@ -663,6 +686,18 @@ int zinf_config_load_string(struct zinf_config *cfg, const char *json, const cha
 	if (set_name(cfg, name))
 		return zinf_config_fail(cfg, -ENOMEM, "out of memory for the config's name");
 	root = cJSON_ParseWithOpts(json, &end, true);
+	if (root) {
+		const char *raw = raw_control_in_string(json);
+		if (raw) {
+			int line, col;
+			cJSON_Delete(root);
+			line_col(json, raw, &line, &col);
+			return zinf_config_fail(
+				cfg, ZINF_EJSON,
+				"line %d, column %d: malformed JSON: a control character (0x%02x) inside a string (expected it escaped, as \\n or \\t)",
+				line, col, (unsigned char)*raw);
+		}
+	}
 	if (!root) {
 		int line, col;
 		char near[40];
