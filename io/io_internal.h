@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "zinf/io.h"
 
@@ -173,6 +174,15 @@ struct io_extent *io_extent_get(struct zinf_io *io, uint32_t id);
 /* space.c */
 int io_space_init(struct zinf_io *io);
 void io_space_fini(struct zinf_io *io, bool remove);
+/* run_dir.c: take path p's run directory (check the path, lock, empty a stale one, probe
+ * O_DIRECT and raise io->align); close it, with remove emptying and removing it. */
+int io_run_dir_open(struct zinf_io *io, struct io_path *p);
+void io_run_dir_close(struct io_path *p, bool remove);
+/* Open fd (O_RDWR | extra) on name, trying O_DIRECT first when want_direct; a
+ * filesystem that refuses it (EINVAL) gets a buffered fd and *direct = false. */
+int io_open_maybe_direct(const char *name, int extra, mode_t mode, bool want_direct, bool *direct);
+/* The direct-I/O alignment a file needs: at least 4096. */
+uint64_t io_file_alignment(int fd);
 /* Map extent offset off to (file, file offset); *max_len is the contiguous run there. */
 void io_extent_map(const struct zinf_io *io, const struct io_extent *ext, uint64_t off,
 		   uint32_t *file, uint64_t *file_off, uint64_t *max_len);
