@@ -217,6 +217,11 @@ void zinf_config_warn(struct zinf_config *cfg, const char *fmt, ...)
 /* Cross-key checks. world_size 0 = unknown (at load): batch sizes are checked for
  * divisibility only; otherwise exactly, and the missing one is derived. */
 int zinf_config_validate(struct zinf_config *cfg, int world_size);
+/* config.c: every key back to its default and source; assign an object's keys under
+ * prefix ("" for the top level) from the file, checking each (config_load.c calls it) */
+void config_reset(struct zinf_config *cfg);
+struct cJSON;
+int config_walk(struct zinf_config *cfg, const struct cJSON *obj, const char *prefix);
 /* Warnings about this machine (missing nvme paths, with paths) and unimplemented
  * values: given by zinf_config_resolve, once the file and the overrides are in. */
 void zinf_config_warn_environment(struct zinf_config *cfg, bool paths);
