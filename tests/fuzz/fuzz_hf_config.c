@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fuzz_scratch.h"
+#include "fuzz_util.h"
 #include "hf_config.h"
 #include "zinf/log.h"
 

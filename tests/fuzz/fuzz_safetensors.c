@@ -13,7 +13,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "fuzz_scratch.h"
+#include "fuzz_util.h"
 #include "safetensors.h"
 #include "zinf/crc32c.h"
 #include "zinf/log.h"
@@ -63,20 +63,6 @@ static void *memfind(const uint8_t *h, size_t hn, const char *n)
 	return memmem(h, hn, n, strlen(n));
 }
 
-/* Whether text (n bytes) is one JSON object and nothing else: no NUL, nothing after it. */
-static bool one_json_object(const uint8_t *text, size_t n)
-{
-	char *z = malloc(n + 1);
-	cJSON *o;
-
-	memcpy(z, text, n);
-	z[n] = 0;
-	o = strlen(z) == n ? cJSON_ParseWithOpts(z, NULL, 1) : NULL;
-	free(z);
-	cJSON_Delete(o);
-	return o != NULL;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct zinf_st_reader *r;
@@ -117,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (zinf_st_reader_open(r, entry) == 0) {
 		int n = zinf_st_reader_count(r);
-		if (index && !one_json_object(data + 4, index_len)) {
+		if (index && !fuzz_one_json_object(data + 4, index_len)) {
 			fprintf(stderr, "an index that is not one JSON object opened\n");
 			abort();
 		}

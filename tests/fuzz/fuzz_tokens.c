@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fuzz_scratch.h"
+#include "fuzz_util.h"
 #include "tokens.h"
 #include "zinf/error.h"
 #include "zinf/log.h"

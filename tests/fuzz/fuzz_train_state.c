@@ -1,6 +1,6 @@
 /* libFuzzer harness: the training state a checkpoint holds for --resume
  * (train_state_read: zinf_state.json, its seal, the files it lists). A checkpoint
- * directory (fuzz_scratch.h) holds a fixed config.json, model.safetensors and
+ * directory (fuzz_util.h) holds a fixed config.json, model.safetensors and
  * optimizer.safetensors (their sizes and CRC32C are printed at start, for seeds).
  * Input: the manifest's body up to (not including) its seal member; the harness appends
  * the seal as zinf writes it, so the parser is reached. An input starting with 'R' is
@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fuzz_scratch.h"
+#include "fuzz_util.h"
 #include "train_state_internal.h"
 #include "zinf/crc32c.h"
 #include "zinf/log.h"
@@ -73,20 +73,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* Whether text (n bytes) is one JSON object and nothing else: no NUL, nothing after it. */
-static bool one_json_object(const char *text, size_t n)
-{
-	char *z = malloc(n + 1);
-	cJSON *o;
-
-	memcpy(z, text, n);
-	z[n] = 0;
-	o = strlen(z) == n ? cJSON_ParseWithOpts(z, NULL, 1) : NULL;
-	free(z);
-	cJSON_Delete(o);
-	return o != NULL;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct train_state st, copy;
@@ -113,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int rc = train_state_read(fuzz_dir, &st, err, sizeof(err));
 	if (getenv("FUZZ_TS_PRINT"))
 		fprintf(stderr, "train_state_read: %d %s\n", rc, err);
-	if (rc == 0 && !one_json_object(text, n)) {
+	if (rc == 0 && !fuzz_one_json_object(text, n)) {
 		fprintf(stderr, "a manifest that is not one JSON object read\n");
 		abort();
 	}

@@ -1,19 +1,37 @@
 /*
- * For the fuzz harnesses: a scratch directory of the process's own (in /dev/shm, else
+ * For the fuzz harnesses: whether a text is one JSON object and nothing else, and a
+ * scratch directory of the process's own (in /dev/shm, else
  * /tmp: the inputs are files the readers open), removed with its files at exit, and by
  * the next harness when a crash or timeout skipped that.
  */
-#ifndef ZINF_TESTS_FUZZ_SCRATCH_H
-#define ZINF_TESTS_FUZZ_SCRATCH_H
+#ifndef ZINF_TESTS_FUZZ_UTIL_H
+#define ZINF_TESTS_FUZZ_UTIL_H
 
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* Whether text (n bytes) is one JSON object and nothing else: no NUL, nothing after it. */
+static inline bool fuzz_one_json_object(const void *text, size_t n)
+{
+	char *z = malloc(n + 1);
+	cJSON *o;
+
+	memcpy(z, text, n);
+	z[n] = 0;
+	o = strlen(z) == n ? cJSON_ParseWithOpts(z, NULL, 1) : NULL;
+	free(z);
+	cJSON_Delete(o);
+	return o != NULL;
+}
 
 static char fuzz_dir[128];
 
@@ -62,4 +80,4 @@ static void fuzz_scratch(void)
 	atexit(fuzz_scratch_remove);
 }
 
-#endif /* ZINF_TESTS_FUZZ_SCRATCH_H */
+#endif /* ZINF_TESTS_FUZZ_UTIL_H */
