@@ -6,9 +6,9 @@
  * Locking: one mutex (s->lock) guards every module, chunk and counter. The mover thread
  * holds it while it advances chunks and drops it to sleep and to queue the device copies
  * a pass started (store_move.c, queue_copies): then it alone touches those chunks'
- * copy_src, zero_first, staging, t_copy and ev, and the h2d stream. The I/O engine's
- * completion callback only flags its chunk (taking the lock there could deadlock against
- * the mover, which holds it while submitting). Callers block on s->ready, which the mover
+ * staging, t_copy and ev, and the h2d stream (and reads their homes and written). The
+ * I/O engine's completion callback only flags its chunk (taking the lock there could
+ * deadlock against the mover, which holds it while submitting). Callers block on s->ready, which the mover
  * broadcasts whenever a module becomes ready or fails.
  */
 #ifndef ZINF_SRC_STORE_INTERNAL_H
@@ -59,10 +59,8 @@ struct chunk {
 	struct zinf_event *ev;
 	struct chunk *next_active; /* on the mover's list while QUEUED..COPYING */
 	/* COPYING, its copy not queued yet: on the mover's copy list (store_move.c,
-	 * queue_copies), from copy_src; zero_first: staging is zeroed first */
+	 * queue_copies) */
 	struct chunk *next_copy;
-	const void *copy_src;
-	bool zero_first;
 };
 
 struct module {

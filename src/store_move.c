@@ -174,16 +174,14 @@ static void settle_failed(struct zinf_store *s, struct module *mod)
 	}
 }
 
-/* The chunk's copy to the device, from src (zeroed first with zero_first), is queued
- * after the pass (queue_copies), without the store lock: a copy from pageable memory (a
- * host home without pin_memory) returns on CUDA only once the driver has staged all of
- * it, and zeroing a staging buffer takes as long; neither may hold up the threads that
- * fetch, wait and release. */
-static void start_copy(struct zinf_store *s, struct chunk *ch, const void *src, bool zero_first)
+/* The chunk's copy to the device (from its host home, or its staging buffer: zeroed
+ * first for an NVMe chunk never written) is queued after the pass (queue_copies),
+ * without the store lock: a copy from pageable memory (a host home without pin_memory)
+ * returns on CUDA only once the driver has staged all of it, and zeroing a staging
+ * buffer takes as long; neither may hold up the threads that fetch, wait and release. */
+static void start_copy(struct zinf_store *s, struct chunk *ch)
 {
 	ch->state = CHUNK_COPYING;
-	ch->copy_src = src;
-	ch->zero_first = zero_first;
 	ch->next_copy = NULL;
 	*s->copies_tail = ch;
 	s->copies_tail = &ch->next_copy;
@@ -205,13 +203,15 @@ static void queue_copies(struct zinf_store *s)
 	pthread_mutex_unlock(&s->lock);
 	for (struct chunk *ch = list; ch; ch = ch->next_copy) {
 		struct module *mod = ch->mod;
+		bool host = s->o.param_home == ZINF_TIER_HOST;
 		int rc;
 
-		if (ch->zero_first)
+		if (!host && !ch->written)
 			memset(ch->staging, 0, ch->len);
 		ch->t_copy = store_now_ns();
-		rc = zinf_device_memcpy_async(s->h2d, (char *)mod->dev + ch->off, ch->copy_src,
-					      ch->len, ZINF_COPY_H2D);
+		rc = zinf_device_memcpy_async(s->h2d, (char *)mod->dev + ch->off,
+					      host ? ch->host : ch->staging, ch->len,
+					      ZINF_COPY_H2D);
 		if (!rc) {
 			rc = zinf_event_record(ch->ev, s->h2d);
 			/* the copy is queued but not its event, which reads complete: the module
@@ -243,13 +243,13 @@ static bool advance(struct zinf_store *s, struct chunk *ch)
 			return true;
 		}
 		if (s->o.param_home == ZINF_TIER_HOST) {
-			start_copy(s, ch, ch->host, false);
+			start_copy(s, ch);
 			return false;
 		}
 		if (zinf_pinned_try_alloc(s->o.pinned, ch->io_len, &ch->staging))
 			return false; /* pinned pool full: back-pressure, retry later */
 		if (!ch->written) {
-			start_copy(s, ch, ch->staging, true);
+			start_copy(s, ch);
 			return false;
 		}
 		memset(&ch->req, 0, sizeof(ch->req));
@@ -294,7 +294,7 @@ static bool advance(struct zinf_store *s, struct chunk *ch)
 			ch->state = CHUNK_HOME;
 			return true;
 		}
-		start_copy(s, ch, ch->staging, false);
+		start_copy(s, ch);
 		return false;
 	case CHUNK_COPYING: {
 		int q = zinf_event_query(ch->ev);
