@@ -305,6 +305,82 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out);
 /* One JSON object (no newline). Returns 0 or -EIO. */
 int zinf_stats_json(const struct zinf_stats *st, FILE *f);
 
+/* ---- planning (no engine) ---------------------------------------------------------------- */
+
+/* What a run would need on each tier, before any hardware is touched: modules and
+ * parameters are described as they would be registered (zinf_plan_module_add and
+ * zinf_plan_param_add, in the same order), and zinf_plan_estimate applies to them the
+ * formulas zinf_engine_finalize and zinf_engine_check_room use, for a config (loaded and
+ * resolved) and a machine described by its sizes. Nothing is allocated on a device, and
+ * no pinned memory or NVMe path is needed. */
+struct zinf_plan;
+
+int zinf_plan_create(struct zinf_plan **out);
+void zinf_plan_destroy(struct zinf_plan *p);
+int zinf_plan_module_add(struct zinf_plan *p, uint32_t *module);
+/* A parameter of module (dtype F32, BF16 or F16, 1 to 4 dims); -EINVAL otherwise. */
+int zinf_plan_param_add(struct zinf_plan *p, uint32_t module, enum zinf_dtype dtype, int ndim,
+			const uint64_t *shape, unsigned flags);
+/* Modules a and b are out on the device together (a tied head and its embedding), as a
+ * model checks with zinf_engine_check_room(e, 2, ...). */
+int zinf_plan_modules_together(struct zinf_plan *p, uint32_t a, uint32_t b);
+
+struct zinf_plan_machine {
+	uint64_t device_bytes; /* the device budget (zinf.device_memory_limit) */
+	uint64_t host_bytes;   /* host RAM (0: unknown, not checked) */
+	/* the pinned limit; auto: the pool is what the run needs, up to pinned_bytes */
+	uint64_t pinned_bytes;
+	bool pinned_auto;
+	uint64_t nvme_free_bytes; /* free space the NVMe files may take, when known */
+	bool nvme_free_known;
+	uint64_t nvme_align; /* direct-I/O alignment (0: 4096) */
+	/* the model runtime's buffers in device memory (activations on a GPU), and in
+	 * host memory (the CPU runtime's, a GPU runtime's host buffers) */
+	uint64_t runtime_device_bytes, runtime_host_bytes;
+	bool host_device; /* the host backend: the device budget is host memory */
+};
+
+enum zinf_plan_tier { ZINF_PLAN_DEVICE, ZINF_PLAN_PINNED, ZINF_PLAN_HOST, ZINF_PLAN_NVME };
+
+struct zinf_plan_need {
+	uint64_t param_elems;
+	/* device: what stays (parameter homes or persistent modules, the runtime's
+	 * buffers), and the most at once (that + the largest module out with its gradient
+	 * buffers), as zinf_engine_check_room counts */
+	uint64_t device_base, device_bytes;
+	uint64_t pinned_need;  /* the pool the run would use */
+	uint64_t pinned_bytes; /* the pool it gets (the limit, or the need up to it) */
+	/* host: what finalize checks against RAM (optimizer state, homes, accumulators),
+	 * and all the run holds there (+ the pool, the runtime, staging, the host
+	 * backend's device heap, with the optimizer on NVMe the new 16-bit copies) */
+	uint64_t host_checked, host_bytes;
+	uint64_t nvme_bytes; /* parameter homes, optimizer state with spares, gradients */
+	bool grads_on_nvme;  /* zinf.offload_gradients, auto resolved */
+	bool fits;
+	enum zinf_plan_tier refused_tier; /* the first tier that does not fit */
+	char why[256];			  /* one line, when !fits */
+};
+
+/* Fill out for the plan under cfg on mc. Returns 0. */
+int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
+		       const struct zinf_plan_machine *mc, struct zinf_plan_need *out);
+/* With the optimizer state on NVMe: the largest sub_group_size, up to cfg's, whose
+ * staging fits the pinned pool of mc beside a chunk and a module's gradients; 0 if
+ * none. */
+uint64_t zinf_plan_largest_sub_group(const struct zinf_plan *p, const struct zinf_config *cfg,
+				     const struct zinf_plan_machine *mc);
+/* This machine: the device the config opens (zinf.device; auto: a GPU when one is
+ * usable) and its budget (zinf.device_memory_limit, or auto: the GPU's free memory less
+ * its reserve, a quarter of RAM on the host backend), opened and closed again. 0, or a
+ * negative code with one line in err. */
+int zinf_plan_device_probe(const struct zinf_config *cfg, enum zinf_engine_device *kind,
+			   uint64_t *limit, char *err, size_t errlen);
+/* Free space on the config's NVMe paths for files split evenly over them: the path with
+ * the least, times their number. -ENOENT when the config names none; a path that cannot
+ * be examined: its error, with one line in err. */
+int zinf_plan_nvme_free(const struct zinf_config *cfg, uint64_t *free_bytes, char *err,
+			size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,490 @@
+/*
+ * Planning without an engine: what a run of the modules described would need on each
+ * tier, with the formulas zinf_engine_finalize and the model's check before step 1 use
+ * (engine_budget.c, store.c's check_budgets and layout, engine_nvme.c's staging, the
+ * NVMe optimizer's extents, engine_grad.c's choice of the gradients' tier). Nothing is
+ * allocated, opened or probed: no device, pinned pool or NVMe path is needed, so a run
+ * can be planned for a machine not yet bought. test_plan_matches_engine compares every
+ * figure here with a finalized engine's, so the two cannot drift apart unnoticed.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "device.h"
+#include "engine_internal.h"
+#include "store_internal.h" /* PARAM_ALIGN, IO_ALIGN */
+#include "tier_opts.h"
+#include "zinf/engine.h"
+#include "zinf/error.h"
+
+struct plan_param {
+	uint64_t elems;
+	enum zinf_dtype dtype;
+	bool decay;
+};
+
+struct plan_module {
+	uint64_t elems, packed, dev_bytes, grad_bytes;
+	int32_t partner; /* out with this module (a tied head's embedding), or -1 */
+};
+
+struct zinf_plan {
+	struct plan_param *params;
+	struct plan_module *modules;
+	uint32_t n_params, cap_params, n_modules, cap_modules;
+};
+
+static uint64_t round_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+int zinf_plan_create(struct zinf_plan **out)
+{
+	*out = calloc(1, sizeof(**out));
+	return *out ? 0 : -ENOMEM;
+}
+
+void zinf_plan_destroy(struct zinf_plan *p)
+{
+	if (!p)
+		return;
+	free(p->params);
+	free(p->modules);
+	free(p);
+}
+
+static int grow(void **v, uint32_t *cap, uint32_t n, size_t size)
+{
+	void *w;
+
+	if (n < *cap)
+		return 0;
+	w = realloc(*v, (size_t)(*cap ? 2 * *cap : 64) * size);
+	if (!w)
+		return -ENOMEM;
+	*v = w;
+	*cap = *cap ? 2 * *cap : 64;
+	return 0;
+}
+
+int zinf_plan_module_add(struct zinf_plan *p, uint32_t *module)
+{
+	if (grow((void **)&p->modules, &p->cap_modules, p->n_modules, sizeof(*p->modules)))
+		return -ENOMEM;
+	memset(&p->modules[p->n_modules], 0, sizeof(*p->modules));
+	p->modules[p->n_modules].partner = -1;
+	p->modules[p->n_modules].dev_bytes = IO_ALIGN; /* as store.c: a module takes a page */
+	*module = p->n_modules++;
+	return 0;
+}
+
+int zinf_plan_param_add(struct zinf_plan *p, uint32_t module, enum zinf_dtype dtype, int ndim,
+			const uint64_t *shape, unsigned flags)
+{
+	struct plan_module *m;
+	uint64_t elems = 1;
+
+	if (module >= p->n_modules || ndim < 1 || ndim > 4 ||
+	    (dtype != ZINF_DTYPE_F32 && dtype != ZINF_DTYPE_BF16 && dtype != ZINF_DTYPE_F16))
+		return -EINVAL;
+	if (grow((void **)&p->params, &p->cap_params, p->n_params, sizeof(*p->params)))
+		return -ENOMEM;
+	for (int d = 0; d < ndim; d++)
+		elems *= shape[d];
+	p->params[p->n_params].elems = elems;
+	p->params[p->n_params].dtype = dtype;
+	p->params[p->n_params].decay = ndim >= 2 && !(flags & ZINF_PARAM_NO_DECAY);
+	p->n_params++;
+	/* as store.c's layout_module: each parameter at a PARAM_ALIGN offset, the module
+	 * rounded to IO_ALIGN; gradients fp32, each GRAD_ALIGN aligned (zinf_param_add) */
+	m = &p->modules[module];
+	m->elems += elems;
+	m->packed = round_up(m->packed + elems * engine_dtype_bytes(dtype), PARAM_ALIGN);
+	m->dev_bytes = round_up(m->packed ? m->packed : 1, IO_ALIGN);
+	m->grad_bytes += round_up(elems * 4, GRAD_ALIGN);
+	return 0;
+}
+
+int zinf_plan_modules_together(struct zinf_plan *p, uint32_t a, uint32_t b)
+{
+	if (a >= p->n_modules || b >= p->n_modules || a == b)
+		return -EINVAL;
+	p->modules[a].partner = (int32_t)b;
+	p->modules[b].partner = (int32_t)a;
+	return 0;
+}
+
+/* ---- the optimizer state on NVMe (engine_nvme.c, optim_nvme_setup.c) --------------- */
+
+/* Elements per optimizer group: one per (decay, dtype), as engine_group_elems. */
+static void group_elems(const struct zinf_plan *p, uint64_t g[ENGINE_MAX_GROUPS])
+{
+	memset(g, 0, ENGINE_MAX_GROUPS * sizeof(*g));
+	for (uint32_t i = 0; i < p->n_params; i++)
+		g[3 * p->params[i].decay + (p->params[i].dtype - ZINF_DTYPE_F32)] +=
+			p->params[i].elems;
+}
+
+struct nvme_figures {
+	uint64_t staging, drive, largest_extent;
+};
+
+static void nvme_figures_of(const uint64_t g[ENGINE_MAX_GROUPS], uint64_t sub, unsigned max_slots,
+			    uint64_t align, struct nvme_figures *f)
+{
+	memset(f, 0, sizeof(*f));
+	for (int k = 0; k < ENGINE_MAX_GROUPS; k++) {
+		uint64_t full, n_sub, extent, slots;
+		if (!g[k])
+			continue;
+		full = sub < g[k] ? sub : g[k];
+		n_sub = (g[k] + sub - 1) / sub;
+		extent = 3 * round_up(full * 4, align);
+		slots = n_sub < max_slots ? n_sub : max_slots;
+		f->staging += slots * extent;
+		f->drive += (n_sub + slots) * extent; /* a spare extent per staging buffer */
+		if (extent > f->largest_extent)
+			f->largest_extent = extent;
+	}
+}
+
+/* The fp32 gradient accumulators: on NVMe or not (engine_grad.c's want_nvme), and their
+ * drive bytes there. */
+static bool grads_on_nvme(const struct zinf_config *cfg, const uint64_t g[ENGINE_MAX_GROUPS],
+			  uint64_t ram)
+{
+	uint64_t total = 0, largest = 0, sub = cfg->v.zero.sub_group_size;
+
+	if (cfg->v.zinf.offload_gradients != ZINF_GRADS_AUTO)
+		return cfg->v.zinf.offload_gradients == ZINF_GRADS_NVME;
+	for (int k = 0; k < ENGINE_MAX_GROUPS; k++) {
+		uint64_t first = sub < g[k] ? sub : g[k];
+		total += g[k];
+		if (first > largest)
+			largest = first;
+	}
+	return ram && total * 4 > ram / 4 && 7 * largest * 4 < total * 4;
+}
+
+static uint64_t grads_drive(const uint64_t g[ENGINE_MAX_GROUPS], uint64_t sub, uint64_t align)
+{
+	uint64_t total = 0;
+
+	for (int k = 0; k < ENGINE_MAX_GROUPS; k++) {
+		uint64_t full = sub < g[k] ? sub : g[k];
+		if (!g[k])
+			continue;
+		total += g[k] / full * round_up(full * 4, align);
+		if (g[k] % full)
+			total += round_up(g[k] % full * 4, align);
+	}
+	return total;
+}
+
+/* The device budget the device gives: the host backend's heap is whole pages
+ * (device_host.c). */
+static uint64_t device_limit(const struct zinf_plan_machine *mc)
+{
+	return mc->host_device ? round_up(mc->device_bytes, 4096) : mc->device_bytes;
+}
+
+/* ---- the estimate --------------------------------------------------------------------- */
+
+static unsigned max_slots(const struct zinf_config *cfg)
+{
+	return 1 + (unsigned)cfg->v.zero.offload_optimizer.pipeline_read +
+	       (unsigned)cfg->v.zero.offload_optimizer.pipeline_write;
+}
+
+/* The pinned pool finalize makes for the modules (engine_pinned_need) with the optimizer
+ * state's staging of sub-groups of sub elements. */
+static uint64_t pinned_need(const struct zinf_plan *p, const struct zinf_config *cfg,
+			    const struct zinf_plan_machine *mc, uint64_t staging)
+{
+	uint64_t chunks = 0, largest_grads = 0, need;
+
+	for (uint32_t m = 0; m < p->n_modules; m++) {
+		if (cfg->v.zero.offload_param.device == ZINF_OFFLOAD_NVME)
+			chunks += p->modules[m].dev_bytes;
+		if (p->modules[m].grad_bytes > largest_grads)
+			largest_grads = p->modules[m].grad_bytes;
+	}
+	if (chunks > device_limit(mc))
+		chunks = device_limit(mc);
+	need = chunks + 2 * largest_grads + cfg->v.zinf.chunk_size + staging;
+	return need + need / 8 + (4ull << 20);
+}
+
+/* The pool the engine makes: the limit, or with an "auto" limit the need up to it; in
+ * whole pages (pinned.c). */
+static uint64_t pool_of(const struct zinf_plan_machine *mc, uint64_t need)
+{
+	uint64_t size = mc->pinned_auto && need < mc->pinned_bytes ? need : mc->pinned_bytes;
+
+	return round_up(size, (uint64_t)sysconf(_SC_PAGESIZE));
+}
+
+static void refuse(struct zinf_plan_need *out, enum zinf_plan_tier tier, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void refuse(struct zinf_plan_need *out, enum zinf_plan_tier tier, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!out->fits)
+		return; /* the first reason stays */
+	out->fits = false;
+	out->refused_tier = tier;
+	va_start(ap, fmt);
+	vsnprintf(out->why, sizeof(out->why), fmt, ap);
+	va_end(ap);
+}
+
+static void device_figures(const struct zinf_plan *p, const struct zinf_config *cfg,
+			   const struct zinf_plan_machine *mc, struct zinf_plan_need *out)
+{
+	bool homes = cfg->v.zero.offload_param.device == ZINF_OFFLOAD_NONE;
+	uint64_t threshold = cfg->v.zero.stage3_param_persistence_threshold, persistent = 0;
+	uint64_t total = 0, largest = 0, peak = 0;
+	bool *kept = calloc(p->n_modules ? p->n_modules : 1, sizeof(*kept));
+	uint64_t limit = device_limit(mc);
+	char a[32], b[32];
+
+	for (uint32_t m = 0; m < p->n_modules; m++) {
+		const struct plan_module *mod = &p->modules[m];
+		total += mod->dev_bytes;
+		if (mod->dev_bytes > largest)
+			largest = mod->dev_bytes;
+		/* as mark_persistent: small modules, up to a quarter of the budget */
+		if (kept && mod->elems && mod->elems <= threshold &&
+		    persistent + mod->dev_bytes <= limit / 4) {
+			kept[m] = true;
+			persistent += mod->dev_bytes;
+		}
+	}
+	/* as zinf_engine_check_room for each module (a tied pair together): what stays
+	 * (homes or persistent modules, the runtime's buffers) + its parameters + its
+	 * gradient buffers */
+	out->device_base = mc->runtime_device_bytes + (homes ? total : persistent);
+	for (uint32_t m = 0; m < p->n_modules; m++) {
+		const struct plan_module *mod = &p->modules[m];
+		uint64_t need = mod->grad_bytes;
+		if (!homes && !(kept && kept[m]))
+			need += mod->dev_bytes;
+		if (mod->partner >= 0) {
+			const struct plan_module *o = &p->modules[mod->partner];
+			need += o->grad_bytes;
+			if (!homes && !(kept && kept[mod->partner]))
+				need += o->dev_bytes;
+		}
+		if (need > peak)
+			peak = need;
+	}
+	free(kept);
+	out->device_bytes = out->device_base + peak;
+	if (largest > limit)
+		refuse(out, ZINF_PLAN_DEVICE, "device: a module needs %s, more than all of %s",
+		       zinf_format_bytes(largest, a, sizeof(a)),
+		       zinf_format_bytes(limit, b, sizeof(b)));
+	if (out->device_bytes > limit)
+		refuse(out, ZINF_PLAN_DEVICE, "device: %s needed, %s there",
+		       zinf_format_bytes(out->device_bytes, a, sizeof(a)),
+		       zinf_format_bytes(limit, b, sizeof(b)));
+}
+
+int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
+		       const struct zinf_plan_machine *mc, struct zinf_plan_need *out)
+{
+	const struct zinf_config_values *v = &cfg->v;
+	bool nvme_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME;
+	uint64_t g[ENGINE_MAX_GROUPS], elems = 0, param_bytes = 0, largest_grads = 0, staging = 0;
+	uint64_t align = mc->nvme_align > 4096 ? mc->nvme_align : 4096, largest_module = 0;
+	uint64_t pool, need_left, grads_host = 0;
+	struct nvme_figures nf = {0};
+	char a[32], b[32];
+
+	memset(out, 0, sizeof(*out));
+	out->fits = true;
+	group_elems(p, g);
+	for (uint32_t i = 0; i < p->n_params; i++) {
+		elems += p->params[i].elems;
+		param_bytes += p->params[i].elems * engine_dtype_bytes(p->params[i].dtype);
+	}
+	for (uint32_t m = 0; m < p->n_modules; m++) {
+		if (p->modules[m].grad_bytes > largest_grads)
+			largest_grads = p->modules[m].grad_bytes;
+		if (p->modules[m].packed > largest_module)
+			largest_module = p->modules[m].packed;
+	}
+	out->param_elems = elems;
+	device_figures(p, cfg, mc, out);
+
+	/* pinned: the pool an "auto" limit makes (up to the limit), or the limit itself */
+	if (nvme_state) {
+		nvme_figures_of(g, v->zero.sub_group_size, max_slots(cfg), align, &nf);
+		staging = nf.staging;
+	}
+	out->pinned_need = pinned_need(p, cfg, mc, staging);
+	pool = pool_of(mc, out->pinned_need);
+	out->pinned_bytes = pool;
+	if (largest_grads > pool)
+		refuse(out, ZINF_PLAN_PINNED,
+		       "pinned: the gradients of one module need %s, more than a pool of %s",
+		       zinf_format_bytes(largest_grads, a, sizeof(a)),
+		       zinf_format_bytes(pool, b, sizeof(b)));
+	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME) {
+		uint64_t largest = 0;
+		for (uint32_t m = 0; m < p->n_modules; m++)
+			if (p->modules[m].dev_bytes > largest)
+				largest = p->modules[m].dev_bytes;
+		if ((v->zinf.chunk_size < largest ? v->zinf.chunk_size : largest) > pool)
+			refuse(out, ZINF_PLAN_PINNED, "pinned: one chunk is more than a pool of %s",
+			       zinf_format_bytes(pool, a, sizeof(a)));
+	}
+	/* engine_nvme.c's staging_fits: the staging, and a chunk or a module's gradients
+	 * beside it */
+	need_left = v->zinf.chunk_size > largest_grads ? v->zinf.chunk_size : largest_grads;
+	if (nvme_state && (staging > pool || pool - staging < need_left))
+		refuse(out, ZINF_PLAN_PINNED,
+		       "pinned: the optimizer's staging of sub_group_size %llu needs %s and %s "
+		       "beside it, more than a pool of %s",
+		       (unsigned long long)v->zero.sub_group_size,
+		       zinf_format_bytes(staging, a, sizeof(a)),
+		       zinf_format_bytes(need_left, b, sizeof(b)),
+		       zinf_format_bytes(pool, (char[32]){0}, 32));
+
+	/* host memory: what finalize checks (engine_check_host_memory), then all of it */
+	if (v->zero.offload_param.device == ZINF_OFFLOAD_CPU)
+		out->host_checked = param_bytes;
+	if (nvme_state) {
+		bool on_nvme = grads_on_nvme(cfg, g, mc->host_bytes);
+		if (!on_nvme)
+			grads_host = 4 * elems;
+		out->host_checked += grads_host;
+		out->grads_on_nvme = on_nvme;
+	} else {
+		out->host_checked += 16 * elems;
+	}
+	/* beside it: the pool, the model runtime's host memory, a module's staging; homes
+	 * there take whole pages */
+	out->host_bytes = out->host_checked + pool + mc->runtime_host_bytes + largest_module;
+	if (v->zero.offload_param.device == ZINF_OFFLOAD_CPU)
+		for (uint32_t m = 0; m < p->n_modules; m++)
+			out->host_bytes += p->modules[m].dev_bytes - p->modules[m].packed;
+	if (nvme_state) /* the new 16-bit copies of a step's updated parameters */
+		out->host_bytes += param_bytes;
+	if (nvme_state && out->grads_on_nvme) /* accumulators of the sub-groups held */
+		out->host_bytes +=
+			7 * 4 * (v->zero.sub_group_size < elems ? v->zero.sub_group_size : elems);
+	if (mc->host_device) /* the host backend's device heap is host memory */
+		out->host_bytes += out->device_bytes;
+	if (mc->host_bytes && out->host_checked > mc->host_bytes)
+		refuse(out, ZINF_PLAN_HOST, "host: %s checked at start, %s there",
+		       zinf_format_bytes(out->host_checked, a, sizeof(a)),
+		       zinf_format_bytes(mc->host_bytes, b, sizeof(b)));
+	if (mc->host_bytes && out->host_bytes > mc->host_bytes)
+		refuse(out, ZINF_PLAN_HOST, "host: %s needed, %s there",
+		       zinf_format_bytes(out->host_bytes, a, sizeof(a)),
+		       zinf_format_bytes(mc->host_bytes, b, sizeof(b)));
+
+	/* NVMe: parameter homes (whole chunks, IO-aligned already), the optimizer state with
+	 * its spares, the gradients there */
+	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME)
+		for (uint32_t m = 0; m < p->n_modules; m++)
+			out->nvme_bytes += round_up(p->modules[m].dev_bytes, align);
+	if (nvme_state) {
+		out->nvme_bytes += nf.drive;
+		if (out->grads_on_nvme)
+			out->nvme_bytes += grads_drive(g, v->zero.sub_group_size, align);
+	}
+	if (out->nvme_bytes && mc->nvme_free_known && out->nvme_bytes > mc->nvme_free_bytes)
+		refuse(out, ZINF_PLAN_NVME, "NVMe: %s needed, %s free",
+		       zinf_format_bytes(out->nvme_bytes, a, sizeof(a)),
+		       zinf_format_bytes(mc->nvme_free_bytes, b, sizeof(b)));
+	return 0;
+}
+
+uint64_t zinf_plan_largest_sub_group(const struct zinf_plan *p, const struct zinf_config *cfg,
+				     const struct zinf_plan_machine *mc)
+{
+	uint64_t g[ENGINE_MAX_GROUPS], lo = 0, hi = cfg->v.zero.sub_group_size, largest_grads = 0;
+	uint64_t align = mc->nvme_align > 4096 ? mc->nvme_align : 4096, left;
+
+	group_elems(p, g);
+	for (uint32_t m = 0; m < p->n_modules; m++)
+		if (p->modules[m].grad_bytes > largest_grads)
+			largest_grads = p->modules[m].grad_bytes;
+	left = cfg->v.zinf.chunk_size > largest_grads ? cfg->v.zinf.chunk_size : largest_grads;
+	/* the largest sub_group_size whose staging fits the pool with `left` beside it, as
+	 * zinf_plan_estimate judges it: a binary search keeping "fits" at its lower end (0:
+	 * none does) */
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo + 1) / 2, pool;
+		struct nvme_figures nf;
+
+		nvme_figures_of(g, mid, max_slots(cfg), align, &nf);
+		pool = pool_of(mc, pinned_need(p, cfg, mc, nf.staging));
+		if (nf.staging <= pool && pool - nf.staging >= left)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* ---- this machine ---------------------------------------------------------------------- */
+
+int zinf_plan_device_probe(const struct zinf_config *cfg, enum zinf_engine_device *kind,
+			   uint64_t *limit, char *err, size_t errlen)
+{
+	struct zinf_device_opts o;
+	struct zinf_device_stats st;
+	struct zinf_device *dev;
+	int rc;
+
+	zinf_config_device_opts(cfg, &o);
+	rc = zinf_device_create(&o, &dev, err, errlen);
+	if (rc)
+		return rc;
+	zinf_device_get_stats(dev, &st);
+	*limit = st.limit;
+	*kind = zinf_device_backend(dev) == ZINF_DEVICE_BACKEND_CUDA ? ZINF_ENGINE_DEVICE_CUDA
+								     : ZINF_ENGINE_DEVICE_HOST;
+	zinf_device_destroy(dev);
+	return 0;
+}
+
+int zinf_plan_nvme_free(const struct zinf_config *cfg, uint64_t *free_bytes, char *err,
+			size_t errlen)
+{
+	const char *paths[ZINF_IO_MAX_PATHS], *names[ZINF_IO_MAX_PATHS];
+	int n = zinf_config_nvme_paths(cfg, paths, names, ZINF_IO_MAX_PATHS);
+	uint64_t least = UINT64_MAX;
+
+	if (n <= 0) {
+		snprintf(err, errlen, "no NVMe path in the config");
+		return -ENOENT;
+	}
+	for (int i = 0; i < n; i++) {
+		struct statvfs sv;
+		uint64_t f;
+		if (statvfs(paths[i], &sv) != 0) {
+			int rc = -errno;
+			snprintf(err, errlen, "%s: %s: %s", names[i], paths[i], strerror(errno));
+			return rc;
+		}
+		f = (uint64_t)sv.f_bavail * sv.f_frsize;
+		if (f < least)
+			least = f;
+	}
+	/* the files are split evenly over the paths: the fullest one bounds them */
+	*free_bytes = least * (uint64_t)n;
+	return 0;
+}
