@@ -207,3 +207,139 @@ out_close:
 	fclose(f);
 	return rc;
 }
+
+/* ---- writing an edited copy (zinf plan --write-config) --------------------------------- */
+
+/* Set the dotted key to value in obj, making the objects on the way. */
+static int edit_set(cJSON *obj, const char *key, const char *value)
+{
+	char part[256];
+	const char *dot = strchr(key, '.');
+	cJSON *v, *child;
+
+	if (!dot) {
+		v = cJSON_Parse(value);
+		if (!v || !(cJSON_IsNumber(v) || cJSON_IsBool(v) || cJSON_IsNull(v) ||
+			    cJSON_IsString(v))) {
+			cJSON_Delete(v);
+			v = cJSON_CreateString(value);
+		}
+		if (!v)
+			return -ENOMEM;
+		if (cJSON_GetObjectItemCaseSensitive(obj, key))
+			cJSON_ReplaceItemInObjectCaseSensitive(obj, key, v);
+		else
+			cJSON_AddItemToObject(obj, key, v);
+		return 0;
+	}
+	if ((size_t)(dot - key) >= sizeof(part))
+		return -EINVAL;
+	memcpy(part, key, (size_t)(dot - key));
+	part[dot - key] = 0;
+	child = cJSON_GetObjectItemCaseSensitive(obj, part);
+	if (!child || !cJSON_IsObject(child)) {
+		child = cJSON_CreateObject();
+		if (!child)
+			return -ENOMEM;
+		if (cJSON_GetObjectItemCaseSensitive(obj, part))
+			cJSON_ReplaceItemInObjectCaseSensitive(obj, part, child);
+		else
+			cJSON_AddItemToObject(obj, part, child);
+	}
+	return edit_set(child, dot + 1, value);
+}
+
+static cJSON *edit_source(const char *src_path, char *err, size_t errlen)
+{
+	struct zinf_config *check;
+	char *text = NULL;
+	cJSON *root = NULL;
+	long size;
+	FILE *f;
+
+	if (!src_path)
+		return cJSON_CreateObject();
+	if (zinf_config_create(&check))
+		return NULL;
+	if (zinf_config_load_file(check, src_path)) { /* the loader's checks and messages */
+		snprintf(err, errlen, "%s", zinf_config_last_error(check));
+		zinf_config_destroy(check);
+		return NULL;
+	}
+	zinf_config_destroy(check);
+	f = fopen(src_path, "rb");
+	if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 &&
+	    fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)size + 1)) &&
+	    fread(text, 1, (size_t)size, f) == (size_t)size) {
+		text[size] = 0;
+		root = cJSON_Parse(text);
+	}
+	if (!root)
+		snprintf(err, errlen, "%s: cannot read it again", src_path);
+	free(text);
+	if (f)
+		fclose(f);
+	return root;
+}
+
+int zinf_config_write_edited(const char *src_path, const char *const *sets, int n_sets,
+			     const char *out_path, bool force, char *err, size_t errlen)
+{
+	char partial[4096], key[256];
+	cJSON *root;
+	char *json = NULL;
+	FILE *f = NULL;
+	int rc = 0;
+
+	if (snprintf(partial, sizeof(partial), "%s.partial", out_path) >= (int)sizeof(partial)) {
+		snprintf(err, errlen, "%s: path too long", out_path);
+		return -ENAMETOOLONG;
+	}
+	if (!force && access(out_path, F_OK) == 0) {
+		snprintf(err, errlen, "%s: exists (expected a new file; --force replaces it)",
+			 out_path);
+		return -EEXIST;
+	}
+	root = edit_source(src_path, err, errlen);
+	if (!root)
+		return -EINVAL;
+	for (int i = 0; i < n_sets && !rc; i++) {
+		const char *eq = strchr(sets[i], '=');
+		if (!eq || eq == sets[i] || (size_t)(eq - sets[i]) >= sizeof(key)) {
+			snprintf(err, errlen, "--set %s: expected KEY=VALUE", sets[i]);
+			rc = -EINVAL;
+			break;
+		}
+		memcpy(key, sets[i], (size_t)(eq - sets[i]));
+		key[eq - sets[i]] = 0;
+		rc = edit_set(root, key, eq + 1);
+		if (rc)
+			snprintf(err, errlen, "--set %s: cannot set it", sets[i]);
+	}
+	if (!rc && !(json = cJSON_Print(root))) {
+		snprintf(err, errlen, "%s: out of memory", out_path);
+		rc = -ENOMEM;
+	}
+	if (!rc && !(f = fopen(partial, "w"))) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: cannot create: %s", partial, strerror(errno));
+	}
+	if (!rc && (fputs(json, f) < 0 || fputc('\n', f) < 0 || fflush(f) || fsync(fileno(f)))) {
+		rc = -errno ? -errno : -EIO;
+		snprintf(err, errlen, "%s: cannot write: %s", partial, strerror(-rc));
+	}
+	if (f && fclose(f) && !rc) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: cannot write: %s", partial, strerror(errno));
+	}
+	if (!rc && rename(partial, out_path)) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: cannot rename to %s: %s", partial, out_path,
+			 strerror(errno));
+	}
+	if (rc && f)
+		unlink(partial);
+	free(json);
+	cJSON_Delete(root);
+	return rc;
+}

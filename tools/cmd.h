@@ -20,10 +20,12 @@ int cmd_check(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 extern const char cmd_check_usage[];
 extern const char cmd_version_usage[];
 extern const char cmd_bench_usage[];
 extern const char cmd_train_usage[];
+extern const char cmd_plan_usage[];
 
 /* `zinf bench KIND`: one function and usage text per benchmark. */
 int bench_io(int argc, char **argv);

@@ -1,6 +1,6 @@
 /*
- * zinf: one CLI with git-style subcommands (check, bench, version, help; train, plan
- * and ckpt join as they are built). Each subcommand parses its own flags with
+ * zinf: one CLI with git-style subcommands (train, plan, check, bench, version, help;
+ * ckpt joins when it is built). Each subcommand parses its own flags with
  * getopt_long and answers --help.
  */
 #include <stdio.h>
@@ -24,6 +24,8 @@ struct command {
 static const struct command commands[] = {
 	{"train", cmd_train, "train a Llama-family model through the offload engine",
 	 cmd_train_usage},
+	{"plan", cmd_plan, "say where a model's training state fits, and write its config",
+	 cmd_plan_usage},
 	{"check", cmd_check, "validate a DeepSpeed-style config and print it resolved",
 	 cmd_check_usage},
 	{"bench", cmd_bench, "benchmark the offload path (io, ...)", cmd_bench_usage},

@@ -75,6 +75,15 @@ struct zinf_config_resolve_info {
  * overrides: the values looked at are the run's). Returns 0 or ZINF_ECONFIG. */
 int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolve_info *info);
 
+/* Write the JSON of the config file src_path (NULL: an empty object) with each
+ * "KEY=VALUE" of sets applied (a dotted key names nested objects, made where missing;
+ * VALUE is JSON when it parses as a number, true, false, null or a quoted string, else
+ * a string) to out_path: written to out_path.partial and renamed, so a failure leaves
+ * nothing; an existing out_path is refused unless force. Returns 0 or a negative code
+ * with one line in err. The result is not validated: load it to check it. */
+int zinf_config_write_edited(const char *src_path, const char *const *sets, int n_sets,
+			     const char *out_path, bool force, char *err, size_t errlen);
+
 /* The last error on cfg as one line ("" if none). Valid until the next call on cfg. */
 const char *zinf_config_last_error(const struct zinf_config *cfg);
 

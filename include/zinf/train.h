@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "zinf/dtype.h"
+#include "zinf/engine.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -156,6 +157,68 @@ struct zinf_train_result {
  * save_every checkpoints before it as they come). result may be NULL. */
 int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result *result, char *err,
 		   size_t errlen);
+
+/* ---- zinf plan ---------------------------------------------------------------------------- */
+
+/* Where a model's training state fits: the inputs of zinf_train_plan. */
+struct zinf_plan_opts {
+	const char *model_dir;		/* a checkpoint directory (its config.json is read), or */
+	const char *init_config;	/* a config.json */
+	const char *config_path;	/* DeepSpeed-style config to start from (NULL: defaults) */
+	const char *const *config_sets; /* "KEY=VALUE" overrides applied after it */
+	int n_config_sets;
+	uint64_t micro_batch_size; /* 0: the config's (1 when it is "auto") */
+	uint64_t seq_len;	   /* T, required */
+	bool activation_checkpointing;
+	/* The machine (0: this one): the device budget (else the config's
+	 * zinf.device_memory_limit, else the device's own: a GPU's free memory less its
+	 * reserve), host RAM, NVMe free space (else measured on the NVMe path). */
+	uint64_t device_bytes, host_bytes, nvme_free_bytes;
+	const char *nvme_path; /* for the placements on NVMe (NULL: the config's) */
+};
+
+void zinf_plan_opts_init(struct zinf_plan_opts *o);
+
+#define ZINF_PLAN_ROWS 6
+
+/* One placement: the parameters' home (none = the device, cpu, nvme) and the optimizer
+ * state's (cpu, nvme), the config keys it sets, and the estimate. */
+struct zinf_plan_row {
+	const char *param, *optimizer;
+	int stage; /* zero_optimization.stage written (at least 1; 3 with offload_param) */
+	uint64_t sub_group_size; /* the config's, or with the optimizer on NVMe the largest
+				    that fits the pinned pool when the config's does not */
+	bool tried;		 /* false: not estimated (why says why) */
+	struct zinf_plan_need need;
+	char why[256]; /* one line when it does not fit or was not tried */
+};
+
+struct zinf_plan_result {
+	struct zinf_plan_row rows[ZINF_PLAN_ROWS]; /* fastest first */
+	int chosen;				   /* the first row that fits; -1: none */
+	uint64_t param_elems, B, T;
+	int layers, stage;
+	enum zinf_dtype dtype;
+	char dtype_name[8];
+	enum zinf_engine_device device_kind;
+	uint64_t device_bytes, host_bytes, pinned_bytes; /* pinned: the limit (a cap if auto) */
+	bool pinned_auto;
+	uint64_t nvme_free_bytes;
+	bool nvme_free_known, has_nvme;
+	char nvme_path[512]; /* set in the rows on NVMe ("" : the config's zinf.nvme_paths) */
+	uint64_t runtime_device_bytes, runtime_host_bytes; /* the model runtime's buffers */
+	bool bad_input;					   /* on failure: the input was at fault */
+};
+
+/* Estimate every placement (nothing is allocated but a probe of the device when its
+ * budget is not given). Returns 0 (r->chosen may be -1: nothing fits), or a negative code
+ * with one line in err. */
+int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, char *err,
+		    size_t errlen);
+/* Write o's config (config_path's JSON, or {}), with o's overrides and row's placement
+ * set, to out_path (refused if it exists, unless force; written whole or not at all). */
+int zinf_plan_write_config(const struct zinf_plan_opts *o, const struct zinf_plan_result *r,
+			   int row, const char *out_path, bool force, char *err, size_t errlen);
 
 /* The OpenBLAS kernel set ("core": "Haswell", "SkylakeX", ...) the CPU model's matrix
  * products run on. OpenBLAS picks it from the CPU model when it loads, or takes it from

@@ -295,6 +295,33 @@ static uint64_t runtime_layout(struct zinf_llama *m, float *base)
 	return off;
 }
 
+/* Rows of logits held at once: all N, or as many as head_chunk_bytes allow (>= 1). */
+int llama_head_rows(const struct zinf_llama_config *cfg, const struct zinf_llama_opts *opts, int N)
+{
+	uint64_t row_bytes = (uint64_t)cfg->vocab_size * sizeof(float);
+
+	if (opts->head_chunk_bytes && (uint64_t)N * row_bytes > opts->head_chunk_bytes)
+		return opts->head_chunk_bytes / row_bytes
+			       ? (int)(opts->head_chunk_bytes / row_bytes)
+			       : 1;
+	return N;
+}
+
+void zinf_llama_sizes(const struct zinf_llama_config *cfg, const struct zinf_llama_opts *opts,
+		      int B, int T, uint64_t *runtime_bytes, uint64_t *acts_bytes)
+{
+	struct zinf_llama m = {.cfg = *cfg, .B = B, .T = T, .N = B * T};
+	struct zinf_llama_opts defaults;
+
+	if (!opts) {
+		zinf_llama_opts_init(&defaults);
+		opts = &defaults;
+	}
+	m.head_rows = llama_head_rows(cfg, opts, m.N);
+	*runtime_bytes = runtime_layout(&m, NULL) * sizeof(float);
+	*acts_bytes = zinf_llama_acts_bytes(&m);
+}
+
 void zinf_llama_opts_init(struct zinf_llama_opts *opts)
 {
 	memset(opts, 0, sizeof(*opts));
@@ -337,14 +364,7 @@ int zinf_llama_create(const struct zinf_llama_config *cfg, const struct zinf_lla
 		zinf_llama_opts_init(&defaults);
 		opts = &defaults;
 	}
-	/* rows of logits held at once: all N, or as many as head_chunk_bytes allow (>= 1) */
-	uint64_t row_bytes = (uint64_t)cfg->vocab_size * sizeof(float);
-
-	m->head_rows = m->N;
-	if (opts->head_chunk_bytes && (uint64_t)m->N * row_bytes > opts->head_chunk_bytes)
-		m->head_rows =
-			opts->head_chunk_bytes / row_bytes ? opts->head_chunk_bytes / row_bytes : 1;
-
+	m->head_rows = llama_head_rows(cfg, opts, m->N);
 	float *inv_freq = malloc(cfg->head_dim / 2 * sizeof(float));
 	uint64_t bytes = runtime_layout(m, NULL) * sizeof(float);
 

@@ -180,6 +180,10 @@ const struct zinf_llama_config *zinf_llama_config_of(const struct zinf_llama *m)
 const char *zinf_llama_last_error(const struct zinf_llama *m);
 /* Bytes of fp32 saved activations one layer keeps (struct zinf_llama_acts). */
 uint64_t zinf_llama_acts_bytes(const struct zinf_llama *m);
+/* What zinf_llama_create for cfg and B x T with opts (NULL: defaults) allocates for its
+ * buffers, and zinf_llama_acts_create for one layer, in bytes; nothing is allocated. */
+void zinf_llama_sizes(const struct zinf_llama_config *cfg, const struct zinf_llama_opts *opts,
+		      int B, int T, uint64_t *runtime_bytes, uint64_t *acts_bytes);
 
 int zinf_llama_acts_create(const struct zinf_llama *m, struct zinf_llama_acts **out);
 void zinf_llama_acts_destroy(struct zinf_llama_acts *a);

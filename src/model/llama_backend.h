@@ -64,6 +64,10 @@ struct llama_rt_opts {
 
 void llama_rt_opts_init(struct llama_rt_opts *opts);
 
+struct llama_rt_sizes {
+	uint64_t runtime_bytes, acts_bytes, host_bytes;
+};
+
 struct llama_rt_ops {
 	const char *name; /* "cpu", "cuda" */
 	/* Create for cfg and micro-batches of B x T tokens. Returns 0 or a negative code
@@ -75,6 +79,12 @@ struct llama_rt_ops {
 	int (*acts_create)(struct llama_rt *rt, struct llama_rt_acts **out);
 	void (*acts_destroy)(struct llama_rt *rt, struct llama_rt_acts *a);
 	uint64_t (*acts_bytes)(const struct llama_rt *rt);
+	/* What create (runtime_bytes, in the runtime's memory, and host_bytes beside it)
+	 * and one acts_create (acts_bytes) would allocate for cfg, opts and B x T, without
+	 * creating anything: for planning. 0, or -ENOTSUP (one line in err) when this build
+	 * cannot run the runtime. */
+	int (*sizes)(const struct zinf_llama_config *cfg, const struct llama_rt_opts *opts, int B,
+		     int T, struct llama_rt_sizes *out);
 	/* A buffer of the runtime's kind (layer inputs, the gradient flowing back) */
 	int (*buf_alloc)(struct llama_rt *rt, uint64_t bytes, void **out);
 	void (*buf_free)(struct llama_rt *rt, void *ptr);

@@ -83,6 +83,18 @@ out_nomem:
 	return -ENOMEM;
 }
 
+static int cpu_sizes(const struct zinf_llama_config *cfg, const struct llama_rt_opts *opts, int B,
+		     int T, struct llama_rt_sizes *out)
+{
+	zinf_llama_sizes(cfg, &opts->llama, B, T, &out->runtime_bytes, &out->acts_bytes);
+	out->host_bytes = 0;
+	if (opts->weight_dtype == ZINF_DTYPE_F16) /* as cpu_create's f16_scratch */
+		out->host_bytes = (zinf_llama_largest_module_elems(cfg) +
+				   (uint64_t)cfg->vocab_size * (uint64_t)cfg->hidden_size) *
+				  sizeof(float);
+	return 0;
+}
+
 static int cpu_acts_create(struct llama_rt *rt, struct llama_rt_acts **out)
 {
 	return zinf_llama_acts_create(to_cpu(rt)->m, (struct zinf_llama_acts **)out);
@@ -230,6 +242,7 @@ const struct llama_rt_ops llama_rt_cpu_ops = {
 	.acts_create = cpu_acts_create,
 	.acts_destroy = cpu_acts_destroy,
 	.acts_bytes = cpu_acts_bytes,
+	.sizes = cpu_sizes,
 	.buf_alloc = cpu_buf_alloc,
 	.buf_free = cpu_buf_free,
 	.upload = cpu_upload,

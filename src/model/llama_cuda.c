@@ -31,6 +31,7 @@
 
 #include "llama_cuda.h"
 #include "llama_cuda_internal.h"
+#include "llama_internal.h" /* llama_head_rows */
 #include "llama_ops.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
@@ -223,6 +224,38 @@ static uint64_t acts_layout(const struct cuda_rt *m, struct cuda_acts *a, void *
 	return off;
 }
 
+/* The shape of m's buffers for cfg, opts and B x T (what the layouts read). */
+static void cuda_shape(struct cuda_rt *m, const struct zinf_llama_config *cfg,
+		       const struct llama_rt_opts *opts, int B, int T)
+{
+	m->cfg = *cfg;
+	m->B = B;
+	m->T = T;
+	m->N = B * T;
+	m->wscratch_elems =
+		opts->weight_dtype == ZINF_DTYPE_F32 ? 0 : zinf_llama_largest_module_elems(cfg);
+	m->head_rows = llama_head_rows(cfg, &opts->llama, m->N);
+	m->attn_rows = attn_rows_of(
+		B, T, opts->attn_scores_bytes ? opts->attn_scores_bytes : LLAMA_ATTN_SCORES_BYTES);
+}
+
+/* What create and acts_create allocate, without a GPU: the layouts measured. */
+static int cuda_sizes(const struct zinf_llama_config *cfg, const struct llama_rt_opts *opts, int B,
+		      int T, struct llama_rt_sizes *out)
+{
+	struct cuda_rt m;
+	struct cuda_acts a;
+
+	memset(&m, 0, sizeof(m));
+	cuda_shape(&m, cfg, opts, B, T);
+	out->runtime_bytes = runtime_layout(&m, NULL);
+	out->acts_bytes = acts_layout(&m, &a, NULL);
+	/* h_rowloss, h_emb, h_key and the RoPE tables while they are made */
+	out->host_bytes = (uint64_t)m.N * (8 + 8) + (3 * (uint64_t)m.N + 1) * 4 +
+			  2 * (uint64_t)T * (cfg->head_dim / 2) * sizeof(float);
+	return 0;
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
 static void cuda_destroy(struct llama_rt *rt)
@@ -303,7 +336,6 @@ static int cuda_create(const struct zinf_llama_config *cfg, const struct llama_r
 		       int T, struct llama_rt **out, char *err, size_t errlen)
 {
 	struct cuda_rt *m;
-	uint64_t row_bytes;
 	int rc;
 
 	*out = NULL;
@@ -322,23 +354,9 @@ static int cuda_create(const struct zinf_llama_config *cfg, const struct llama_r
 		return -ENOMEM;
 	}
 	m->base.ops = &llama_rt_cuda_ops;
-	m->cfg = *cfg;
 	m->mem = opts->mem;
 	m->tf32 = opts->tf32;
-	m->B = B;
-	m->T = T;
-	m->N = B * T;
-	row_bytes = (uint64_t)cfg->vocab_size * sizeof(float);
-	m->wscratch_elems =
-		opts->weight_dtype == ZINF_DTYPE_F32 ? 0 : zinf_llama_largest_module_elems(cfg);
-	m->head_rows = m->N;
-	if (opts->llama.head_chunk_bytes &&
-	    (uint64_t)m->N * row_bytes > opts->llama.head_chunk_bytes)
-		m->head_rows = opts->llama.head_chunk_bytes / row_bytes
-				       ? (int)(opts->llama.head_chunk_bytes / row_bytes)
-				       : 1;
-	m->attn_rows = attn_rows_of(
-		B, T, opts->attn_scores_bytes ? opts->attn_scores_bytes : LLAMA_ATTN_SCORES_BYTES);
+	cuda_shape(m, cfg, opts, B, T);
 	snprintf(m->op, sizeof(m->op), "create");
 	rc = cuda_setup(m, opts->cuda_device);
 	if (rc) {
@@ -510,6 +528,7 @@ const struct llama_rt_ops llama_rt_cuda_ops = {
 	.acts_create = cuda_acts_create,
 	.acts_destroy = cuda_acts_destroy,
 	.acts_bytes = cuda_acts_bytes,
+	.sizes = cuda_sizes,
 	.buf_alloc = cuda_buf_alloc,
 	.buf_free = cuda_buf_free,
 	.upload = cuda_upload,

@@ -18,6 +18,12 @@ static int none_create(const struct zinf_llama_config *cfg, const struct llama_r
 	return -ENOTSUP;
 }
 
+static int none_sizes(const struct zinf_llama_config *cfg, const struct llama_rt_opts *opts, int B,
+		      int T, struct llama_rt_sizes *out)
+{
+	return -ENOTSUP;
+}
+
 static void none_destroy(struct llama_rt *rt)
 {
 }
@@ -26,4 +32,5 @@ const struct llama_rt_ops llama_rt_cuda_ops = {
 	.name = "cuda",
 	.create = none_create,
 	.destroy = none_destroy,
+	.sizes = none_sizes,
 };

@@ -78,6 +78,19 @@ extern uint64_t train_load_piece_elems;
 /* Ranges handed to the engine so far (tests count them). */
 extern uint64_t train_load_ranges;
 /* Register modules and parameters (dtype tm->param_dtype) with e and finalize. */
+/* Where train_model_describe sends the modules and parameters: an engine's registration,
+ * or a plan's (train_plan.c). */
+struct train_sink {
+	int (*module_add)(void *user, const char *name, uint32_t *module);
+	int (*param_add)(void *user, uint32_t module, const char *name, enum zinf_dtype dtype,
+			 int ndim, const uint64_t *shape, uint32_t *param);
+	const char *(*last_error)(void *user);
+	void *user;
+};
+/* One module per unit of fetch (embedding, each layer, norm + head), one parameter per
+ * tensor (a tied head has none of its own), in the model's order, into sink. */
+int train_model_describe(struct train_model *tm, const struct train_sink *sink, char *err,
+			 size_t errlen);
 int train_model_register(struct train_model *tm, struct zinf_engine *e, char *err, size_t errlen);
 /* Load the parameters: from the checkpoint in o->model_dir, module by module (zinf_module_load), or a seeded
  * random init (normal(0, initializer_range) matrices and embeddings, ones for norms,
@@ -333,6 +346,13 @@ int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_
 /* Host memory of cpu_ckpt's checkpoints: L - 1 layer inputs of B x T x hidden fp32 (the
  * last layer's input never leaves the runtime's memory). */
 uint64_t train_pass_cpu_ckpt_bytes(const struct train_model *tm, uint64_t B, uint64_t T);
+/* What train_pass_create would take for a pass of B x T on the runtime of kind: in the
+ * runtime's memory (on a GPU, the engine's device budget; on the cpu, host memory) and
+ * in host memory beside it. Nothing is created. 0 or -ENOTSUP (a runtime this build
+ * lacks). */
+int train_pass_sizes(const struct train_model *tm, enum zinf_engine_device kind, int B, int T,
+		     const struct train_pass_opts *po, uint64_t *runtime_bytes,
+		     uint64_t *host_bytes);
 void train_pass_destroy(struct train_pass *p);
 /* Forward (and with backward true, backward into the engine's gradient buffers with
  * dloss = the engine's loss scale) of one micro-batch; *loss is its mean loss. */

@@ -76,6 +76,12 @@ static void llama_config_from_hf(const struct zinf_hf_config *hf, struct zinf_ll
 	}
 }
 
+static int sink_fail(const struct train_sink *sink, int rc, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "%s", sink->last_error(sink->user));
+	return rc;
+}
+
 int train_model_config(struct train_model *tm, const struct zinf_train_opts *o, char *err,
 		       size_t errlen)
 {
@@ -115,7 +121,8 @@ int train_model_config(struct train_model *tm, const struct zinf_train_opts *o, 
 	return 0;
 }
 
-int train_model_register(struct train_model *tm, struct zinf_engine *e, char *err, size_t errlen)
+int train_model_describe(struct train_model *tm, const struct train_sink *sink, char *err,
+			 size_t errlen)
 {
 	int rc;
 
@@ -135,9 +142,9 @@ int train_model_register(struct train_model *tm, struct zinf_engine *e, char *er
 			snprintf(name, sizeof(name), "model.layers.%d", mod - 1);
 		else
 			snprintf(name, sizeof(name), "model.norm+lm_head");
-		rc = zinf_module_add(e, name, &tm->module[mod]);
+		rc = sink->module_add(sink->user, name, &tm->module[mod]);
 		if (rc)
-			goto out_engine;
+			return sink_fail(sink, rc, err, errlen);
 		for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS; s++) {
 			struct zinf_llama_param_info info;
 			uint64_t shape[2];
@@ -155,19 +162,40 @@ int train_model_register(struct train_model *tm, struct zinf_engine *e, char *er
 				continue;
 			shape[0] = info.rows;
 			shape[1] = info.cols;
-			rc = zinf_param_add(e, tm->module[mod], info.name, tm->param_dtype,
-					    info.cols ? 2 : 1, shape, 0, &tm->param[mod][s]);
+			rc = sink->param_add(sink->user, tm->module[mod], info.name,
+					     tm->param_dtype, info.cols ? 2 : 1, shape,
+					     &tm->param[mod][s]);
 			if (rc)
-				goto out_engine;
+				return sink_fail(sink, rc, err, errlen);
 			tm->param_elems += info.elems;
 		}
 	}
-	rc = zinf_engine_finalize(e);
-	if (rc)
-		goto out_engine;
 	return 0;
-out_engine:
-	snprintf(err, errlen, "%s", zinf_last_error(e));
+}
+
+static int engine_module_add(void *user, const char *name, uint32_t *module)
+{
+	return zinf_module_add(user, name, module);
+}
+
+static int engine_param_add(void *user, uint32_t module, const char *name, enum zinf_dtype dtype,
+			    int ndim, const uint64_t *shape, uint32_t *param)
+{
+	return zinf_param_add(user, module, name, dtype, ndim, shape, 0, param);
+}
+
+static const char *engine_error(void *user)
+{
+	return zinf_last_error(user);
+}
+
+int train_model_register(struct train_model *tm, struct zinf_engine *e, char *err, size_t errlen)
+{
+	const struct train_sink sink = {engine_module_add, engine_param_add, engine_error, e};
+	int rc = train_model_describe(tm, &sink, err, errlen);
+
+	if (!rc && (rc = zinf_engine_finalize(e)) != 0)
+		snprintf(err, errlen, "%s", zinf_last_error(e));
 	return rc;
 }
 

@@ -18,6 +18,8 @@
 #include "train_internal.h"
 #include "zinf/error.h"
 
+#define ROUND_UP(x, a) (((x) + (a)-1) / (a) * (a))
+
 /* Device memory of the CUDA runtime: the engine's budget. */
 static int engine_mem_alloc(void *ctx, uint64_t bytes, void **out)
 {
@@ -39,6 +41,53 @@ uint64_t train_pass_cpu_ckpt_bytes(const struct train_model *tm, uint64_t B, uin
 	return tm->L > 1 ? (uint64_t)(tm->L - 1) * B * T * tm->lc.hidden_size * sizeof(float) : 0;
 }
 
+/* Saved activations kept: every layer's, or with checkpointing the one being recomputed. */
+static int acts_count(const struct train_model *tm, bool ckpt)
+{
+	return ckpt ? 1 : tm->L;
+}
+
+/* Layer inputs in runtime memory: every layer's and the head's, or with cpu_ckpt two
+ * (the rest in host memory). */
+static uint64_t xs_count(const struct train_model *tm, bool cpu_ckpt)
+{
+	return cpu_ckpt ? 2 : (uint64_t)tm->L + 1;
+}
+
+static void rt_opts_for(const struct train_model *tm, const struct train_pass_opts *po,
+			struct llama_rt_opts *opts)
+{
+	llama_rt_opts_init(opts);
+	opts->weight_dtype = tm->param_dtype;
+	opts->tf32 = po->tf32;
+}
+
+int train_pass_sizes(const struct train_model *tm, enum zinf_engine_device kind, int B, int T,
+		     const struct train_pass_opts *po, uint64_t *runtime_bytes,
+		     uint64_t *host_bytes)
+{
+	const struct llama_rt_ops *ops = llama_rt_ops_for(kind);
+	/* on a GPU each is one allocation from the engine's budget, in 256-byte units */
+	uint64_t unit = kind == ZINF_ENGINE_DEVICE_CUDA ? 256 : 1;
+	uint64_t nc = (uint64_t)B * T * tm->lc.hidden_size * sizeof(float);
+	bool cpu_ckpt = po->ckpt && po->cpu_ckpt;
+	struct llama_rt_opts opts;
+	struct llama_rt_sizes z;
+	int rc;
+
+	rt_opts_for(tm, po, &opts);
+	rc = ops->sizes(&tm->lc, &opts, B, T, &z);
+	if (rc)
+		return rc;
+	*runtime_bytes = ROUND_UP(z.runtime_bytes, unit) +
+			 (uint64_t)acts_count(tm, po->ckpt) * ROUND_UP(z.acts_bytes, unit) +
+			 ROUND_UP(xs_count(tm, cpu_ckpt) * nc, unit) + ROUND_UP(nc, unit);
+	*host_bytes = z.host_bytes;
+	if (cpu_ckpt && tm->L > 1)
+		*host_bytes += train_pass_cpu_ckpt_bytes(tm, B, T);
+	return 0;
+}
+
 int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_engine *e, int B,
 		      int T, const struct train_pass_opts *po, char *err, size_t errlen)
 {
@@ -56,19 +105,17 @@ int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_
 	p->ckpt = po->ckpt;
 	p->cpu_ckpt = po->ckpt && po->cpu_ckpt;
 	p->ops = llama_rt_ops_for(zinf_engine_device_kind(e));
-	llama_rt_opts_init(&opts);
-	opts.weight_dtype = tm->param_dtype;
+	rt_opts_for(tm, po, &opts);
 	opts.mem.alloc = engine_mem_alloc;
 	opts.mem.free = engine_mem_free;
 	opts.mem.last_error = engine_mem_error;
 	opts.mem.ctx = e;
 	opts.cuda_device = zinf_engine_device_ordinal(e);
-	opts.tf32 = po->tf32;
 	rc = p->ops->create(&tm->lc, &opts, B, T, &p->m, err, errlen);
 	if (rc)
 		return rc;
 	nc_bytes = (uint64_t)p->N * p->C * sizeof(float);
-	p->n_acts = p->ckpt ? 1 : tm->L;
+	p->n_acts = acts_count(tm, p->ckpt);
 	p->acts = calloc((size_t)p->n_acts, sizeof(*p->acts));
 	if (!p->acts) {
 		rc = -ENOMEM;
@@ -88,8 +135,7 @@ int train_pass_create(struct train_pass *p, struct train_model *tm, struct zinf_
 			goto out_fail;
 		}
 	}
-	rc = p->ops->buf_alloc(p->m, (uint64_t)(p->cpu_ckpt ? 2 : tm->L + 1) * nc_bytes,
-			       (void **)&p->xs);
+	rc = p->ops->buf_alloc(p->m, xs_count(tm, p->cpu_ckpt) * nc_bytes, (void **)&p->xs);
 	if (!rc)
 		rc = p->ops->buf_alloc(p->m, nc_bytes, (void **)&p->d);
 	for (int i = 0; !rc && i < p->n_acts; i++)

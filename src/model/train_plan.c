@@ -1,0 +1,400 @@
+/*
+ * zinf plan: where a model's training state fits. For each placement of the parameters
+ * and the optimizer state, the model is described to zinf_plan_estimate exactly as
+ * zinf train registers it (train_model_describe) with the model runtime's buffers for
+ * B x T (train_pass_sizes), under the config with that placement set, on this machine or
+ * on the sizes given. The first placement that fits, in the order of the table (least
+ * traffic a step first), is chosen, and can be written out as a config.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_internal.h"
+#include "zinf/error.h"
+#include "zinf/log.h"
+#include "zinf/train.h"
+
+/* The placements, fastest first: the NVMe traffic a step adds grows down the table
+ * (parameters on NVMe: their 16-bit copies read in each pass and written once; the
+ * optimizer state there: 12-16 bytes a parameter read and written). */
+static const struct {
+	const char *param, *optimizer;
+} placements[ZINF_PLAN_ROWS] = {
+	{"none", "cpu"},  {"cpu", "cpu"},  {"nvme", "cpu"},
+	{"none", "nvme"}, {"cpu", "nvme"}, {"nvme", "nvme"},
+};
+
+void zinf_plan_opts_init(struct zinf_plan_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+}
+
+static int plan_module_add(void *user, const char *name, uint32_t *module)
+{
+	(void)name;
+	return zinf_plan_module_add(user, module);
+}
+
+static int plan_param_add(void *user, uint32_t module, const char *name, enum zinf_dtype dtype,
+			  int ndim, const uint64_t *shape, uint32_t *param)
+{
+	(void)name;
+	*param = 0;
+	return zinf_plan_param_add(user, module, dtype, ndim, shape, 0);
+}
+
+static const char *plan_error(void *user)
+{
+	(void)user;
+	return "plan: out of memory";
+}
+
+/* The config of o with the extra "KEY=VALUE" sets, resolved for this plan's host. */
+static int load_config(const struct zinf_plan_opts *o, const char *const *extra, int n_extra,
+		       uint64_t hidden, uint64_t host_bytes, struct zinf_config **out, char *err,
+		       size_t errlen)
+{
+	struct zinf_config_resolve_info info = {
+		.world_size = 1, .hidden_size = hidden, .host_total_bytes = host_bytes};
+	struct zinf_config *cfg;
+	int rc;
+
+	*out = NULL;
+	rc = zinf_config_create(&cfg);
+	if (rc)
+		return rc;
+	rc = o->config_path ? zinf_config_load_file(cfg, o->config_path) : 0;
+	for (int i = 0; !rc && i < o->n_config_sets + n_extra; i++) {
+		const char *kv =
+			i < o->n_config_sets ? o->config_sets[i] : extra[i - o->n_config_sets];
+		char key[256];
+		const char *eq = strchr(kv, '=');
+
+		if (!eq || eq == kv || (size_t)(eq - kv) >= sizeof(key)) {
+			snprintf(err, errlen, "--set %s: expected KEY=VALUE", kv);
+			zinf_config_destroy(cfg);
+			return -EINVAL;
+		}
+		memcpy(key, kv, (size_t)(eq - kv));
+		key[eq - kv] = 0;
+		rc = zinf_config_set(cfg, key, eq + 1);
+	}
+	if (!rc)
+		rc = zinf_config_resolve(cfg, &info);
+	if (rc) {
+		snprintf(err, errlen, "%s", zinf_config_last_error(cfg));
+		zinf_config_destroy(cfg);
+		return rc;
+	}
+	*out = cfg;
+	return 0;
+}
+
+/* The sets that make row's placement on top of the user's config. */
+static int row_sets(const struct zinf_plan_result *r, int row, char sets[][600], const char **ptrs)
+{
+	const struct zinf_plan_row *w = &r->rows[row];
+	int n = 0;
+
+	snprintf(sets[n++], 600, "zero_optimization.stage=%d", w->stage);
+	snprintf(sets[n++], 600, "zero_optimization.offload_param.device=%s", w->param);
+	snprintf(sets[n++], 600, "zero_optimization.offload_optimizer.device=%s", w->optimizer);
+	if (r->nvme_path[0] && strcmp(w->param, "nvme") == 0)
+		snprintf(sets[n++], 600, "zero_optimization.offload_param.nvme_path=%s",
+			 r->nvme_path);
+	if (r->nvme_path[0] && strcmp(w->optimizer, "nvme") == 0)
+		snprintf(sets[n++], 600, "zero_optimization.offload_optimizer.nvme_path=%s",
+			 r->nvme_path);
+	if (w->sub_group_size)
+		snprintf(sets[n++], 600, "zero_optimization.sub_group_size=%llu",
+			 (unsigned long long)w->sub_group_size);
+	for (int i = 0; i < n; i++)
+		ptrs[i] = sets[i];
+	return n;
+}
+
+/* The estimate of row under its config, on the machine mc. */
+static int estimate_row(const struct zinf_plan_opts *o, struct zinf_plan_result *r, int row,
+			const struct zinf_plan *p, struct zinf_plan_machine *mc, uint64_t hidden,
+			char *err, size_t errlen)
+{
+	struct zinf_plan_row *w = &r->rows[row];
+	char sets[8][600], dev[64];
+	const char *ptrs[9];
+	struct zinf_config *cfg;
+	int n = row_sets(r, row, sets, ptrs), rc;
+
+	snprintf(dev, sizeof(dev), "zinf.device_memory_limit=%llu",
+		 (unsigned long long)r->device_bytes);
+	ptrs[n++] = dev;
+	rc = load_config(o, ptrs, n, hidden, r->host_bytes, &cfg, err, errlen);
+	if (rc)
+		return rc;
+	if (!r->nvme_free_known && o->nvme_free_bytes == 0 &&
+	    (strcmp(w->param, "nvme") == 0 || strcmp(w->optimizer, "nvme") == 0)) {
+		char why[256];
+		if (zinf_plan_nvme_free(cfg, &mc->nvme_free_bytes, why, sizeof(why)) == 0) {
+			mc->nvme_free_known = true;
+			r->nvme_free_known = true;
+			r->nvme_free_bytes = mc->nvme_free_bytes;
+		}
+	}
+	zinf_plan_estimate(p, cfg, mc, &w->need);
+	if (!w->sub_group_size)
+		zinf_config_get_u64(cfg, "zero_optimization.sub_group_size", &w->sub_group_size);
+	zinf_config_destroy(cfg);
+	return 0;
+}
+
+static const char *dtype_name(enum zinf_dtype t)
+{
+	return t == ZINF_DTYPE_BF16 ? "bf16" : t == ZINF_DTYPE_F16 ? "fp16" : "fp32";
+}
+
+/* The model, the config's batch and precision, and the machine. */
+static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct zinf_plan_result *r,
+		 struct zinf_plan_machine *mc, struct zinf_config **base, char *err, size_t errlen)
+{
+	struct zinf_train_opts to;
+	uint64_t B = 0, stage = 0;
+	bool bf16 = false, fp16 = false, cpu_ckpt = false, given = false;
+	const char *path = NULL;
+	enum zinf_config_source src;
+	char mb[64];
+	const char *extra[1];
+	int rc;
+
+	zinf_train_opts_init(&to);
+	to.model_dir = o->model_dir;
+	to.init_config = o->init_config;
+	if (!o->model_dir == !o->init_config) {
+		snprintf(err, errlen,
+			 "plan: give exactly one of --model DIR and --init CONFIG.json");
+		return -EINVAL;
+	}
+	rc = train_model_config(tm, &to, err, errlen);
+	if (rc)
+		return rc;
+	if (!o->seq_len || o->seq_len > tm->hf.max_position_embeddings) {
+		snprintf(err, errlen,
+			 "--seq-len %llu: expected 1 to the model's max_position_embeddings %llu",
+			 (unsigned long long)o->seq_len,
+			 (unsigned long long)tm->hf.max_position_embeddings);
+		return -EINVAL;
+	}
+	r->host_bytes = o->host_bytes ? o->host_bytes : zinf_host_memory_bytes();
+	snprintf(mb, sizeof(mb), "train_micro_batch_size_per_gpu=%llu",
+		 (unsigned long long)o->micro_batch_size);
+	extra[0] = mb;
+	rc = load_config(o, extra, o->micro_batch_size ? 1 : 0, tm->hf.hidden_size, r->host_bytes,
+			 base, err, errlen);
+	if (rc)
+		return rc;
+	if (zinf_config_get_u64(*base, "train_micro_batch_size_per_gpu", &B) || !B)
+		B = 1; /* "auto" with no --micro-batch-size: the Trainer's default would decide */
+	zinf_config_get_bool(*base, "bf16.enabled", &bf16);
+	zinf_config_get_bool(*base, "fp16.enabled", &fp16);
+	zinf_config_get_bool(*base, "activation_checkpointing.cpu_checkpointing", &cpu_ckpt);
+	zinf_config_get_u64(*base, "zero_optimization.stage", &stage);
+	if (B * o->seq_len > (1u << 30)) {
+		snprintf(err, errlen, "micro-batch %llu x --seq-len %llu is too large",
+			 (unsigned long long)B, (unsigned long long)o->seq_len);
+		return -EINVAL;
+	}
+	tm->param_dtype = bf16 ? ZINF_DTYPE_BF16 : fp16 ? ZINF_DTYPE_F16 : ZINF_DTYPE_F32;
+	r->B = B;
+	r->T = o->seq_len;
+	r->layers = tm->L;
+	r->dtype = tm->param_dtype;
+	r->stage = (int)stage;
+	snprintf(r->dtype_name, sizeof(r->dtype_name), "%s", dtype_name(tm->param_dtype));
+
+	/* the device: its kind from zinf.device (auto: a GPU if usable), its budget given
+	 * or this machine's */
+	{
+		const char *kind = NULL;
+		zinf_config_get_string(*base, "zinf.device", &kind);
+		given = zinf_config_get_source(*base, "zinf.device_memory_limit", &src) == 0 &&
+			src != ZINF_SRC_DEFAULT && src != ZINF_SRC_AUTO;
+		if (o->device_bytes)
+			r->device_bytes = o->device_bytes;
+		else if (given)
+			zinf_config_get_u64(*base, "zinf.device_memory_limit", &r->device_bytes);
+		if (kind && strcmp(kind, "auto") != 0 && r->device_bytes) {
+			r->device_kind = strcmp(kind, "cuda") == 0 ? ZINF_ENGINE_DEVICE_CUDA
+								   : ZINF_ENGINE_DEVICE_HOST;
+		} else {
+			uint64_t limit = 0;
+			rc = zinf_plan_device_probe(*base, &r->device_kind, &limit, err, errlen);
+			if (rc)
+				return rc;
+			if (!r->device_bytes)
+				r->device_bytes = limit;
+		}
+	}
+	rc = train_pass_sizes(tm, r->device_kind, (int)B, (int)o->seq_len,
+			      &(struct train_pass_opts){.ckpt = o->activation_checkpointing,
+							.cpu_ckpt = cpu_ckpt},
+			      &mc->runtime_device_bytes, &mc->runtime_host_bytes);
+	if (rc) {
+		snprintf(err, errlen,
+			 "plan: this zinf was built without CUDA: the GPU runtime's buffers "
+			 "cannot be sized (plan with zinf.device \"host\")");
+		return rc;
+	}
+	if (r->device_kind != ZINF_ENGINE_DEVICE_CUDA) { /* the cpu runtime: host memory */
+		mc->runtime_host_bytes += mc->runtime_device_bytes;
+		mc->runtime_device_bytes = 0;
+	}
+	r->runtime_device_bytes = mc->runtime_device_bytes;
+	r->runtime_host_bytes = mc->runtime_host_bytes;
+	mc->device_bytes = r->device_bytes;
+	mc->host_bytes = r->host_bytes;
+	mc->host_device = r->device_kind != ZINF_ENGINE_DEVICE_CUDA;
+	zinf_config_get_u64(*base, "zinf.pinned_memory_limit", &mc->pinned_bytes);
+	mc->pinned_auto = zinf_config_get_source(*base, "zinf.pinned_memory_limit", &src) == 0 &&
+			  (src == ZINF_SRC_RESOLVED || src == ZINF_SRC_AUTO);
+	r->pinned_bytes = mc->pinned_bytes;
+	r->pinned_auto = mc->pinned_auto;
+	/* the NVMe path the rows on NVMe use: given, or the config's (zinf.nvme_paths
+	 * serves both tiers; a single path is set for both) */
+	if (!o->nvme_path && zinf_config_get_list(*base, "zinf.nvme_paths", 0, &path) == 0 &&
+	    path && *path) {
+		r->has_nvme = true;
+	} else {
+		path = o->nvme_path;
+		if (!path &&
+		    (zinf_config_get_string(*base, "zero_optimization.offload_optimizer.nvme_path",
+					    &path) ||
+		     !path || !*path))
+			zinf_config_get_string(*base, "zero_optimization.offload_param.nvme_path",
+					       &path);
+		r->has_nvme = path && *path;
+		snprintf(r->nvme_path, sizeof(r->nvme_path), "%s", r->has_nvme ? path : "");
+	}
+	if (o->nvme_free_bytes) {
+		mc->nvme_free_bytes = o->nvme_free_bytes;
+		mc->nvme_free_known = true;
+		r->nvme_free_bytes = o->nvme_free_bytes;
+		r->nvme_free_known = true;
+	}
+	return 0;
+}
+
+int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, char *err,
+		    size_t errlen)
+{
+	struct train_model tm;
+	struct zinf_plan_machine mc = {0};
+	struct zinf_config *base = NULL;
+	struct zinf_plan *p = NULL;
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	memset(&tm, 0, sizeof(tm));
+	r->chosen = -1;
+	rc = setup(o, &tm, r, &mc, &base, err, errlen);
+	if (rc) {
+		r->bad_input = rc != -ENOMEM;
+		goto out;
+	}
+	rc = zinf_plan_create(&p);
+	if (!rc) {
+		const struct train_sink sink = {plan_module_add, plan_param_add, plan_error, p};
+		rc = train_model_describe(&tm, &sink, err, errlen);
+	}
+	if (!rc && tm.lc.tie_word_embeddings)
+		rc = zinf_plan_modules_together(p, tm.module[0], tm.module[tm.L + 1]);
+	if (rc) {
+		if (!*err)
+			snprintf(err, errlen, "plan: out of memory");
+		goto out;
+	}
+	r->param_elems = tm.param_elems;
+	for (int i = 0; i < ZINF_PLAN_ROWS && !rc; i++) {
+		struct zinf_plan_row *w = &r->rows[i];
+		bool nvme;
+
+		w->param = placements[i].param;
+		w->optimizer = placements[i].optimizer;
+		nvme = strcmp(w->param, "nvme") == 0 || strcmp(w->optimizer, "nvme") == 0;
+		/* offloading parameters needs stage 3, the optimizer state stage 1 */
+		w->stage = strcmp(w->param, "none") ? 3 : r->stage > 1 ? r->stage : 1;
+		if (r->stage > w->stage)
+			w->stage = r->stage;
+		if (nvme && !r->has_nvme) {
+			snprintf(w->why, sizeof(w->why), "no NVMe path (give --nvme-path)");
+			continue;
+		}
+		w->tried = true;
+		rc = estimate_row(o, r, i, p, &mc, tm.hf.hidden_size, err, errlen);
+		if (!rc && strcmp(w->optimizer, "nvme") == 0 && !w->need.fits &&
+		    w->need.refused_tier == ZINF_PLAN_PINNED) {
+			/* a smaller sub_group_size, when one fits the pool */
+			struct zinf_config *cfg = NULL;
+			char sets[8][600];
+			const char *ptrs[8];
+			int n = row_sets(r, i, sets, ptrs);
+			uint64_t sub = 0;
+
+			rc = load_config(o, ptrs, n, tm.hf.hidden_size, r->host_bytes, &cfg, err,
+					 errlen);
+			if (!rc)
+				sub = zinf_plan_largest_sub_group(p, cfg, &mc);
+			zinf_config_destroy(cfg);
+			if (sub >= 1000000)
+				sub = sub / 1000000 * 1000000;
+			if (!rc && sub) {
+				w->sub_group_size = sub;
+				rc = estimate_row(o, r, i, p, &mc, tm.hf.hidden_size, err, errlen);
+			}
+		}
+		if (!rc && !w->need.fits)
+			snprintf(w->why, sizeof(w->why), "%s", w->need.why);
+		if (!rc && w->need.fits && r->chosen < 0)
+			r->chosen = i;
+	}
+	if (rc)
+		r->bad_input = true;
+out:
+	zinf_plan_destroy(p);
+	zinf_config_destroy(base);
+	train_model_free(&tm);
+	return rc;
+}
+
+int zinf_plan_write_config(const struct zinf_plan_opts *o, const struct zinf_plan_result *r,
+			   int row, const char *out_path, bool force, char *err, size_t errlen)
+{
+	char sets[8][600], mb[64], dev[64];
+	const char *ptrs[8 + 2 + 64];
+	int n, rc;
+
+	if (row < 0 || row >= ZINF_PLAN_ROWS || !r->rows[row].tried) {
+		snprintf(err, errlen, "plan: no placement to write");
+		return -EINVAL;
+	}
+	n = row_sets(r, row, sets, ptrs);
+	if (o->micro_batch_size) {
+		snprintf(mb, sizeof(mb), "train_micro_batch_size_per_gpu=%llu",
+			 (unsigned long long)o->micro_batch_size);
+		ptrs[n++] = mb;
+	}
+	if (o->device_bytes) { /* the budget planned for, kept by the run */
+		snprintf(dev, sizeof(dev), "zinf.device_memory_limit=%llu",
+			 (unsigned long long)o->device_bytes);
+		ptrs[n++] = dev;
+	}
+	if (o->n_config_sets > 64) {
+		snprintf(err, errlen, "plan: more than 64 --set");
+		return -EINVAL;
+	}
+	memmove(ptrs + o->n_config_sets, ptrs, (size_t)n * sizeof(*ptrs));
+	for (int i = 0; i < o->n_config_sets; i++)
+		ptrs[i] = o->config_sets[i];
+	n += o->n_config_sets;
+	rc = zinf_config_write_edited(o->config_path, ptrs, n, out_path, force, err, errlen);
+	return rc;
+}
