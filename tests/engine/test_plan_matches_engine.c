@@ -1,6 +1,7 @@
 /* zinf_plan_estimate gives the figures a finalized engine has, for every placement of
  * the parameters (device, cpu, nvme) and the optimizer state (cpu, nvme), fp32 and bf16,
- * a tied pair of modules or none, small modules kept on the device or not, and the
+ * a tied pair of modules or none, small modules kept on the device or not (layers too,
+ * up to a quarter of the budget), and the
  * gradients' tier (cpu, nvme, auto): the pinned pool an "auto" limit makes and the need
  * behind it, the NVMe drive bytes, the host bytes finalize checks and where the
  * gradients go. And it says "fits" exactly when the engine accepts the device budget
@@ -17,7 +18,7 @@
 #include "zinf/zinf.h"
 
 #define N_LAYERS 3
-#define V 2000
+#define V 500
 #define C 128
 #define I 384
 
@@ -41,6 +42,7 @@ static int module_params(int m, bool tied, struct pdesc *out)
 		out[n++] = (struct pdesc){1, {C, 0}};
 		out[n++] = (struct pdesc){2, {2 * I, C}};
 		out[n++] = (struct pdesc){2, {C, I}};
+		out[n++] = (struct pdesc){1, {300, 0}}; /* off the 256- and 512-byte grains */
 	} else {
 		out[n++] = (struct pdesc){1, {C, 0}};
 		if (!tied)
@@ -261,7 +263,7 @@ int main(void)
 				s.tied = true;
 				s.persist = 1000; /* the norms-only head */
 				check(&s, dir);
-				s.persist = 200000; /* the layers too, as far as a quarter */
+				s.persist = 250000; /* the layers too, as far as a quarter */
 				s.pinned = "32MiB";
 				check(&s, dir);
 			}
