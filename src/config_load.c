@@ -210,6 +210,15 @@ out_close:
 
 /* ---- writing an edited copy (zinf plan --write-config) --------------------------------- */
 
+/* obj[key] = item, replacing what was there. */
+static void put_item(cJSON *obj, const char *key, cJSON *item)
+{
+	if (cJSON_GetObjectItemCaseSensitive(obj, key))
+		cJSON_ReplaceItemInObjectCaseSensitive(obj, key, item);
+	else
+		cJSON_AddItemToObject(obj, key, item);
+}
+
 /* Set the dotted key to value in obj, making the objects on the way. */
 static int edit_set(cJSON *obj, const char *key, const char *value)
 {
@@ -226,10 +235,7 @@ static int edit_set(cJSON *obj, const char *key, const char *value)
 		}
 		if (!v)
 			return -ENOMEM;
-		if (cJSON_GetObjectItemCaseSensitive(obj, key))
-			cJSON_ReplaceItemInObjectCaseSensitive(obj, key, v);
-		else
-			cJSON_AddItemToObject(obj, key, v);
+		put_item(obj, key, v);
 		return 0;
 	}
 	if ((size_t)(dot - key) >= sizeof(part))
@@ -241,10 +247,7 @@ static int edit_set(cJSON *obj, const char *key, const char *value)
 		child = cJSON_CreateObject();
 		if (!child)
 			return -ENOMEM;
-		if (cJSON_GetObjectItemCaseSensitive(obj, part))
-			cJSON_ReplaceItemInObjectCaseSensitive(obj, part, child);
-		else
-			cJSON_AddItemToObject(obj, part, child);
+		put_item(obj, part, child);
 	}
 	return edit_set(child, dot + 1, value);
 }

@@ -18,26 +18,24 @@
 #include "config.h"
 #include "device.h"
 #include "engine_internal.h"
-#include "store_internal.h" /* PARAM_ALIGN, IO_ALIGN */
+#include "store.h" /* the store's packing */
 #include "tier_opts.h"
 #include "zinf/engine.h"
 #include "zinf/error.h"
-
-struct plan_param {
-	uint64_t elems;
-	enum zinf_dtype dtype;
-	bool decay;
-};
 
 struct plan_module {
 	uint64_t elems, packed, dev_bytes, grad_bytes;
 	int32_t partner; /* out with this module (a tied head's embedding), or -1 */
 };
 
+/* Only what the formulas read, kept as the parameters are added (a module only grows,
+ * so the largest of each size is kept as it goes). */
 struct zinf_plan {
-	struct plan_param *params;
 	struct plan_module *modules;
-	uint32_t n_params, cap_params, n_modules, cap_modules;
+	uint32_t n_modules, cap_modules;
+	uint64_t elems, param_bytes;
+	uint64_t group[ENGINE_MAX_GROUPS]; /* elements per optimizer group (decay, dtype) */
+	uint64_t total_dev, largest_dev, largest_packed, largest_grads;
 };
 
 static uint64_t round_up(uint64_t x, uint64_t a)
@@ -55,7 +53,6 @@ void zinf_plan_destroy(struct zinf_plan *p)
 {
 	if (!p)
 		return;
-	free(p->params);
 	free(p->modules);
 	free(p);
 }
@@ -80,7 +77,10 @@ int zinf_plan_module_add(struct zinf_plan *p, uint32_t *module)
 		return -ENOMEM;
 	memset(&p->modules[p->n_modules], 0, sizeof(*p->modules));
 	p->modules[p->n_modules].partner = -1;
-	p->modules[p->n_modules].dev_bytes = IO_ALIGN; /* as store.c: a module takes a page */
+	p->modules[p->n_modules].dev_bytes = zinf_store_buffer_bytes(0);
+	p->total_dev += p->modules[p->n_modules].dev_bytes;
+	if (p->modules[p->n_modules].dev_bytes > p->largest_dev)
+		p->largest_dev = p->modules[p->n_modules].dev_bytes;
 	*module = p->n_modules++;
 	return 0;
 }
@@ -90,25 +90,30 @@ int zinf_plan_param_add(struct zinf_plan *p, uint32_t module, enum zinf_dtype dt
 {
 	struct plan_module *m;
 	uint64_t elems = 1;
+	bool decay = ndim >= 2 && !(flags & ZINF_PARAM_NO_DECAY); /* as zinf_param_add */
 
 	if (module >= p->n_modules || ndim < 1 || ndim > 4 ||
 	    (dtype != ZINF_DTYPE_F32 && dtype != ZINF_DTYPE_BF16 && dtype != ZINF_DTYPE_F16))
 		return -EINVAL;
-	if (grow((void **)&p->params, &p->cap_params, p->n_params, sizeof(*p->params)))
-		return -ENOMEM;
 	for (int d = 0; d < ndim; d++)
 		elems *= shape[d];
-	p->params[p->n_params].elems = elems;
-	p->params[p->n_params].dtype = dtype;
-	p->params[p->n_params].decay = ndim >= 2 && !(flags & ZINF_PARAM_NO_DECAY);
-	p->n_params++;
-	/* as store.c's layout_module: each parameter at a PARAM_ALIGN offset, the module
-	 * rounded to IO_ALIGN; gradients fp32, each GRAD_ALIGN aligned (zinf_param_add) */
+	p->elems += elems;
+	p->param_bytes += elems * engine_dtype_bytes(dtype);
+	p->group[3 * decay + (dtype - ZINF_DTYPE_F32)] += elems; /* as engine_group_elems */
+	/* the store's packing; gradients fp32, each GRAD_ALIGN aligned (zinf_param_add) */
 	m = &p->modules[module];
 	m->elems += elems;
-	m->packed = round_up(m->packed + elems * engine_dtype_bytes(dtype), PARAM_ALIGN);
-	m->dev_bytes = round_up(m->packed ? m->packed : 1, IO_ALIGN);
+	m->packed = zinf_store_pack_param(m->packed, elems * engine_dtype_bytes(dtype));
+	p->total_dev -= m->dev_bytes;
+	m->dev_bytes = zinf_store_buffer_bytes(m->packed);
+	p->total_dev += m->dev_bytes;
 	m->grad_bytes += round_up(elems * 4, GRAD_ALIGN);
+	if (m->dev_bytes > p->largest_dev)
+		p->largest_dev = m->dev_bytes;
+	if (m->packed > p->largest_packed)
+		p->largest_packed = m->packed;
+	if (m->grad_bytes > p->largest_grads)
+		p->largest_grads = m->grad_bytes;
 	return 0;
 }
 
@@ -123,17 +128,8 @@ int zinf_plan_modules_together(struct zinf_plan *p, uint32_t a, uint32_t b)
 
 /* ---- the optimizer state on NVMe (engine_nvme.c, optim_nvme_setup.c) --------------- */
 
-/* Elements per optimizer group: one per (decay, dtype), as engine_group_elems. */
-static void group_elems(const struct zinf_plan *p, uint64_t g[ENGINE_MAX_GROUPS])
-{
-	memset(g, 0, ENGINE_MAX_GROUPS * sizeof(*g));
-	for (uint32_t i = 0; i < p->n_params; i++)
-		g[3 * p->params[i].decay + (p->params[i].dtype - ZINF_DTYPE_F32)] +=
-			p->params[i].elems;
-}
-
 struct nvme_figures {
-	uint64_t staging, drive, largest_extent;
+	uint64_t staging, drive;
 };
 
 static void nvme_figures_of(const uint64_t g[ENGINE_MAX_GROUPS], uint64_t sub, unsigned max_slots,
@@ -150,8 +146,6 @@ static void nvme_figures_of(const uint64_t g[ENGINE_MAX_GROUPS], uint64_t sub, u
 		slots = n_sub < max_slots ? n_sub : max_slots;
 		f->staging += slots * extent;
 		f->drive += (n_sub + slots) * extent; /* a spare extent per staging buffer */
-		if (extent > f->largest_extent)
-			f->largest_extent = extent;
 	}
 }
 
@@ -208,17 +202,13 @@ static unsigned max_slots(const struct zinf_config *cfg)
 static uint64_t pinned_need(const struct zinf_plan *p, const struct zinf_config *cfg,
 			    const struct zinf_plan_machine *mc, uint64_t staging)
 {
-	uint64_t chunks = 0, largest_grads = 0, need;
+	/* the parameter chunks staged from NVMe, at most the device's worth */
+	uint64_t chunks = cfg->v.zero.offload_param.device == ZINF_OFFLOAD_NVME ? p->total_dev : 0;
+	uint64_t need;
 
-	for (uint32_t m = 0; m < p->n_modules; m++) {
-		if (cfg->v.zero.offload_param.device == ZINF_OFFLOAD_NVME)
-			chunks += p->modules[m].dev_bytes;
-		if (p->modules[m].grad_bytes > largest_grads)
-			largest_grads = p->modules[m].grad_bytes;
-	}
 	if (chunks > device_limit(mc))
 		chunks = device_limit(mc);
-	need = chunks + 2 * largest_grads + cfg->v.zinf.chunk_size + staging;
+	need = chunks + 2 * p->largest_grads + cfg->v.zinf.chunk_size + staging;
 	return need + need / 8 + (4ull << 20);
 }
 
@@ -247,23 +237,21 @@ static void refuse(struct zinf_plan_need *out, enum zinf_plan_tier tier, const c
 	va_end(ap);
 }
 
-static void device_figures(const struct zinf_plan *p, const struct zinf_config *cfg,
-			   const struct zinf_plan_machine *mc, struct zinf_plan_need *out)
+static int device_figures(const struct zinf_plan *p, const struct zinf_config *cfg,
+			  const struct zinf_plan_machine *mc, struct zinf_plan_need *out)
 {
 	bool homes = cfg->v.zero.offload_param.device == ZINF_OFFLOAD_NONE;
 	uint64_t threshold = cfg->v.zero.stage3_param_persistence_threshold, persistent = 0;
-	uint64_t total = 0, largest = 0, peak = 0;
+	uint64_t peak = 0, limit = device_limit(mc);
 	bool *kept = calloc(p->n_modules ? p->n_modules : 1, sizeof(*kept));
-	uint64_t limit = device_limit(mc);
 	char a[32], b[32];
 
+	if (!kept)
+		return -ENOMEM;
 	for (uint32_t m = 0; m < p->n_modules; m++) {
 		const struct plan_module *mod = &p->modules[m];
-		total += mod->dev_bytes;
-		if (mod->dev_bytes > largest)
-			largest = mod->dev_bytes;
 		/* as mark_persistent: small modules, up to a quarter of the budget */
-		if (kept && mod->elems && mod->elems <= threshold &&
+		if (mod->elems && mod->elems <= threshold &&
 		    persistent + mod->dev_bytes <= limit / 4) {
 			kept[m] = true;
 			persistent += mod->dev_bytes;
@@ -272,16 +260,16 @@ static void device_figures(const struct zinf_plan *p, const struct zinf_config *
 	/* as zinf_engine_check_room for each module (a tied pair together): what stays
 	 * (homes or persistent modules, the runtime's buffers) + its parameters + its
 	 * gradient buffers */
-	out->device_base = mc->runtime_device_bytes + (homes ? total : persistent);
+	out->device_base = mc->runtime_device_bytes + (homes ? p->total_dev : persistent);
 	for (uint32_t m = 0; m < p->n_modules; m++) {
 		const struct plan_module *mod = &p->modules[m];
 		uint64_t need = mod->grad_bytes;
-		if (!homes && !(kept && kept[m]))
+		if (!homes && !kept[m])
 			need += mod->dev_bytes;
 		if (mod->partner >= 0) {
 			const struct plan_module *o = &p->modules[mod->partner];
 			need += o->grad_bytes;
-			if (!homes && !(kept && kept[mod->partner]))
+			if (!homes && !kept[mod->partner])
 				need += o->dev_bytes;
 		}
 		if (need > peak)
@@ -289,14 +277,21 @@ static void device_figures(const struct zinf_plan *p, const struct zinf_config *
 	}
 	free(kept);
 	out->device_bytes = out->device_base + peak;
-	if (largest > limit)
+	if (p->largest_dev > limit)
 		refuse(out, ZINF_PLAN_DEVICE, "device: a module needs %s, more than all of %s",
-		       zinf_format_bytes(largest, a, sizeof(a)),
+		       zinf_format_bytes(p->largest_dev, a, sizeof(a)),
 		       zinf_format_bytes(limit, b, sizeof(b)));
 	if (out->device_bytes > limit)
 		refuse(out, ZINF_PLAN_DEVICE, "device: %s needed, %s there",
 		       zinf_format_bytes(out->device_bytes, a, sizeof(a)),
 		       zinf_format_bytes(limit, b, sizeof(b)));
+	return 0;
+}
+
+/* The direct-I/O alignment of the NVMe files: at least 4096, as the engine's. */
+static uint64_t nvme_align(const struct zinf_plan_machine *mc)
+{
+	return mc->nvme_align > 4096 ? mc->nvme_align : 4096;
 }
 
 int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
@@ -304,53 +299,41 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 {
 	const struct zinf_config_values *v = &cfg->v;
 	bool nvme_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME;
-	uint64_t g[ENGINE_MAX_GROUPS], elems = 0, param_bytes = 0, largest_grads = 0, staging = 0;
-	uint64_t align = mc->nvme_align > 4096 ? mc->nvme_align : 4096, largest_module = 0;
-	uint64_t pool, need_left, grads_host = 0;
+	bool homes_cpu = v->zero.offload_param.device == ZINF_OFFLOAD_CPU;
+	uint64_t staging = 0, pool, need_left, chunk;
 	struct nvme_figures nf = {0};
-	char a[32], b[32];
+	char a[32], b[32], c[32];
+	int rc;
 
 	memset(out, 0, sizeof(*out));
 	out->fits = true;
-	group_elems(p, g);
-	for (uint32_t i = 0; i < p->n_params; i++) {
-		elems += p->params[i].elems;
-		param_bytes += p->params[i].elems * engine_dtype_bytes(p->params[i].dtype);
-	}
-	for (uint32_t m = 0; m < p->n_modules; m++) {
-		if (p->modules[m].grad_bytes > largest_grads)
-			largest_grads = p->modules[m].grad_bytes;
-		if (p->modules[m].packed > largest_module)
-			largest_module = p->modules[m].packed;
-	}
-	out->param_elems = elems;
-	device_figures(p, cfg, mc, out);
+	out->param_elems = p->elems;
+	rc = device_figures(p, cfg, mc, out);
+	if (rc)
+		return rc;
 
 	/* pinned: the pool an "auto" limit makes (up to the limit), or the limit itself */
 	if (nvme_state) {
-		nvme_figures_of(g, v->zero.sub_group_size, max_slots(cfg), align, &nf);
+		nvme_figures_of(p->group, v->zero.sub_group_size, max_slots(cfg), nvme_align(mc),
+				&nf);
 		staging = nf.staging;
 	}
 	out->pinned_need = pinned_need(p, cfg, mc, staging);
 	pool = pool_of(mc, out->pinned_need);
 	out->pinned_bytes = pool;
-	if (largest_grads > pool)
+	if (p->largest_grads > pool)
 		refuse(out, ZINF_PLAN_PINNED,
 		       "pinned: the gradients of one module need %s, more than a pool of %s",
-		       zinf_format_bytes(largest_grads, a, sizeof(a)),
+		       zinf_format_bytes(p->largest_grads, a, sizeof(a)),
 		       zinf_format_bytes(pool, b, sizeof(b)));
-	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME) {
-		uint64_t largest = 0;
-		for (uint32_t m = 0; m < p->n_modules; m++)
-			if (p->modules[m].dev_bytes > largest)
-				largest = p->modules[m].dev_bytes;
-		if ((v->zinf.chunk_size < largest ? v->zinf.chunk_size : largest) > pool)
-			refuse(out, ZINF_PLAN_PINNED, "pinned: one chunk is more than a pool of %s",
-			       zinf_format_bytes(pool, a, sizeof(a)));
-	}
+	/* store.c's check_budgets: a chunk of a parameter home on NVMe */
+	chunk = v->zinf.chunk_size < p->largest_dev ? v->zinf.chunk_size : p->largest_dev;
+	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME && chunk > pool)
+		refuse(out, ZINF_PLAN_PINNED, "pinned: one chunk is more than a pool of %s",
+		       zinf_format_bytes(pool, a, sizeof(a)));
 	/* engine_nvme.c's staging_fits: the staging, and a chunk or a module's gradients
 	 * beside it */
-	need_left = v->zinf.chunk_size > largest_grads ? v->zinf.chunk_size : largest_grads;
+	need_left = v->zinf.chunk_size > p->largest_grads ? v->zinf.chunk_size : p->largest_grads;
 	if (nvme_state && (staging > pool || pool - staging < need_left))
 		refuse(out, ZINF_PLAN_PINNED,
 		       "pinned: the optimizer's staging of sub_group_size %llu needs %s and %s "
@@ -358,31 +341,29 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 		       (unsigned long long)v->zero.sub_group_size,
 		       zinf_format_bytes(staging, a, sizeof(a)),
 		       zinf_format_bytes(need_left, b, sizeof(b)),
-		       zinf_format_bytes(pool, (char[32]){0}, 32));
+		       zinf_format_bytes(pool, c, sizeof(c)));
 
 	/* host memory: what finalize checks (engine_check_host_memory), then all of it */
-	if (v->zero.offload_param.device == ZINF_OFFLOAD_CPU)
-		out->host_checked = param_bytes;
+	if (homes_cpu)
+		out->host_checked = p->param_bytes;
 	if (nvme_state) {
-		bool on_nvme = grads_on_nvme(cfg, g, mc->host_bytes);
-		if (!on_nvme)
-			grads_host = 4 * elems;
-		out->host_checked += grads_host;
-		out->grads_on_nvme = on_nvme;
+		out->grads_on_nvme = grads_on_nvme(cfg, p->group, mc->host_bytes);
+		if (!out->grads_on_nvme)
+			out->host_checked += 4 * p->elems;
 	} else {
-		out->host_checked += 16 * elems;
+		out->host_checked += 16 * p->elems;
 	}
 	/* beside it: the pool, the model runtime's host memory, a module's staging; homes
 	 * there take whole pages */
-	out->host_bytes = out->host_checked + pool + mc->runtime_host_bytes + largest_module;
-	if (v->zero.offload_param.device == ZINF_OFFLOAD_CPU)
-		for (uint32_t m = 0; m < p->n_modules; m++)
-			out->host_bytes += p->modules[m].dev_bytes - p->modules[m].packed;
+	out->host_bytes = out->host_checked + pool + mc->runtime_host_bytes + p->largest_packed;
+	if (homes_cpu)
+		out->host_bytes += p->total_dev - p->param_bytes;
 	if (nvme_state) /* the new 16-bit copies of a step's updated parameters */
-		out->host_bytes += param_bytes;
+		out->host_bytes += p->param_bytes;
 	if (nvme_state && out->grads_on_nvme) /* accumulators of the sub-groups held */
 		out->host_bytes +=
-			7 * 4 * (v->zero.sub_group_size < elems ? v->zero.sub_group_size : elems);
+			7 * 4 *
+			(v->zero.sub_group_size < p->elems ? v->zero.sub_group_size : p->elems);
 	if (mc->host_device) /* the host backend's device heap is host memory */
 		out->host_bytes += out->device_bytes;
 	if (mc->host_bytes && out->host_checked > mc->host_bytes)
@@ -394,15 +375,16 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 		       zinf_format_bytes(out->host_bytes, a, sizeof(a)),
 		       zinf_format_bytes(mc->host_bytes, b, sizeof(b)));
 
-	/* NVMe: parameter homes (whole chunks, IO-aligned already), the optimizer state with
-	 * its spares, the gradients there */
+	/* NVMe: parameter homes (whole chunks, IO-aligned), the optimizer state with its
+	 * spares, the gradients there */
 	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME)
 		for (uint32_t m = 0; m < p->n_modules; m++)
-			out->nvme_bytes += round_up(p->modules[m].dev_bytes, align);
+			out->nvme_bytes += round_up(p->modules[m].dev_bytes, nvme_align(mc));
 	if (nvme_state) {
 		out->nvme_bytes += nf.drive;
 		if (out->grads_on_nvme)
-			out->nvme_bytes += grads_drive(g, v->zero.sub_group_size, align);
+			out->nvme_bytes +=
+				grads_drive(p->group, v->zero.sub_group_size, nvme_align(mc));
 	}
 	if (out->nvme_bytes && mc->nvme_free_known && out->nvme_bytes > mc->nvme_free_bytes)
 		refuse(out, ZINF_PLAN_NVME, "NVMe: %s needed, %s free",
@@ -414,14 +396,10 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 uint64_t zinf_plan_largest_sub_group(const struct zinf_plan *p, const struct zinf_config *cfg,
 				     const struct zinf_plan_machine *mc)
 {
-	uint64_t g[ENGINE_MAX_GROUPS], lo = 0, hi = cfg->v.zero.sub_group_size, largest_grads = 0;
-	uint64_t align = mc->nvme_align > 4096 ? mc->nvme_align : 4096, left;
+	uint64_t lo = 0, hi = cfg->v.zero.sub_group_size, left = cfg->v.zinf.chunk_size;
 
-	group_elems(p, g);
-	for (uint32_t m = 0; m < p->n_modules; m++)
-		if (p->modules[m].grad_bytes > largest_grads)
-			largest_grads = p->modules[m].grad_bytes;
-	left = cfg->v.zinf.chunk_size > largest_grads ? cfg->v.zinf.chunk_size : largest_grads;
+	if (p->largest_grads > left)
+		left = p->largest_grads;
 	/* the largest sub_group_size whose staging fits the pool with `left` beside it, as
 	 * zinf_plan_estimate judges it: a binary search keeping "fits" at its lower end (0:
 	 * none does) */
@@ -429,7 +407,7 @@ uint64_t zinf_plan_largest_sub_group(const struct zinf_plan *p, const struct zin
 		uint64_t mid = lo + (hi - lo + 1) / 2, pool;
 		struct nvme_figures nf;
 
-		nvme_figures_of(g, mid, max_slots(cfg), align, &nf);
+		nvme_figures_of(p->group, mid, max_slots(cfg), nvme_align(mc), &nf);
 		pool = pool_of(mc, pinned_need(p, cfg, mc, nf.staging));
 		if (nf.staging <= pool && pool - nf.staging >= left)
 			lo = mid;

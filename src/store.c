@@ -294,6 +294,16 @@ out:
 	return rc;
 }
 
+uint64_t zinf_store_pack_param(uint64_t off, uint64_t bytes)
+{
+	return store_round_up(off + bytes, PARAM_ALIGN);
+}
+
+uint64_t zinf_store_buffer_bytes(uint64_t packed)
+{
+	return store_round_up(packed ? packed : 1, IO_ALIGN);
+}
+
 /* Pack a module's params and size it (bytes, dev_bytes, n_chunks). */
 static void layout_module(struct zinf_store *s, struct module *mod)
 {
@@ -302,10 +312,10 @@ static void layout_module(struct zinf_store *s, struct module *mod)
 	for (uint32_t i = 0; i < mod->n_params; i++) {
 		struct param *p = &s->params[mod->first_param + i];
 		p->off = off;
-		off = store_round_up(off + p->bytes, PARAM_ALIGN);
+		off = zinf_store_pack_param(off, p->bytes);
 	}
 	mod->bytes = off;
-	mod->dev_bytes = store_round_up(off ? off : 1, IO_ALIGN);
+	mod->dev_bytes = zinf_store_buffer_bytes(off);
 	mod->n_chunks = (uint32_t)((mod->dev_bytes + s->o.chunk_size - 1) / s->o.chunk_size);
 }
 

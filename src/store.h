@@ -199,6 +199,12 @@ int zinf_store_alloc_scratch(struct zinf_store *store, uint64_t bytes, void **ou
 int zinf_store_free_scratch(struct zinf_store *store, void *ptr);
 /* Device bytes a module occupies when fetched (after finalize; 0 otherwise). */
 uint64_t zinf_store_module_bytes(struct zinf_store *store, uint32_t module);
+/* The packing of a module's parameters, for planning without a store: a parameter of
+ * bytes placed after off bytes of its module ends at the offset returned (each starts
+ * at a 256-byte offset); a module of packed bytes takes a buffer (device, host home,
+ * NVMe extent) of the size returned (whole 4096-byte pages, one at least). */
+uint64_t zinf_store_pack_param(uint64_t off, uint64_t bytes);
+uint64_t zinf_store_buffer_bytes(uint64_t packed);
 /* Device bytes in use once the n modules listed are all placed: everything allocated
  * now but the cached copies a fetch may evict, the persistent modules not placed yet
  * (placed at their first fetch and kept), and the listed modules. */

@@ -110,16 +110,19 @@ static void print_json(const struct zinf_plan_result *r)
 {
 	printf("{\"param_elems\": %llu, \"dtype\": \"%s\", \"layers\": %d, \"B\": %llu, \"T\": %llu,"
 	       " \"device\": \"%s\", \"device_bytes\": %llu, \"host_bytes\": %llu,"
-	       " \"pinned_bytes\": %llu, \"pinned_auto\": %s, \"nvme_free_bytes\": %s%llu,"
-	       " \"runtime_device_bytes\": %llu, \"runtime_host_bytes\": %llu, \"chosen\": %d,"
-	       " \"rows\": [",
+	       " \"pinned_bytes\": %llu, \"pinned_auto\": %s, \"nvme_free_bytes\": ",
 	       (unsigned long long)r->param_elems, r->dtype_name, r->layers,
 	       (unsigned long long)r->B, (unsigned long long)r->T,
 	       r->device_kind == ZINF_ENGINE_DEVICE_CUDA ? "cuda" : "host",
 	       (unsigned long long)r->device_bytes, (unsigned long long)r->host_bytes,
-	       (unsigned long long)r->pinned_bytes, r->pinned_auto ? "true" : "false",
-	       r->nvme_free_known ? "" : "null, \"_nvme_free_unknown\": ",
-	       (unsigned long long)r->nvme_free_bytes, (unsigned long long)r->runtime_device_bytes,
+	       (unsigned long long)r->pinned_bytes, r->pinned_auto ? "true" : "false");
+	if (r->nvme_free_known)
+		printf("%llu", (unsigned long long)r->nvme_free_bytes);
+	else
+		printf("null"); /* no path, or not measured */
+	printf(", \"runtime_device_bytes\": %llu, \"runtime_host_bytes\": %llu, \"chosen\": %d,"
+	       " \"rows\": [",
+	       (unsigned long long)r->runtime_device_bytes,
 	       (unsigned long long)r->runtime_host_bytes, r->chosen);
 	for (int i = 0; i < ZINF_PLAN_ROWS; i++) {
 		const struct zinf_plan_row *w = &r->rows[i];

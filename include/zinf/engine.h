@@ -361,7 +361,7 @@ struct zinf_plan_need {
 	char why[256];			  /* one line, when !fits */
 };
 
-/* Fill out for the plan under cfg on mc. Returns 0. */
+/* Fill out for the plan under cfg on mc. Returns 0, or -ENOMEM. */
 int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 		       const struct zinf_plan_machine *mc, struct zinf_plan_need *out);
 /* With the optimizer state on NVMe: the largest sub_group_size, up to cfg's, whose

@@ -180,6 +180,9 @@ const struct zinf_llama_config *zinf_llama_config_of(const struct zinf_llama *m)
 const char *zinf_llama_last_error(const struct zinf_llama *m);
 /* Bytes of fp32 saved activations one layer keeps (struct zinf_llama_acts). */
 uint64_t zinf_llama_acts_bytes(const struct zinf_llama *m);
+/* Rows of logits the head holds at once for N rows: all N, or as many as
+ * opts->head_chunk_bytes allow (at least 1); both runtimes size their logits by it. */
+int llama_head_rows(const struct zinf_llama_config *cfg, const struct zinf_llama_opts *opts, int N);
 /* What zinf_llama_create for cfg and B x T with opts (NULL: defaults) allocates for its
  * buffers, and zinf_llama_acts_create for one layer, in bytes; nothing is allocated. */
 void zinf_llama_sizes(const struct zinf_llama_config *cfg, const struct zinf_llama_opts *opts,

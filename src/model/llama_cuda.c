@@ -31,7 +31,6 @@
 
 #include "llama_cuda.h"
 #include "llama_cuda_internal.h"
-#include "llama_internal.h" /* llama_head_rows */
 #include "llama_ops.h"
 #include "zinf/error.h"
 #include "zinf/log.h"

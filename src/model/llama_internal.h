@@ -68,9 +68,6 @@ static inline float *llama_carve(float *base, uint64_t *off, uint64_t elems)
 }
 
 /* Set m's last error (one line) and return rc. */
-/* Rows of logits held at once: all N, or as many as opts->head_chunk_bytes allow. */
-int llama_head_rows(const struct zinf_llama_config *cfg, const struct zinf_llama_opts *opts, int N);
-
 int llama_fail(struct zinf_llama *m, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -115,24 +115,32 @@ static int row_sets(const struct zinf_plan_result *r, int row, char sets[][600],
 	return n;
 }
 
+/* The config of row: o's, with the row's placement and the device budget planned for. */
+static int row_config(const struct zinf_plan_opts *o, const struct zinf_plan_result *r, int row,
+		      uint64_t hidden, struct zinf_config **cfg, char *err, size_t errlen)
+{
+	char sets[8][600], dev[64];
+	const char *ptrs[9];
+	int n = row_sets(r, row, sets, ptrs);
+
+	snprintf(dev, sizeof(dev), "zinf.device_memory_limit=%llu",
+		 (unsigned long long)r->device_bytes);
+	ptrs[n++] = dev;
+	return load_config(o, ptrs, n, hidden, r->host_bytes, cfg, err, errlen);
+}
+
 /* The estimate of row under its config, on the machine mc. */
 static int estimate_row(const struct zinf_plan_opts *o, struct zinf_plan_result *r, int row,
 			const struct zinf_plan *p, struct zinf_plan_machine *mc, uint64_t hidden,
 			char *err, size_t errlen)
 {
 	struct zinf_plan_row *w = &r->rows[row];
-	char sets[8][600], dev[64];
-	const char *ptrs[9];
 	struct zinf_config *cfg;
-	int n = row_sets(r, row, sets, ptrs), rc;
+	int rc = row_config(o, r, row, hidden, &cfg, err, errlen);
 
-	snprintf(dev, sizeof(dev), "zinf.device_memory_limit=%llu",
-		 (unsigned long long)r->device_bytes);
-	ptrs[n++] = dev;
-	rc = load_config(o, ptrs, n, hidden, r->host_bytes, &cfg, err, errlen);
 	if (rc)
 		return rc;
-	if (!r->nvme_free_known && o->nvme_free_bytes == 0 &&
+	if (!r->nvme_free_known &&
 	    (strcmp(w->param, "nvme") == 0 || strcmp(w->optimizer, "nvme") == 0)) {
 		char why[256];
 		if (zinf_plan_nvme_free(cfg, &mc->nvme_free_bytes, why, sizeof(why)) == 0) {
@@ -141,11 +149,13 @@ static int estimate_row(const struct zinf_plan_opts *o, struct zinf_plan_result 
 			r->nvme_free_bytes = mc->nvme_free_bytes;
 		}
 	}
-	zinf_plan_estimate(p, cfg, mc, &w->need);
+	rc = zinf_plan_estimate(p, cfg, mc, &w->need);
+	if (rc)
+		snprintf(err, errlen, "plan: out of memory");
 	if (!w->sub_group_size)
 		zinf_config_get_u64(cfg, "zero_optimization.sub_group_size", &w->sub_group_size);
 	zinf_config_destroy(cfg);
-	return 0;
+	return rc;
 }
 
 static const char *dtype_name(enum zinf_dtype t)
@@ -159,8 +169,8 @@ static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct 
 {
 	struct zinf_train_opts to;
 	uint64_t B = 0, stage = 0;
-	bool bf16 = false, fp16 = false, cpu_ckpt = false, given = false;
-	const char *path = NULL;
+	bool bf16 = false, fp16 = false, cpu_ckpt = false, given;
+	const char *path = NULL, *kind = NULL;
 	enum zinf_config_source src;
 	char mb[64];
 	const char *extra[1];
@@ -212,27 +222,24 @@ static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct 
 	snprintf(r->dtype_name, sizeof(r->dtype_name), "%s", dtype_name(tm->param_dtype));
 
 	/* the device: its kind from zinf.device (auto: a GPU if usable), its budget given
-	 * or this machine's */
-	{
-		const char *kind = NULL;
-		zinf_config_get_string(*base, "zinf.device", &kind);
-		given = zinf_config_get_source(*base, "zinf.device_memory_limit", &src) == 0 &&
-			src != ZINF_SRC_DEFAULT && src != ZINF_SRC_AUTO;
-		if (o->device_bytes)
-			r->device_bytes = o->device_bytes;
-		else if (given)
-			zinf_config_get_u64(*base, "zinf.device_memory_limit", &r->device_bytes);
-		if (kind && strcmp(kind, "auto") != 0 && r->device_bytes) {
-			r->device_kind = strcmp(kind, "cuda") == 0 ? ZINF_ENGINE_DEVICE_CUDA
-								   : ZINF_ENGINE_DEVICE_HOST;
-		} else {
-			uint64_t limit = 0;
-			rc = zinf_plan_device_probe(*base, &r->device_kind, &limit, err, errlen);
-			if (rc)
-				return rc;
-			if (!r->device_bytes)
-				r->device_bytes = limit;
-		}
+	 * or this machine's (both read from the device itself unless given) */
+	zinf_config_get_string(*base, "zinf.device", &kind);
+	given = zinf_config_get_source(*base, "zinf.device_memory_limit", &src) == 0 &&
+		src != ZINF_SRC_DEFAULT && src != ZINF_SRC_AUTO;
+	if (o->device_bytes)
+		r->device_bytes = o->device_bytes;
+	else if (given)
+		zinf_config_get_u64(*base, "zinf.device_memory_limit", &r->device_bytes);
+	if (kind && strcmp(kind, "auto") != 0 && r->device_bytes) {
+		r->device_kind = strcmp(kind, "cuda") == 0 ? ZINF_ENGINE_DEVICE_CUDA
+							   : ZINF_ENGINE_DEVICE_HOST;
+	} else {
+		uint64_t limit = 0;
+		rc = zinf_plan_device_probe(*base, &r->device_kind, &limit, err, errlen);
+		if (rc)
+			return rc;
+		if (!r->device_bytes)
+			r->device_bytes = limit;
 	}
 	rc = train_pass_sizes(tm, r->device_kind, (int)B, (int)o->seq_len,
 			      &(struct train_pass_opts){.ckpt = o->activation_checkpointing,
@@ -334,13 +341,9 @@ int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, 
 		    w->need.refused_tier == ZINF_PLAN_PINNED) {
 			/* a smaller sub_group_size, when one fits the pool */
 			struct zinf_config *cfg = NULL;
-			char sets[8][600];
-			const char *ptrs[8];
-			int n = row_sets(r, i, sets, ptrs);
 			uint64_t sub = 0;
 
-			rc = load_config(o, ptrs, n, tm.hf.hidden_size, r->host_bytes, &cfg, err,
-					 errlen);
+			rc = row_config(o, r, i, tm.hf.hidden_size, &cfg, err, errlen);
 			if (!rc)
 				sub = zinf_plan_largest_sub_group(p, cfg, &mc);
 			zinf_config_destroy(cfg);
@@ -357,7 +360,7 @@ int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, 
 			r->chosen = i;
 	}
 	if (rc)
-		r->bad_input = true;
+		r->bad_input = rc != -ENOMEM;
 out:
 	zinf_plan_destroy(p);
 	zinf_config_destroy(base);
@@ -369,14 +372,20 @@ int zinf_plan_write_config(const struct zinf_plan_opts *o, const struct zinf_pla
 			   int row, const char *out_path, bool force, char *err, size_t errlen)
 {
 	char sets[8][600], mb[64], dev[64];
-	const char *ptrs[8 + 2 + 64];
-	int n, rc;
+	const char *ptrs[64 + 8 + 2];
+	int n = o->n_config_sets;
 
 	if (row < 0 || row >= ZINF_PLAN_ROWS || !r->rows[row].tried) {
 		snprintf(err, errlen, "plan: no placement to write");
 		return -EINVAL;
 	}
-	n = row_sets(r, row, sets, ptrs);
+	if (n > 64) {
+		snprintf(err, errlen, "plan: more than 64 --set");
+		return -EINVAL;
+	}
+	/* the user's overrides first: the plan's own keys come after and win */
+	memcpy(ptrs, o->config_sets, (size_t)n * sizeof(*ptrs));
+	n += row_sets(r, row, sets, ptrs + n);
 	if (o->micro_batch_size) {
 		snprintf(mb, sizeof(mb), "train_micro_batch_size_per_gpu=%llu",
 			 (unsigned long long)o->micro_batch_size);
@@ -387,14 +396,5 @@ int zinf_plan_write_config(const struct zinf_plan_opts *o, const struct zinf_pla
 			 (unsigned long long)o->device_bytes);
 		ptrs[n++] = dev;
 	}
-	if (o->n_config_sets > 64) {
-		snprintf(err, errlen, "plan: more than 64 --set");
-		return -EINVAL;
-	}
-	memmove(ptrs + o->n_config_sets, ptrs, (size_t)n * sizeof(*ptrs));
-	for (int i = 0; i < o->n_config_sets; i++)
-		ptrs[i] = o->config_sets[i];
-	n += o->n_config_sets;
-	rc = zinf_config_write_edited(o->config_path, ptrs, n, out_path, force, err, errlen);
-	return rc;
+	return zinf_config_write_edited(o->config_path, ptrs, n, out_path, force, err, errlen);
 }
