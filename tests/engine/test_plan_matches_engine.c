@@ -184,6 +184,7 @@ static void check(const struct setup *s, const char *dir)
 	struct engine_figures f;
 	uint64_t x = big.device_bytes;
 	bool nvme_state = strcmp(s->optim, "nvme") == 0;
+	uint64_t cpu_params;
 
 	snprintf(what, sizeof(what), "param %s, optimizer %s, grads %s, %s%s, persist %llu%s",
 		 s->param, s->optim, s->grads, s->dtype == ZINF_DTYPE_BF16 ? "bf16" : "fp32",
@@ -199,6 +200,9 @@ static void check(const struct setup *s, const char *dir)
 	T_CHECK(at.fits, "%s: no fit at the estimate's own figure %llu: %s", what,
 		(unsigned long long)x, at.why);
 	f = engine_run(s, dir, x);
+	cpu_params = strcmp(s->param, "cpu") == 0
+			     ? f.param_elems * (s->dtype == ZINF_DTYPE_BF16 ? 2 : 4)
+			     : 0;
 	T_CHECK(f.fits, "%s: the engine refused the %llu bytes the plan said fit", what,
 		(unsigned long long)x);
 	T_CHECK(f.pinned_need == at.pinned_need, "%s: pinned need %llu, plan %llu", what,
@@ -209,11 +213,12 @@ static void check(const struct setup *s, const char *dir)
 		(unsigned long long)f.nvme, (unsigned long long)at.nvme_bytes);
 	T_CHECK(f.param_elems == at.param_elems, "%s: %llu parameters, plan %llu", what,
 		(unsigned long long)f.param_elems, (unsigned long long)at.param_elems);
+	if (!nvme_state) /* engine_check_host_memory: homes there + 16 bytes a parameter */
+		T_CHECK(at.host_checked == cpu_params + 16 * f.param_elems,
+			"%s: host checked %llu, engine %llu", what,
+			(unsigned long long)at.host_checked,
+			(unsigned long long)(cpu_params + 16 * f.param_elems));
 	if (nvme_state) {
-		uint64_t cpu_params =
-			strcmp(s->param, "cpu") == 0
-				? at.param_elems * (s->dtype == ZINF_DTYPE_BF16 ? 2 : 4)
-				: 0;
 		T_CHECK(at.grads_on_nvme == (f.grad_host == 0), "%s: gradients on NVMe: plan %d",
 			what, at.grads_on_nvme);
 		T_CHECK(at.host_checked == cpu_params + f.grad_host,
