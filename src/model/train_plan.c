@@ -115,18 +115,25 @@ static int row_sets(const struct zinf_plan_result *r, int row, char sets[][600],
 	return n;
 }
 
-/* The config of row: o's, with the row's placement and the device budget planned for. */
+/* The config of row: o's, with the row's placement and the device budget planned for.
+ * Quietly: the user's config said its warnings once when first loaded, and a row's own
+ * (a key without effect on its tiers, such as max_in_cpu off NVMe) are the plan's doing. */
 static int row_config(const struct zinf_plan_opts *o, const struct zinf_plan_result *r, int row,
 		      uint64_t hidden, struct zinf_config **cfg, char *err, size_t errlen)
 {
+	enum zinf_log_level level = zinf_log_get_level();
 	char sets[8][600], dev[64];
 	const char *ptrs[9];
-	int n = row_sets(r, row, sets, ptrs);
+	int n = row_sets(r, row, sets, ptrs), rc;
 
 	snprintf(dev, sizeof(dev), "zinf.device_memory_limit=%llu",
 		 (unsigned long long)r->device_bytes);
 	ptrs[n++] = dev;
-	return load_config(o, ptrs, n, hidden, r->host_bytes, cfg, err, errlen);
+	if (level > ZINF_LOG_ERROR)
+		zinf_log_set_level(ZINF_LOG_ERROR);
+	rc = load_config(o, ptrs, n, hidden, r->host_bytes, cfg, err, errlen);
+	zinf_log_set_level(level);
+	return rc;
 }
 
 /* The estimate of row under its config, on the machine mc. */
