@@ -374,6 +374,11 @@ void zinf_config_warn_environment(struct zinf_config *cfg, bool paths)
 			warn_keys(cfg, KEYS(k->path),
 				  "not implemented by zinf yet; the value has no effect");
 	}
+	if (v->zero.offload_param.max_in_cpu && v->zero.offload_param.device != ZINF_OFFLOAD_NVME)
+		warn_keys(cfg,
+			  KEYS("zero_optimization.offload_param.max_in_cpu",
+			       "zero_optimization.offload_param.device"),
+			  "no effect unless the parameters' home is nvme");
 	if (v->optimizer.type == ZINF_OPT_ADAM && v->optimizer.weight_decay > 0 &&
 	    !cfg->present[KEY("optimizer.params.adam_w_mode")])
 		warn_keys(

@@ -266,7 +266,7 @@ const struct zinf_key
 			       "directory on the NVMe drive (or use zinf.nvme_paths to stripe over several)"),
 			BOOL("zero_optimization.offload_param.pin_memory",
 			     zero.offload_param.pin_memory, 0, 0,
-			     "with device cpu on a CUDA device: page-lock the host homes, for DMA copies (beside zinf.pinned_memory_limit)"),
+			     "with device cpu (or nvme's max_in_cpu part) on a CUDA device: page-lock the host homes, for DMA copies (beside zinf.pinned_memory_limit)"),
 			COUNT("zero_optimization.offload_param.buffer_count",
 			      zero.offload_param.buffer_count, 5,
 			      1, 1e6, ZKF_WARN_IF_SET,
@@ -277,8 +277,10 @@ const struct zinf_key
 			      "elements per DeepSpeed staging buffer (warning unless the default, as "
 			      "buffer_count)"),
 			COUNT("zero_optimization.offload_param.max_in_cpu",
-			      zero.offload_param.max_in_cpu, 1e9, 0, 1e15, ZKF_WARN_IF_SET,
-			      "elements of parameters kept in host memory when the home tier is nvme (not implemented yet: warning unless the default)"),
+			      zero.offload_param.max_in_cpu, 0, 0, 1e15, 0,
+			      "with device nvme: parameter elements homed in host memory instead, whole modules, "
+			      "first fit in registration order; their fetches read no drive (0 none; "
+			      "DeepSpeed documents 1e9 but ignores the key)"),
 			SECTION("zero_optimization.offload_optimizer",
 				"where fp32 master weights and Adam state live"),
 			ENUM("zero_optimization.offload_optimizer.device",

@@ -411,6 +411,22 @@ static int create_prefetch(struct zinf_engine *e)
 	return rc ? engine_fail(e, rc, "prefetch: cannot allocate its trace") : 0;
 }
 
+/* offload_param.max_in_cpu: how much of the NVMe homes it kept in host memory. */
+static void log_host_split(struct zinf_engine *e)
+{
+	uint64_t host = zinf_store_host_split_bytes(e->store);
+	char a[32], b[32];
+
+	if (e->cfg->v.zero.offload_param.device != ZINF_OFFLOAD_NVME ||
+	    !e->cfg->v.zero.offload_param.max_in_cpu)
+		return;
+	zinf_logf(ZINF_LOG_INFO,
+		  "zero_optimization.offload_param.max_in_cpu: %s of parameter homes in host "
+		  "memory, %s on nvme",
+		  zinf_format_bytes(host, a, sizeof(a)),
+		  zinf_format_bytes(zinf_store_chunk_bytes(e->store), b, sizeof(b)));
+}
+
 uint64_t engine_dtype_bytes(enum zinf_dtype t)
 {
 	return t == ZINF_DTYPE_F32 ? 4 : 2;
@@ -447,6 +463,7 @@ int zinf_engine_finalize(struct zinf_engine *e)
 	rc = zinf_store_finalize(e->store);
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
+	log_host_split(e);
 	for (uint32_t i = 0; i < e->n_params; i++)
 		total += e->params[i].elems;
 	/* staging holds a module's copies in their dtypes (the step's new ones,

@@ -59,6 +59,8 @@ int engine_check_host_memory(struct zinf_engine *e)
 	zinf_store_get_stats(e->store, &st);
 	if (e->cfg->v.zero.offload_param.device == ZINF_OFFLOAD_CPU)
 		params = st.param_bytes;
+	else /* offload_param.max_in_cpu's part of NVMe homes */
+		params = zinf_store_host_split_bytes(e->store);
 	if (e->nvme_state) {
 		grads = engine_grad_host_bytes(e);
 		if (!ram || params + grads <= ram)

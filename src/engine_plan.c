@@ -197,14 +197,49 @@ static unsigned max_slots(const struct zinf_config *cfg)
 	       (unsigned)cfg->v.zero.offload_optimizer.pipeline_write;
 }
 
+/* Where parameter homes on NVMe go: offload_param.max_in_cpu keeps in host memory the
+ * modules that fit in what is left of it, first fit in registration order (store.c's
+ * assign_homes). Zero unless the parameters' home is NVMe. */
+struct param_split {
+	uint64_t host;	       /* bytes of the modules kept in host memory */
+	uint64_t nvme;	       /* bytes of the rest: the chunks staged from NVMe */
+	uint64_t nvme_drive;   /* the same, each module rounded to the drive's alignment */
+	uint64_t largest_nvme; /* the largest module of the rest */
+};
+
+static void param_split(const struct zinf_plan *p, const struct zinf_config *cfg, uint64_t align,
+			struct param_split *s)
+{
+	uint64_t left = cfg->v.zero.offload_param.max_in_cpu;
+
+	memset(s, 0, sizeof(*s));
+	if (cfg->v.zero.offload_param.device != ZINF_OFFLOAD_NVME)
+		return;
+	for (uint32_t m = 0; m < p->n_modules; m++) {
+		const struct plan_module *mod = &p->modules[m];
+		if (mod->elems <= left) {
+			left -= mod->elems;
+			s->host += mod->dev_bytes;
+			continue;
+		}
+		s->nvme += mod->dev_bytes;
+		s->nvme_drive += round_up(mod->dev_bytes, align);
+		if (mod->dev_bytes > s->largest_nvme)
+			s->largest_nvme = mod->dev_bytes;
+	}
+}
+
 /* The pinned pool finalize makes for the modules (engine_pinned_need) with the optimizer
  * state's staging of sub-groups of sub elements. */
 static uint64_t pinned_need(const struct zinf_plan *p, const struct zinf_config *cfg,
 			    const struct zinf_plan_machine *mc, uint64_t staging)
 {
+	struct param_split split;
+	uint64_t chunks, need;
+
 	/* the parameter chunks staged from NVMe, at most the device's worth */
-	uint64_t chunks = cfg->v.zero.offload_param.device == ZINF_OFFLOAD_NVME ? p->total_dev : 0;
-	uint64_t need;
+	param_split(p, cfg, 4096, &split);
+	chunks = split.nvme;
 
 	if (chunks > device_limit(mc))
 		chunks = device_limit(mc);
@@ -302,12 +337,14 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 	bool homes_cpu = v->zero.offload_param.device == ZINF_OFFLOAD_CPU;
 	uint64_t staging = 0, pool, need_left, chunk;
 	struct nvme_figures nf = {0};
+	struct param_split split;
 	char a[32], b[32], c[32];
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	out->fits = true;
 	out->param_elems = p->elems;
+	param_split(p, cfg, nvme_align(mc), &split);
 	rc = device_figures(p, cfg, mc, out);
 	if (rc)
 		return rc;
@@ -327,8 +364,8 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 		       zinf_format_bytes(p->largest_grads, a, sizeof(a)),
 		       zinf_format_bytes(pool, b, sizeof(b)));
 	/* store.c's check_budgets: a chunk of a parameter home on NVMe */
-	chunk = v->zinf.chunk_size < p->largest_dev ? v->zinf.chunk_size : p->largest_dev;
-	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME && chunk > pool)
+	chunk = v->zinf.chunk_size < split.largest_nvme ? v->zinf.chunk_size : split.largest_nvme;
+	if (chunk > pool)
 		refuse(out, ZINF_PLAN_PINNED, "pinned: one chunk is more than a pool of %s",
 		       zinf_format_bytes(pool, a, sizeof(a)));
 	/* engine_nvme.c's staging_fits: the staging, and a chunk or a module's gradients
@@ -346,6 +383,7 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 	/* host memory: what finalize checks (engine_check_host_memory), then all of it */
 	if (homes_cpu)
 		out->host_checked = p->param_bytes;
+	out->host_checked += split.host; /* max_in_cpu's part of NVMe homes */
 	if (nvme_state) {
 		out->grads_on_nvme = grads_on_nvme(cfg, p->group, mc->host_bytes);
 		if (!out->grads_on_nvme)
@@ -377,9 +415,7 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 
 	/* NVMe: parameter homes (whole chunks, IO-aligned), the optimizer state with its
 	 * spares, the gradients there */
-	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME)
-		for (uint32_t m = 0; m < p->n_modules; m++)
-			out->nvme_bytes += round_up(p->modules[m].dev_bytes, nvme_align(mc));
+	out->nvme_bytes = split.nvme_drive;
 	if (nvme_state) {
 		out->nvme_bytes += nf.drive;
 		if (out->grads_on_nvme)

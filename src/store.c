@@ -287,6 +287,7 @@ int zinf_store_param_add(struct zinf_store *s, uint32_t module, const char *name
 	memcpy(p->shape, shape, (size_t)ndim * sizeof(*shape));
 	p->bytes = elems * dtype_size(dtype);
 	s->modules[module].n_params++;
+	s->modules[module].elems += elems;
 	s->param_bytes += p->bytes;
 	*param = s->n_params++;
 out:
@@ -327,11 +328,29 @@ static uint64_t chunk_len(const struct zinf_store *s, const struct module *mod, 
 	return mod->dev_bytes - off < s->o.chunk_size ? mod->dev_bytes - off : s->o.chunk_size;
 }
 
+/* Each module's home tier: the store's, but with an NVMe home, host_elems keeps in host
+ * memory the modules that fit in what is left of it, first fit in registration order
+ * (engine_plan.c's host_split decides the same way). Lock held. */
+static void assign_homes(struct zinf_store *s)
+{
+	uint64_t left = s->o.param_home == ZINF_TIER_NVME ? s->o.host_elems : 0;
+
+	for (uint32_t m = 0; m < s->n_modules; m++) {
+		struct module *mod = &s->modules[m];
+		mod->home = s->o.param_home;
+		if (s->o.param_home == ZINF_TIER_NVME && mod->elems <= left) {
+			mod->home = ZINF_TIER_HOST;
+			left -= mod->elems;
+		}
+	}
+}
+
 /* Pack each module's params and cut the result into chunks. */
 static int layout(struct zinf_store *s)
 {
 	uint32_t n_chunks = 0;
 
+	assign_homes(s);
 	for (uint32_t m = 0; m < s->n_modules; m++) {
 		struct module *mod = &s->modules[m];
 		layout_module(s, mod);
@@ -355,17 +374,22 @@ static int layout(struct zinf_store *s)
 	return 0;
 }
 
-/* The sum over every chunk of its io_len, or with io of its extent's footprint there
- * (laid out first when not finalized: finalize lays it out the same way). */
-static uint64_t chunks_sum(struct zinf_store *s, const struct zinf_io *io)
+/* The sum over every chunk homed on tier of its io_len, or with io of its extent's
+ * footprint there (laid out first when not finalized: finalize lays it out the same
+ * way). */
+static uint64_t chunks_sum(struct zinf_store *s, enum zinf_tier tier, const struct zinf_io *io)
 {
 	uint64_t total = 0;
 
 	pthread_mutex_lock(&s->lock);
+	if (!s->finalized)
+		assign_homes(s);
 	for (uint32_t m = 0; m < s->n_modules; m++) {
 		struct module *mod = &s->modules[m];
 		if (!s->finalized)
 			layout_module(s, mod);
+		if (mod->home != tier)
+			continue;
 		for (uint32_t c = 0; c < mod->n_chunks; c++) {
 			uint64_t len = store_round_up(chunk_len(s, mod, c), IO_ALIGN);
 			total += io ? zinf_io_extent_footprint(io, len) : len;
@@ -379,13 +403,18 @@ uint64_t zinf_store_nvme_home_bytes(struct zinf_store *s)
 {
 	if (s->o.param_home != ZINF_TIER_NVME || !s->o.io)
 		return 0;
-	return chunks_sum(s, s->o.io);
+	return chunks_sum(s, ZINF_TIER_NVME, s->o.io);
 }
 
 uint64_t zinf_store_chunk_bytes(struct zinf_store *s)
 {
 	/* host homes are copied to the device and read directly, never staged */
-	return s->o.param_home == ZINF_TIER_NVME ? chunks_sum(s, NULL) : 0;
+	return s->o.param_home == ZINF_TIER_NVME ? chunks_sum(s, ZINF_TIER_NVME, NULL) : 0;
+}
+
+uint64_t zinf_store_host_split_bytes(struct zinf_store *s)
+{
+	return s->o.param_home == ZINF_TIER_NVME ? chunks_sum(s, ZINF_TIER_HOST, NULL) : 0;
 }
 
 int zinf_store_set_pinned(struct zinf_store *s, struct zinf_pinned *pinned)
@@ -405,7 +434,7 @@ int zinf_store_set_pinned(struct zinf_store *s, struct zinf_pinned *pinned)
 static int check_budgets(struct zinf_store *s)
 {
 	struct zinf_device_stats ds;
-	uint64_t total = 0, largest = 0;
+	uint64_t total = 0, largest = 0, largest_nvme = 0;
 	const struct module *big = NULL;
 	char a[32], b[32];
 
@@ -416,6 +445,8 @@ static int check_budgets(struct zinf_store *s)
 			largest = s->modules[m].dev_bytes;
 			big = &s->modules[m];
 		}
+		if (s->modules[m].home == ZINF_TIER_NVME && s->modules[m].dev_bytes > largest_nvme)
+			largest_nvme = s->modules[m].dev_bytes;
 	}
 	if (big && largest > ds.limit)
 		return store_fail(
@@ -429,11 +460,11 @@ static int check_budgets(struct zinf_store *s)
 			"device budget: parameters homed on the device need %s, %s free (offload them: zero_optimization.offload_param.device)",
 			zinf_format_bytes(total, a, sizeof(a)),
 			zinf_format_bytes(ds.limit - ds.used, b, sizeof(b)));
-	if (s->o.param_home == ZINF_TIER_NVME && !s->o.pinned)
+	if (largest_nvme && !s->o.pinned)
 		return store_fail(s, -EINVAL,
 				  "parameters homed on nvme need a pinned pool (none was given)");
-	if (s->o.param_home == ZINF_TIER_NVME) {
-		uint64_t chunk = s->o.chunk_size < largest ? s->o.chunk_size : largest;
+	if (largest_nvme) {
+		uint64_t chunk = s->o.chunk_size < largest_nvme ? s->o.chunk_size : largest_nvme;
 		if (chunk > zinf_pinned_size(s->o.pinned))
 			return store_fail(
 				s, ZINF_EBUDGET,
@@ -485,7 +516,7 @@ static int alloc_homes(struct zinf_store *s)
 		rc = zinf_event_create(s->o.device, &ch->ev);
 		if (rc)
 			return store_fail(s, rc, "events: %s", zinf_device_last_error(s->o.device));
-		switch (s->o.param_home) {
+		switch (ch->mod->home) {
 		case ZINF_TIER_DEVICE:
 			ch->dev_home = (char *)ch->mod->dev + ch->off;
 			ch->state = CHUNK_RESIDENT;

@@ -69,8 +69,13 @@ struct zinf_store_opts {
 	uint64_t chunk_size;		/* bytes, a multiple of 4096; default 32 MiB */
 	int world_size;			/* must be 1 for now */
 	struct zinf_timeline *timeline; /* optional: NVMe reads, H2D copies (timeline.h) */
-	/* HOST home: page-lock the homes with the device (offload_param.pin_memory), so
-	 * fetches copy from them by DMA; a device that does not register (host) ignores it */
+	/* NVME home: modules whose parameter elements fit in what is left of this many,
+	 * first fit in registration order, are homed in host memory instead
+	 * (offload_param.max_in_cpu; 0 = none): their fetches read no drive */
+	uint64_t host_elems;
+	/* HOST home (and host_elems' modules): page-lock the homes with the device
+	 * (offload_param.pin_memory), so fetches copy from them by DMA; a device that does not
+	 * register (host) ignores it */
 	bool pin_host;
 	/* How long the mover sleeps when nothing is in flight and nobody kicks it (default
 	 * 1 s). Every change that gives it work kicks it, so this is only a safety net;
@@ -130,6 +135,9 @@ uint64_t zinf_store_nvme_home_bytes(struct zinf_store *store);
  * never staged), each rounded to the I/O alignment: what staging all of them at once
  * takes. Before finalize too. */
 uint64_t zinf_store_chunk_bytes(struct zinf_store *store);
+/* With an NVME home, the bytes of the chunks host_elems keeps in host memory (each
+ * rounded to the I/O alignment, as allocated); 0 for other homes. Before finalize too. */
+uint64_t zinf_store_host_split_bytes(struct zinf_store *store);
 /* Give a store created without a pinned pool (opts.pinned NULL) its pool, before
  * finalize. */
 int zinf_store_set_pinned(struct zinf_store *store, struct zinf_pinned *pinned);

@@ -68,9 +68,11 @@ struct module {
 	uint32_t id;
 	uint32_t first_param, n_params;
 	uint32_t first_chunk, n_chunks;
-	uint64_t bytes;	    /* packed parameter bytes */
-	uint64_t dev_bytes; /* device buffer size (rounded up to IO_ALIGN) */
-	void *dev;	    /* device buffer while placed */
+	uint64_t elems;	     /* parameter elements */
+	enum zinf_tier home; /* HOST or NVME with an NVME store home (host_elems); else its */
+	uint64_t bytes;	     /* packed parameter bytes */
+	uint64_t dev_bytes;  /* device buffer size (rounded up to IO_ALIGN) */
+	void *dev;	     /* device buffer while placed */
 	enum module_state state;
 	int refs;	   /* fetches not yet released */
 	int error;	   /* FAILED: the code */

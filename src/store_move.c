@@ -203,7 +203,7 @@ static void queue_copies(struct zinf_store *s)
 	pthread_mutex_unlock(&s->lock);
 	for (struct chunk *ch = list; ch; ch = ch->next_copy) {
 		struct module *mod = ch->mod;
-		bool host = s->o.param_home == ZINF_TIER_HOST;
+		bool host = mod->home == ZINF_TIER_HOST;
 		int rc;
 
 		if (!host && !ch->written)
@@ -242,7 +242,7 @@ static bool advance(struct zinf_store *s, struct chunk *ch)
 			ch->state = CHUNK_HOME;
 			return true;
 		}
-		if (s->o.param_home == ZINF_TIER_HOST) {
+		if (mod->home == ZINF_TIER_HOST) {
 			start_copy(s, ch);
 			return false;
 		}

@@ -117,7 +117,7 @@ static int chunk_rw(struct zinf_store *s, struct chunk *ch, uint64_t off, void *
 	uint64_t t0;
 	int rc;
 
-	switch (s->o.param_home) {
+	switch (mod->home) {
 	case ZINF_TIER_HOST:
 		if (write)
 			memcpy((char *)ch->host + off, buf, len);
@@ -200,7 +200,7 @@ static int chunk_write_parts(struct zinf_store *s, struct chunk *ch, uint32_t n,
 	void *stage = NULL;
 	int rc = 0;
 
-	if (s->o.param_home != ZINF_TIER_NVME) {
+	if (ch->mod->home != ZINF_TIER_NVME) {
 		for (uint32_t i = 0; i < n && !rc; i++) {
 			range_in_chunk(s, ch, &r[i], &lo, &hi);
 			if (lo < hi)
@@ -395,7 +395,7 @@ static bool refresh_copy(struct zinf_store *s, struct module *mod, const void *c
 		return false;
 	}
 	pthread_mutex_unlock(&s->lock);
-	if (s->o.param_home == ZINF_TIER_HOST) {
+	if (mod->home == ZINF_TIER_HOST) {
 		for (uint32_t c = 0; c < mod->n_chunks && !rc; c++) {
 			const struct chunk *ch = &s->chunks[mod->first_chunk + c];
 			rc = zinf_device_memcpy_async(s->refresh, (char *)mod->dev + ch->off,
@@ -435,7 +435,7 @@ int zinf_store_module_write(struct zinf_store *s, uint32_t module, const void *c
 	rc = sync_begin_module(s, mod, mod->name);
 	if (rc)
 		return rc;
-	if (s->o.param_home == ZINF_TIER_NVME) {
+	if (mod->home == ZINF_TIER_NVME) {
 		rc = module_write_nvme(s, mod, src);
 	} else {
 		for (uint32_t i = 0; i < mod->n_params && !rc; i++) {

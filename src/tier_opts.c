@@ -108,5 +108,7 @@ void zinf_config_store_opts(const struct zinf_config *cfg, struct zinf_store_opt
 	zinf_store_opts_init(out);
 	out->chunk_size = cfg->v.zinf.chunk_size;
 	out->param_home = home[cfg->v.zero.offload_param.device];
+	if (out->param_home == ZINF_TIER_NVME)
+		out->host_elems = cfg->v.zero.offload_param.max_in_cpu;
 	out->pin_host = cfg->v.zero.offload_param.pin_memory;
 }

@@ -2,7 +2,8 @@
  * the parameters (device, cpu, nvme) and the optimizer state (cpu, nvme), fp32 and bf16,
  * a tied pair of modules or none, small modules kept on the device or not (layers too,
  * up to a quarter of the budget), and the
- * gradients' tier (cpu, nvme, auto): the pinned pool an "auto" limit makes and the need
+ * gradients' tier (cpu, nvme, auto), and NVMe homes split by offload_param.max_in_cpu
+ * (some modules in host memory): the pinned pool an "auto" limit makes and the need
  * behind it, the NVMe drive bytes, the host bytes finalize checks and where the
  * gradients go. And it says "fits" exactly when the engine accepts the device budget
  * (finalize, then zinf_engine_check_room for every module and the pair): at the
@@ -55,8 +56,9 @@ struct setup {
 	const char *param, *optim, *grads;
 	enum zinf_dtype dtype;
 	bool tied;
-	uint64_t persist;   /* stage3_param_persistence_threshold */
-	const char *pinned; /* NULL: auto */
+	uint64_t persist;    /* stage3_param_persistence_threshold */
+	const char *pinned;  /* NULL: auto */
+	uint64_t max_in_cpu; /* offload_param.max_in_cpu */
 };
 
 static struct zinf_config *config_for(const struct setup *s, const char *dir, uint64_t device)
@@ -64,20 +66,23 @@ static struct zinf_config *config_for(const struct setup *s, const char *dir, ui
 	struct zinf_config_resolve_info info = {
 		.world_size = 1, .host_total_bytes = zinf_host_memory_bytes(), .require_all = true};
 	struct zinf_config *cfg;
-	char json[2048], pinned[96] = "";
+	char json[2048], pinned[96] = "", split[64] = "";
 
 	if (s->pinned)
 		snprintf(pinned, sizeof(pinned), ", \"pinned_memory_limit\": \"%s\"", s->pinned);
+	if (s->max_in_cpu)
+		snprintf(split, sizeof(split), ", \"max_in_cpu\": %llu",
+			 (unsigned long long)s->max_in_cpu);
 	snprintf(json, sizeof(json),
 		 "{\"train_micro_batch_size_per_gpu\": 1, \"bf16\": {\"enabled\": %s},"
 		 " \"zero_optimization\": {\"stage\": 3,"
-		 "  \"offload_param\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
+		 "  \"offload_param\": {\"device\": \"%s\", \"nvme_path\": \"%s\"%s},"
 		 "  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
 		 "  \"sub_group_size\": 40000, \"stage3_param_persistence_threshold\": %llu},"
 		 " \"zinf\": {\"device\": \"host\", \"device_memory_limit\": %llu,"
 		 "  \"chunk_size\": \"64KiB\", \"offload_gradients\": \"%s\"%s}}",
-		 s->dtype == ZINF_DTYPE_BF16 ? "true" : "false", s->param, dir, s->optim, dir,
-		 (unsigned long long)s->persist, (unsigned long long)device, s->grads, pinned);
+		 s->dtype == ZINF_DTYPE_BF16 ? "true" : "false", s->param, dir, split, s->optim,
+		 dir, (unsigned long long)s->persist, (unsigned long long)device, s->grads, pinned);
 	T_CHECK_RC(zinf_config_create(&cfg));
 	T_CHECK(zinf_config_load_string(cfg, json, "plan.json") == 0, "%s",
 		zinf_config_last_error(cfg));
@@ -109,6 +114,7 @@ static void describe(struct zinf_plan *p, const struct setup *s)
 struct engine_figures {
 	bool fits;
 	uint64_t pinned_pool, pinned_need, nvme, grad_host, param_elems;
+	uint64_t host_split; /* max_in_cpu's part of NVMe homes */
 };
 
 static struct engine_figures engine_run(const struct setup *s, const char *dir, uint64_t device)
@@ -138,6 +144,7 @@ static struct engine_figures engine_run(const struct setup *s, const char *dir, 
 	f.pinned_need = engine_pinned_need(e);
 	f.nvme = engine_nvme_drive_bytes(e);
 	f.grad_host = engine_grad_host_bytes(e);
+	f.host_split = zinf_store_host_split_bytes(e->store);
 	rc = zinf_engine_finalize(e);
 	T_CHECK(rc == 0 || rc == ZINF_EBUDGET, "finalize: %s", zinf_last_error(e));
 	f.fits = rc == 0;
@@ -186,10 +193,11 @@ static void check(const struct setup *s, const char *dir)
 	bool nvme_state = strcmp(s->optim, "nvme") == 0;
 	uint64_t cpu_params;
 
-	snprintf(what, sizeof(what), "param %s, optimizer %s, grads %s, %s%s, persist %llu%s",
+	snprintf(what, sizeof(what),
+		 "param %s, optimizer %s, grads %s, %s%s, persist %llu%s, max_in_cpu %llu",
 		 s->param, s->optim, s->grads, s->dtype == ZINF_DTYPE_BF16 ? "bf16" : "fp32",
 		 s->tied ? ", tied" : "", (unsigned long long)s->persist,
-		 s->pinned ? ", pinned set" : "");
+		 s->pinned ? ", pinned set" : "", (unsigned long long)s->max_in_cpu);
 	/* the device figure at a budget of itself (small modules kept depend on it) */
 	for (int i = 0; i < 4; i++) {
 		at = plan_run(s, dir, x);
@@ -202,7 +210,10 @@ static void check(const struct setup *s, const char *dir)
 	f = engine_run(s, dir, x);
 	cpu_params = strcmp(s->param, "cpu") == 0
 			     ? f.param_elems * (s->dtype == ZINF_DTYPE_BF16 ? 2 : 4)
-			     : 0;
+			     : f.host_split;
+	T_CHECK((f.host_split > 0) == (s->max_in_cpu > 0),
+		"%s: %llu bytes of NVMe homes in host memory", what,
+		(unsigned long long)f.host_split);
 	T_CHECK(f.fits, "%s: the engine refused the %llu bytes the plan said fit", what,
 		(unsigned long long)x);
 	T_CHECK(f.pinned_need == at.pinned_need, "%s: pinned need %llu, plan %llu", what,
@@ -244,6 +255,23 @@ static void check(const struct setup *s, const char *dir)
 		(unsigned long long)at.nvme_bytes);
 }
 
+/* A placement in bf16, then fp32 with a tied head and its norm kept on the device, then
+ * with the layers kept too and the pinned pool set. */
+static void check_variants(const char *param, const char *optim, const char *grads,
+			   uint64_t max_in_cpu, const char *dir)
+{
+	struct setup s = {param, optim, grads, ZINF_DTYPE_BF16, false, 0, NULL, max_in_cpu};
+
+	check(&s, dir);
+	s.dtype = ZINF_DTYPE_F32;
+	s.tied = true;
+	s.persist = 1000; /* the norms-only head */
+	check(&s, dir);
+	s.persist = 250000; /* the layers too, as far as a quarter */
+	s.pinned = "32MiB";
+	check(&s, dir);
+}
+
 int main(void)
 {
 	char dir[] = "/var/tmp/zinf-plan-XXXXXX";
@@ -256,21 +284,13 @@ int main(void)
 	for (int pi = 0; pi < 3; pi++) {
 		for (int oi = 0; oi < 2; oi++) {
 			for (int gi = 0; gi < (oi ? 3 : 1); gi++) {
-				struct setup s = {params[pi],
-						  optims[oi],
-						  oi ? grads[gi] : "auto",
-						  ZINF_DTYPE_BF16,
-						  false,
-						  0,
-						  NULL};
-				check(&s, dir);
-				s.dtype = ZINF_DTYPE_F32;
-				s.tied = true;
-				s.persist = 1000; /* the norms-only head */
-				check(&s, dir);
-				s.persist = 250000; /* the layers too, as far as a quarter */
-				s.pinned = "32MiB";
-				check(&s, dir);
+				const char *g = oi ? grads[gi] : "auto";
+				check_variants(params[pi], optims[oi], g, 0, dir);
+				/* NVMe homes split by max_in_cpu 300000: the embedding (64000)
+				 * and the first layer (213548) in host memory, and a tied
+				 * head's norm */
+				if (pi == 2)
+					check_variants(params[pi], optims[oi], g, 300000, dir);
 			}
 		}
 	}

@@ -33,10 +33,12 @@ static inline int t_rm_entry(const char *path, const struct stat *st, int flag, 
 	return remove(path);
 }
 
-/* Bring up the tiers; io and pinned only when home is nvme or pinned_bytes > 0. The
- * store's mover idles a minute: a kick the store misses hangs the test for that long. */
-static inline void t_tiers_up(struct t_tiers *t, enum zinf_tier home, uint64_t device_bytes,
-			      uint64_t pinned_bytes, uint64_t chunk_size)
+/* Bring up the tiers; io and pinned only when home is nvme or pinned_bytes > 0; with an
+ * nvme home, host_elems parameter elements' modules homed in host memory
+ * (offload_param.max_in_cpu). The store's mover idles a minute: a kick the store misses
+ * hangs the test for that long. */
+static inline void t_tiers_up_split(struct t_tiers *t, enum zinf_tier home, uint64_t device_bytes,
+				    uint64_t pinned_bytes, uint64_t chunk_size, uint64_t host_elems)
 {
 	struct zinf_device_opts dopts;
 	struct zinf_store_opts sopts;
@@ -74,8 +76,15 @@ static inline void t_tiers_up(struct t_tiers *t, enum zinf_tier home, uint64_t d
 	sopts.io = t->io;
 	sopts.param_home = home;
 	sopts.chunk_size = chunk_size;
+	sopts.host_elems = host_elems;
 	sopts.mover_idle_ns = 60ull * 1000000000ull;
 	T_CHECK(zinf_store_create(&sopts, &t->store, err, sizeof(err)) == 0, "store: %s", err);
+}
+
+static inline void t_tiers_up(struct t_tiers *t, enum zinf_tier home, uint64_t device_bytes,
+			      uint64_t pinned_bytes, uint64_t chunk_size)
+{
+	t_tiers_up_split(t, home, device_bytes, pinned_bytes, chunk_size, 0);
 }
 
 static inline void t_tiers_down(struct t_tiers *t)

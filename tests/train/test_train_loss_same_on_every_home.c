@@ -3,14 +3,17 @@
  * activation checkpointing is on or off; bf16 parameters with the optimizer state on NVMe
  * (the pipelined step), with the gradient accumulators in host memory or on NVMe too,
  * train like bf16 parameters on the device with it in host memory, and fp32 parameters
- * with it on NVMe (DeepSpeed's fp32 NVMe example) like fp32 on the device.
+ * with it on NVMe (DeepSpeed's fp32 NVMe example) like fp32 on the device; so do bf16
+ * parameters on NVMe with offload_param.max_in_cpu keeping the embedding and the first
+ * layer in host memory.
  * Every run's loss changes from step to step (the updates take effect). */
 #include "train_fixture.h"
 
 #define STEPS 4
 
-static void run_set(struct tf_dir *d, const char *home, const char *opt, bool bf16, bool ckpt,
-		    const char *set, struct tf_losses *l)
+/* Returns the run's NVMe bytes read. */
+static uint64_t run_set(struct tf_dir *d, const char *home, const char *opt, bool bf16, bool ckpt,
+			const char *set, struct tf_losses *l)
 {
 	struct zinf_train_opts o;
 	struct zinf_train_result res;
@@ -27,6 +30,7 @@ static void run_set(struct tf_dir *d, const char *home, const char *opt, bool bf
 		"%s/%s: peaks within the budgets", home, opt);
 	if (strcmp(home, "nvme") == 0)
 		T_CHECK(res.nvme_read_bytes > 0, "%s: no NVMe reads", home);
+	return res.nvme_read_bytes;
 }
 
 static void run(struct tf_dir *d, const char *home, const char *opt, bool bf16, bool ckpt,
@@ -45,7 +49,9 @@ static void same(const struct tf_losses *a, const struct tf_losses *b, const cha
 int main(void)
 {
 	struct tf_dir d;
-	struct tf_losses dev, host, nvme, ckpt, b_dev, b_nvme, b_grads, f_nvme, f_grads;
+	struct tf_losses dev, host, nvme, ckpt, b_dev, b_nvme, b_grads, b_all, b_split, f_nvme,
+		f_grads;
+	uint64_t all_reads, split_reads;
 
 	tf_setup(&d, NULL);
 	run(&d, "none", "cpu", false, false, &dev);
@@ -64,6 +70,14 @@ int main(void)
 	same(&b_dev, &b_nvme, "bf16: device+cpu vs nvme+nvme");
 	run_set(&d, "nvme", "nvme", true, false, "zinf.offload_gradients=nvme", &b_grads);
 	same(&b_dev, &b_grads, "bf16: device+cpu vs nvme+nvme with gradients on nvme");
+	/* the embedding (8192 elements) and layer 0 (10304) fit in 20000; layer 1 and the
+	 * head stay on NVMe (run_set checks that it is still read) */
+	all_reads = run_set(&d, "nvme", "nvme", true, false, NULL, &b_all);
+	split_reads = run_set(&d, "nvme", "nvme", true, false,
+			      "zero_optimization.offload_param.max_in_cpu=20000", &b_split);
+	same(&b_dev, &b_split, "bf16: device+cpu vs nvme+nvme split by max_in_cpu");
+	T_CHECK(split_reads < all_reads, "max_in_cpu: %llu NVMe bytes read, %llu without",
+		(unsigned long long)split_reads, (unsigned long long)all_reads);
 	run(&d, "nvme", "nvme", false, false, &f_nvme);
 	same(&dev, &f_nvme, "fp32: device+cpu vs nvme+nvme");
 	run_set(&d, "none", "nvme", false, false, "zinf.offload_gradients=nvme", &f_grads);
