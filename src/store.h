@@ -196,7 +196,10 @@ void zinf_store_set_next_use(struct zinf_store *store, uint32_t module, uint64_t
  * -EINVAL. */
 int zinf_store_evict(struct zinf_store *store, uint32_t module);
 /* Keep a module on the device once fetched: eviction skips it (a module write refreshes
- * it; a parameter write drops it). For small, often used modules. */
+ * it; a parameter write drops the copy, to be loaded again). For small, often used
+ * modules. Its device buffer is taken at once (after finalize, when there is room),
+ * from the top of the heap, and kept in its place for the run: modules and gradient
+ * buffers that come and go are not split by it. */
 void zinf_store_set_persistent(struct zinf_store *store, uint32_t module, bool persistent);
 /* Device memory for someone else's use (gradient buffers) from the same budget,
  * evicting cached modules to make room. Taken from the top of the heap, while modules

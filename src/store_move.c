@@ -67,10 +67,19 @@ static void activate(struct zinf_store *s, struct chunk *ch)
 	s->active_tail = &ch->next_active;
 }
 
-void store_drop_copy(struct zinf_store *s, struct module *mod)
+/* A module's device buffer goes back, unless the module is persistent: its buffer is
+ * kept for the run, in its place (zinf_store_set_persistent), and loaded again there. */
+static void give_back_buffer(struct zinf_store *s, struct module *mod)
 {
+	if (mod->persistent)
+		return;
 	zinf_device_free(s->o.device, mod->dev);
 	mod->dev = NULL;
+}
+
+void store_drop_copy(struct zinf_store *s, struct module *mod)
+{
+	give_back_buffer(s, mod);
 	mod->state = MOD_HOME;
 	mod->resident = 0;
 	for (uint32_t c = 0; c < mod->n_chunks; c++)
@@ -102,13 +111,16 @@ static bool evict_one(struct zinf_store *s, const struct module *keep)
 	return true;
 }
 
-/* Give a waiting module its device buffer, evicting cached ones if needed. */
+/* Give a waiting module its device buffer, evicting cached ones if needed; a persistent
+ * module has its own already when there was room for it when it was marked. */
 static int place(struct zinf_store *s, struct module *mod)
 {
-	int rc;
+	int rc = 0;
 
-	for (;;) {
-		rc = zinf_device_alloc(s->o.device, mod->dev_bytes, &mod->dev);
+	while (!mod->dev) {
+		rc = mod->persistent
+			     ? zinf_device_alloc_high(s->o.device, mod->dev_bytes, &mod->dev)
+			     : zinf_device_alloc(s->o.device, mod->dev_bytes, &mod->dev);
 		if (rc != ZINF_EBUDGET || !evict_one(s, mod))
 			break;
 	}
@@ -161,8 +173,7 @@ static void settle_failed(struct zinf_store *s, struct module *mod)
 {
 	if (mod->state != MOD_FAILED || mod->active)
 		return;
-	zinf_device_free(s->o.device, mod->dev);
-	mod->dev = NULL;
+	give_back_buffer(s, mod);
 	mod->resident = 0;
 	for (uint32_t c = 0; c < mod->n_chunks; c++)
 		s->chunks[mod->first_chunk + c].state = CHUNK_HOME;
@@ -726,11 +737,28 @@ int zinf_store_free_scratch(struct zinf_store *s, void *ptr)
 	return rc;
 }
 
+/* A persistent module's buffer is taken now, from the top of the heap, beside the
+ * buffers that stay for the run too (the model runtime's), and kept: placed first fit
+ * at its first fetch, among the modules that come and go, it split the room they and
+ * the gradient buffers share (a layer that fitted by bytes found no hole, with a small
+ * head kept above the first layers' places). With no room now, its first fetch places
+ * it. */
 void zinf_store_set_persistent(struct zinf_store *s, uint32_t module, bool persistent)
 {
+	struct module *mod;
+
 	pthread_mutex_lock(&s->lock);
-	if (module < s->n_modules)
-		s->modules[module].persistent = persistent;
+	if (module >= s->n_modules)
+		goto out;
+	mod = &s->modules[module];
+	if (s->finalized && s->o.param_home != ZINF_TIER_DEVICE && persistent && !mod->persistent &&
+	    !mod->dev && zinf_device_alloc_high(s->o.device, mod->dev_bytes, &mod->dev) != 0)
+		mod->dev = NULL;
+	mod->persistent = persistent;
+	/* no longer kept: a buffer not holding a copy goes back */
+	if (!persistent && mod->dev && mod->state == MOD_HOME)
+		give_back_buffer(s, mod);
 	kick(s);
+out:
 	pthread_mutex_unlock(&s->lock);
 }
