@@ -32,18 +32,15 @@ static void line_col(const char *text, const char *pos, int *line, int *col)
 	}
 }
 
-/* The first raw control character inside a JSON string of text (NULL if none). JSON
- * wants them escaped (\n, \t, \u0001); Python's json, which DeepSpeed reads the config
- * with, refuses them, and cJSON would take them. */
-static const char *raw_control_in_string(const char *text)
+const char *zinf_json_raw_control(const char *text, size_t len)
 {
 	bool in_string = false;
 
-	for (const char *p = text; *p; p++) {
+	for (const char *p = text; p < text + len && *p; p++) {
 		if (!in_string) {
 			in_string = *p == '"';
 		} else if (*p == '\\') {
-			if (!p[1])
+			if (p + 1 >= text + len || !p[1])
 				break;
 			p++;
 		} else if (*p == '"') {
@@ -77,7 +74,7 @@ int zinf_config_load_string(struct zinf_config *cfg, const char *json, const cha
 		return zinf_config_fail(cfg, -ENOMEM, "out of memory for the config's name");
 	root = cJSON_ParseWithOpts(json, &end, true);
 	if (root) {
-		const char *raw = raw_control_in_string(json);
+		const char *raw = zinf_json_raw_control(json, strlen(json));
 		if (raw) {
 			int line, col;
 			cJSON_Delete(root);

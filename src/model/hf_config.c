@@ -20,6 +20,7 @@
 
 #include "hf_config.h"
 #include "hf_config_internal.h"
+#include "zinf/config.h" /* zinf_json_raw_control */
 #include "zinf/error.h"
 #include "zinf/log.h"
 
@@ -599,7 +600,7 @@ int zinf_hf_config_validate(struct zinf_hf_config *cfg, const char *name)
 
 int zinf_hf_config_load_string(struct zinf_hf_config *cfg, const char *json, const char *name)
 {
-	const char *end = NULL;
+	const char *end = NULL, *raw;
 	cJSON *root;
 	int rc;
 
@@ -614,6 +615,14 @@ int zinf_hf_config_load_string(struct zinf_hf_config *cfg, const char *json, con
 
 		return hf_fail(cfg, ZINF_EJSON, name, "malformed JSON near byte %lld",
 			       at ? (long long)(at - json) : -1LL);
+	}
+	raw = zinf_json_raw_control(json, strlen(json));
+	if (raw) {
+		cJSON_Delete(root);
+		return hf_fail(cfg, ZINF_EJSON, name,
+			       "malformed JSON: a control character (0x%02x) inside a string at "
+			       "byte %lld (expected it escaped, as \\n or \\t)",
+			       (unsigned char)*raw, (long long)(raw - json));
 	}
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);

@@ -7,6 +7,7 @@
  * safetensors_read_data.c.
  */
 #include "safetensors_internal.h"
+#include "zinf/config.h" /* zinf_json_raw_control */
 #include "zinf/error.h"
 #include "zinf/log.h"
 #include <cjson/cJSON.h>
@@ -285,7 +286,7 @@ static int parse_header(struct zinf_st_reader *r, struct st_file *f, struct st_e
 {
 	uint64_t hlen = 0, data_bytes;
 	struct st_entry *e = NULL;
-	const char *end = NULL;
+	const char *end = NULL, *raw;
 	cJSON *root = NULL;
 	const cJSON *kv;
 	char *text = NULL;
@@ -323,6 +324,15 @@ static int parse_header(struct zinf_st_reader *r, struct st_file *f, struct st_e
 				"%s: header is not valid JSON (error near byte %llu)", f->path,
 				(unsigned long long)(8 + pos));
 		goto out_text;
+	}
+	raw = zinf_json_raw_control(text, hlen);
+	if (raw) {
+		rc = st_rd_fail(r, ZINF_EFORMAT,
+				"%s: header is not valid JSON (a control character 0x%02x inside a "
+				"string at byte %llu; expected it escaped)",
+				f->path, (unsigned char)*raw,
+				(unsigned long long)(8 + (raw - text)));
+		goto out_root;
 	}
 	for (const char *p = end; p && p < text + hlen; p++) {
 		if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
@@ -583,6 +593,7 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 	const cJSON *map, *kv;
 	cJSON *root = NULL;
 	char *dir = NULL, *text;
+	const char *raw;
 	int rc = 0;
 
 	rc = read_small_file(r, index_path, ZINF_ST_MAX_HEADER_BYTES, &text);
@@ -590,7 +601,15 @@ static int open_index(struct zinf_st_reader *r, const char *index_path)
 		return rc;
 	/* the whole file is the object: nothing but white space after it */
 	root = cJSON_ParseWithOpts(text, NULL, 1);
+	raw = root ? zinf_json_raw_control(text, strlen(text)) : NULL;
+	if (raw)
+		rc = st_rd_fail(r, ZINF_EJSON,
+				"%s: not a JSON object (a control character 0x%02x inside a string "
+				"at byte %lld; expected it escaped)",
+				index_path, (unsigned char)*raw, (long long)(raw - text));
 	free(text);
+	if (rc < 0)
+		goto out;
 	if (!root || !cJSON_IsObject(root)) {
 		rc = st_rd_fail(r, ZINF_EJSON, "%s: not a JSON object", index_path);
 		goto out;

@@ -21,6 +21,7 @@
 #include "hf_config.h"
 #include "safetensors.h"
 #include "train_state_internal.h"
+#include "zinf/config.h" /* zinf_json_raw_control */
 #include "zinf/crc32c.h"
 #include "zinf/error.h"
 
@@ -329,6 +330,7 @@ static int read_json(struct reading *rd, cJSON **out)
 {
 	int fd = open(rd->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), rc = 0;
 	char *text = NULL, dup[256];
+	const char *raw;
 	struct stat st;
 	size_t got = 0;
 	ssize_t n;
@@ -373,6 +375,16 @@ static int read_json(struct reading *rd, cJSON **out)
 	*out = cJSON_ParseWithOpts(text, NULL, 1);
 	if (!*out) {
 		rc = bad(rd, ZINF_EJSON, "not valid JSON");
+		goto out;
+	}
+	raw = zinf_json_raw_control(text, got);
+	if (raw) {
+		rc = bad(rd, ZINF_EJSON,
+			 "not valid JSON: a control character 0x%02x inside a string at byte %zu "
+			 "(expected it escaped)",
+			 (unsigned char)*raw, (size_t)(raw - text));
+		cJSON_Delete(*out);
+		*out = NULL;
 		goto out;
 	}
 	rc = zinf_json_duplicate_key(*out, dup, sizeof(dup));

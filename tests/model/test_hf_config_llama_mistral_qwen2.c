@@ -129,6 +129,10 @@ static void check_errors(void)
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_parameters\":{\"rope_type\":"
 		    "\"llama3\",\"rope_theta\":5e5,\"factor\":8}}",
 		    ZINF_ECONFIG, "rope_parameters: llama3 needs");
+	/* a raw tab inside a string: Python's json (transformers') refuses it, cJSON not */
+	expect_fail(
+		"{" BASE ",\"num_attention_heads\":4,\"architectures\":[\"Llama\tForCausalLM\"]}",
+		ZINF_EJSON, "malformed JSON: a control character (0x09) inside a string at byte");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"tie_word_embeddings\":1}", ZINF_ECONFIG,
 		    "tie_word_embeddings: expected true or false");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"torch_dtype\":\"int8\"}", ZINF_ECONFIG,

@@ -226,6 +226,10 @@ int main(void)
 	}
 	write_text("model.safetensors.index.json", "{\"weight_map\":{}}");
 	expect_open_fail("empty weight_map", "weight_map", NULL);
+	write_text("model.safetensors.index.json",
+		   "{\"weight_map\":{\"model.norm\t.weight\":\"nope.safetensors\"}}");
+	expect_open_fail("a raw tab in the index",
+			 "control character 0x09 inside a string at byte 26", NULL);
 	write_text("model.safetensors.index.json", "{\"weight_map\":");
 	expect_open_fail("malformed index", "not a JSON object", NULL);
 	write_text("model.safetensors.index.json",

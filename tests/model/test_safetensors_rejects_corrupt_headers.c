@@ -231,6 +231,11 @@ int main(void)
 	expect_header_fail("{\"a\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,2]}", 2,
 			   "unterminated JSON", "not valid JSON", NULL);
 	expect_header_fail("{}xx", 0, "trailing bytes", "after its JSON object", NULL);
+	/* a raw newline inside a name: the format's own readers (serde_json, Python's json)
+	 * refuse it */
+	expect_header_fail("{\"a\nb\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,2]}}", 2,
+			   "raw newline in a name",
+			   "control character 0x0a inside a string at byte 11", NULL);
 	expect_header_fail("[1]", 0, "not an object", "start with '{'", NULL);
 	{ /* a NUL inside the header's length */
 		static const char t[] =

@@ -118,6 +118,28 @@ int main(void)
 			"a resealed manifest with a key twice: %s", err2);
 		free(dup);
 	}
+	/* a raw tab inside the first key, sealed again: not JSON to Python, cJSON takes it */
+	{
+		const char *q = strchr(text, '"');
+		char *tab = malloc(len + 32), err2[1024] = "";
+		const char *tag = NULL;
+		size_t n;
+		struct train_state st;
+		T_CHECK(q && tab, "a key in the manifest");
+		n = (size_t)sprintf(tab, "%.*s\t%s", (int)(q + 1 - text), text, q + 1);
+		for (const char *t = tab; (t = strstr(t, MANIFEST_CRC_TAG)); t++)
+			tag = t;
+		T_CHECK(tag, "the seal in the manifest");
+		n = (size_t)(tag - tab);
+		n += (size_t)sprintf(tab + n, "%s%08x\"\n}\n", MANIFEST_CRC_TAG,
+				     train_state_manifest_crc(tab, n));
+		tf_write_all(manifest, tab, n);
+		T_CHECK(train_state_read(ck, &st, err2, sizeof(err2)) == ZINF_EJSON &&
+				strstr(err2, "zinf_state.json") &&
+				strstr(err2, "control character 0x09 inside a string"),
+			"a resealed manifest with a raw tab: %s", err2);
+		free(tab);
+	}
 	/* the object closed before its seal, text after it, sealed again: not JSON (cJSON
 	 * would read the first object and ignore the rest) */
 	{
