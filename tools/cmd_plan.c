@@ -99,6 +99,9 @@ static void print_table(const struct zinf_plan_opts *o, const struct zinf_plan_r
 		       w->stage, w->param, w->optimizer);
 		if (strcmp(w->optimizer, "nvme") == 0)
 			printf(", sub_group_size %llu", (unsigned long long)w->sub_group_size);
+		if (strcmp(w->param, "nvme") == 0 && w->max_in_cpu)
+			printf(", offload_param.max_in_cpu %llu",
+			       (unsigned long long)w->max_in_cpu);
 		printf("\n");
 	} else {
 		printf("\nnothing fits: a larger device, more host memory or NVMe space, a shorter "
@@ -130,11 +133,12 @@ static void print_json(const struct zinf_plan_result *r)
 		       i ? ", " : "", w->param, w->optimizer, w->stage,
 		       w->tried ? "true" : "false");
 		if (w->tried)
-			printf(", \"sub_group_size\": %llu, \"device_bytes\": %llu,"
+			printf(", \"sub_group_size\": %llu, \"max_in_cpu\": %llu, \"device_bytes\": %llu,"
 			       " \"device_base_bytes\": %llu, \"pinned_bytes\": %llu,"
 			       " \"host_bytes\": %llu, \"host_checked_bytes\": %llu,"
 			       " \"nvme_bytes\": %llu, \"grads_on_nvme\": %s, \"fits\": %s",
 			       (unsigned long long)w->sub_group_size,
+			       (unsigned long long)w->max_in_cpu,
 			       (unsigned long long)w->need.device_bytes,
 			       (unsigned long long)w->need.device_base,
 			       (unsigned long long)w->need.pinned_bytes,

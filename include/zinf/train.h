@@ -188,7 +188,11 @@ struct zinf_plan_row {
 	int stage; /* zero_optimization.stage written (at least 1; 3 with offload_param) */
 	uint64_t sub_group_size; /* the config's, or with the optimizer on NVMe the largest
 				    that fits the pinned pool when the config's does not */
-	bool tried;		 /* false: not estimated (why says why) */
+	/* parameters on NVMe: offload_param.max_in_cpu, the config's when it sets one, else
+	 * the elements that half the host memory the row leaves free holds (whole millions,
+	 * or every parameter; 0 when that is none) */
+	uint64_t max_in_cpu;
+	bool tried; /* false: not estimated (why says why) */
 	struct zinf_plan_need need;
 	char why[256]; /* one line when it does not fit or was not tried */
 };

@@ -110,6 +110,9 @@ static int row_sets(const struct zinf_plan_result *r, int row, char sets[][600],
 	if (w->sub_group_size)
 		snprintf(sets[n++], 600, "zero_optimization.sub_group_size=%llu",
 			 (unsigned long long)w->sub_group_size);
+	if (w->max_in_cpu && strcmp(w->param, "nvme") == 0)
+		snprintf(sets[n++], 600, "zero_optimization.offload_param.max_in_cpu=%llu",
+			 (unsigned long long)w->max_in_cpu);
 	for (int i = 0; i < n; i++)
 		ptrs[i] = sets[i];
 	return n;
@@ -161,8 +164,47 @@ static int estimate_row(const struct zinf_plan_opts *o, struct zinf_plan_result 
 		snprintf(err, errlen, "plan: out of memory");
 	if (!w->sub_group_size)
 		zinf_config_get_u64(cfg, "zero_optimization.sub_group_size", &w->sub_group_size);
+	if (!w->max_in_cpu && strcmp(w->param, "nvme") == 0)
+		zinf_config_get_u64(cfg, "zero_optimization.offload_param.max_in_cpu",
+				    &w->max_in_cpu);
 	zinf_config_destroy(cfg);
 	return rc;
+}
+
+/* Parameters on NVMe with host memory to spare, and no max_in_cpu in the user's config:
+ * keep in host memory the modules that half of what the row leaves free holds (rounded
+ * down to a million elements, unless it holds them all), so their fetches read no
+ * drive. Halved again while the
+ * row would no longer fit (it grows by less than the half, so once at most). */
+static int use_spare_host(const struct zinf_plan_opts *o, struct zinf_plan_result *r, int row,
+			  const struct zinf_plan *p, struct zinf_plan_machine *mc, uint64_t hidden,
+			  bool user_set, char *err, size_t errlen)
+{
+	struct zinf_plan_row *w = &r->rows[row];
+	struct zinf_plan_need before = w->need;
+	uint64_t spare, elems;
+	int rc = 0;
+
+	if (user_set || strcmp(w->param, "nvme") != 0 || !w->need.fits || !mc->host_bytes ||
+	    w->need.host_bytes >= mc->host_bytes)
+		return 0;
+	spare = (mc->host_bytes - w->need.host_bytes) / 2;
+	elems = spare / (r->dtype == ZINF_DTYPE_F32 ? 4 : 2);
+	if (elems > r->param_elems)
+		elems = r->param_elems;
+	for (;;) {
+		if (elems >= 1000000 && elems < r->param_elems)
+			elems = elems / 1000000 * 1000000;
+		w->max_in_cpu = elems;
+		if (!elems) {
+			w->need = before;
+			return 0;
+		}
+		rc = estimate_row(o, r, row, p, mc, hidden, err, errlen);
+		if (rc || w->need.fits)
+			return rc;
+		elems /= 2;
+	}
 }
 
 static const char *dtype_name(enum zinf_dtype t)
@@ -304,6 +346,8 @@ int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, 
 	struct zinf_plan_machine mc = {0};
 	struct zinf_config *base = NULL;
 	struct zinf_plan *p = NULL;
+	enum zinf_config_source src;
+	bool user_max_in_cpu;
 	int rc;
 
 	memset(r, 0, sizeof(*r));
@@ -327,6 +371,9 @@ int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, 
 		goto out;
 	}
 	r->param_elems = tm.param_elems;
+	user_max_in_cpu = zinf_config_get_source(base, "zero_optimization.offload_param.max_in_cpu",
+						 &src) == 0 &&
+			  src != ZINF_SRC_DEFAULT;
 	for (int i = 0; i < ZINF_PLAN_ROWS && !rc; i++) {
 		struct zinf_plan_row *w = &r->rows[i];
 		bool nvme;
@@ -361,6 +408,9 @@ int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, 
 				rc = estimate_row(o, r, i, p, &mc, tm.hf.hidden_size, err, errlen);
 			}
 		}
+		if (!rc)
+			rc = use_spare_host(o, r, i, p, &mc, tm.hf.hidden_size, user_max_in_cpu,
+					    err, errlen);
 		if (!rc && !w->need.fits)
 			snprintf(w->why, sizeof(w->why), "%s", w->need.why);
 		if (!rc && w->need.fits && r->chosen < 0)
