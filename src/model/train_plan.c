@@ -441,7 +441,8 @@ int zinf_plan_write_config(const struct zinf_plan_opts *o, const struct zinf_pla
 		return -EINVAL;
 	}
 	/* the user's overrides first: the plan's own keys come after and win */
-	memcpy(ptrs, o->config_sets, (size_t)n * sizeof(*ptrs));
+	if (n)
+		memcpy(ptrs, o->config_sets, (size_t)n * sizeof(*ptrs));
 	n += row_sets(r, row, sets, ptrs + n);
 	if (o->micro_batch_size) {
 		snprintf(mb, sizeof(mb), "train_micro_batch_size_per_gpu=%llu",
