@@ -36,11 +36,11 @@ const char *zinf_json_raw_control(const char *text, size_t len)
 {
 	bool in_string = false;
 
-	for (const char *p = text; p < text + len && *p; p++) {
+	for (const char *p = text; p < text + len; p++) {
 		if (!in_string) {
 			in_string = *p == '"';
 		} else if (*p == '\\') {
-			if (p + 1 >= text + len || !p[1])
+			if (p + 1 >= text + len)
 				break;
 			p++;
 		} else if (*p == '"') {

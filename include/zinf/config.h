@@ -122,8 +122,8 @@ int zinf_parse_bytes(const char *text, uint64_t *out);
 /* Write bytes to buf in the largest binary unit that keeps it readable ("1 MiB",
  * "1.50 GiB", "4096 B"). Returns buf. Thread-safe. */
 char *zinf_format_bytes(uint64_t bytes, char *buf, size_t len);
-/* The first raw control character (below 0x20) inside a string of the JSON text
- * [text, text + len), or NULL when there is none (or the text ends first at a NUL). JSON
+/* The first raw control character (below 0x20, a NUL too) inside a string of the JSON
+ * text [text, text + len), or NULL when there is none. JSON
  * wants them escaped (\n, \t, \u0001); Python's json, which DeepSpeed and Hugging Face
  * read their files with, refuses them where cJSON takes them. Every JSON file zinf reads
  * (configs, config.json, safetensors headers and indexes, its state manifest) is checked

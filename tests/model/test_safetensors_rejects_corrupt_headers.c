@@ -237,6 +237,22 @@ int main(void)
 			   "raw newline in a name",
 			   "control character 0x0a inside a string at byte 11", NULL);
 	expect_header_fail("[1]", 0, "not an object", "start with '{'", NULL);
+	/* a NUL inside a string: cJSON would cut the name there ("a") */
+	for (int k = 0; k < 2; k++) {
+		static const char in_name[] = "{\"a\0b\":{\"dtype\":\"F16\",\"shape\":[1],"
+					      "\"data_offsets\":[0,2]}}";
+		static const char in_meta[] = "{\"__metadata__\":{\"x\":\"y\0\"},\"a\":{\"dtype\":"
+					      "\"F16\",\"shape\":[1],\"data_offsets\":[0,2]}}";
+		const char *t = k ? in_meta : in_name;
+		size_t tl = (k ? sizeof(in_meta) : sizeof(in_name)) - 1;
+		unsigned char nb[8 + sizeof(in_meta) + 2] = {0};
+
+		nb[0] = (unsigned char)tl;
+		memcpy(nb + 8, t, tl);
+		write_bytes(nb, 8 + tl + 2);
+		expect_fail(ZINF_EFORMAT, k ? "NUL in a metadata value" : "NUL in a name",
+			    "control character 0x00 inside a string", NULL);
+	}
 	{ /* a NUL inside the header's length */
 		static const char t[] =
 			"{\"a\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[0,2]}}\0  ";
