@@ -457,8 +457,8 @@ out:
 /* Whether device space can still come without a release by the caller: a cached
  * module to evict, or an unheld module still loading (or failing) that will become one,
  * or a cached module another thread is writing (it is evictable again when the write
- * ends: sync_end_module wakes the waiters). Persistent modules are never evicted, so
- * they count only while failing. */
+ * ends: sync_end_module wakes the waiters). Persistent modules are never evicted, and a
+ * failed one keeps its buffer, so they never count. */
 static bool space_can_come(struct zinf_store *s, const struct module *mod)
 {
 	/* Parameters homed on the device (offload_param none) are ready and unheld between
@@ -476,7 +476,7 @@ static bool space_can_come(struct zinf_store *s, const struct module *mod)
 				return true;
 			continue;
 		}
-		if (o->persistent && o->state != MOD_FAILED)
+		if (o->persistent)
 			continue;
 		if (o->state == MOD_READY || o->active)
 			return true;
@@ -579,6 +579,9 @@ static void unqueue(struct zinf_store *s, struct module *mod)
 		s->waiting_tail = prev;
 	mod->next_waiting = NULL;
 	mod->state = MOD_HOME;
+	/* a reserved buffer of a module no longer persistent: nothing else would free it */
+	if (mod->dev)
+		give_back_buffer(s, mod);
 }
 
 int zinf_store_release(struct zinf_store *s, uint32_t module)
@@ -752,8 +755,13 @@ void zinf_store_set_persistent(struct zinf_store *s, uint32_t module, bool persi
 		goto out;
 	mod = &s->modules[module];
 	if (s->finalized && s->o.param_home != ZINF_TIER_DEVICE && persistent && !mod->persistent &&
-	    !mod->dev && zinf_device_alloc_high(s->o.device, mod->dev_bytes, &mod->dev) != 0)
+	    !mod->dev && zinf_device_alloc_high(s->o.device, mod->dev_bytes, &mod->dev) != 0) {
 		mod->dev = NULL;
+		zinf_logf(ZINF_LOG_INFO,
+			  "module %s: kept on the device, but no room for it now: placed at its "
+			  "first fetch, from the top of the heap",
+			  mod->name);
+	}
 	mod->persistent = persistent;
 	/* no longer kept: a buffer not holding a copy goes back */
 	if (!persistent && mod->dev && mod->state == MOD_HOME)
