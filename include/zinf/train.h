@@ -189,8 +189,8 @@ struct zinf_plan_row {
 	uint64_t sub_group_size; /* the config's, or with the optimizer on NVMe the largest
 				    that fits the pinned pool when the config's does not */
 	/* parameters on NVMe: offload_param.max_in_cpu, the config's when it sets one, else
-	 * the elements that half the host memory the row leaves free holds (whole millions,
-	 * or every parameter; 0 when that is none) */
+	 * the elements that half the host memory the row leaves free holds (rounded down to
+	 * whole millions above a million, or every parameter; 0 when that is none) */
 	uint64_t max_in_cpu;
 	bool tried; /* false: not estimated (why says why) */
 	struct zinf_plan_need need;
