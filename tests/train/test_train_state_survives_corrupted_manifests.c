@@ -22,6 +22,21 @@ static uint64_t rng(uint64_t *s)
 
 static int n_ok, n_refused;
 
+/* Seal buf (a manifest, changed) again: its seal, the last MANIFEST_CRC_TAG on, is
+ * replaced by one of the text before it. Returns the new length. */
+static size_t reseal(char *buf)
+{
+	const char *tag = NULL;
+	size_t n;
+
+	for (const char *t = buf; (t = strstr(t, MANIFEST_CRC_TAG)); t++)
+		tag = t;
+	T_CHECK(tag, "the seal in the manifest");
+	n = (size_t)(tag - buf);
+	return n + (size_t)sprintf(buf + n, "%s%08x\"\n}\n", MANIFEST_CRC_TAG,
+				   train_state_manifest_crc(buf, n));
+}
+
 /* Read dir's state with manifest text in place; check the outcome's shape. */
 static void try_read(const char *dir, const char *manifest, const char *text, size_t len,
 		     const struct train_state *good, const char *what)
@@ -100,18 +115,13 @@ int main(void)
 	T_CHECK(n_refused > 3000, "%d refused, %d read", n_refused, n_ok);
 	/* a key given twice, sealed again: cJSON would read the first, Python the last */
 	{
-		const char *step = strstr(text, "\"step\":"), *tag;
+		const char *step = strstr(text, "\"step\":");
 		char *dup = malloc(len + 32), err2[1024] = "";
-		size_t head = (size_t)(step - text), n;
+		size_t head = (size_t)(step - text);
 		struct train_state st;
 		T_CHECK(step && dup, "\"step\" in the manifest");
-		n = (size_t)sprintf(dup, "%.*s\"step\":\t1,\n\t%s", (int)head, text, step);
-		for (tag = dup; strstr(tag + 1, MANIFEST_CRC_TAG);)
-			tag = strstr(tag + 1, MANIFEST_CRC_TAG);
-		n = (size_t)(tag - dup);
-		n += (size_t)sprintf(dup + n, "%s%08x\"\n}\n", MANIFEST_CRC_TAG,
-				     train_state_manifest_crc(dup, n));
-		tf_write_all(manifest, dup, n);
+		sprintf(dup, "%.*s\"step\":\t1,\n\t%s", (int)head, text, step);
+		tf_write_all(manifest, dup, reseal(dup));
 		T_CHECK(train_state_read(ck, &st, err2, sizeof(err2)) == ZINF_EFORMAT &&
 				strstr(err2, "zinf_state.json") &&
 				strstr(err2, "step: appears twice"),
@@ -122,18 +132,10 @@ int main(void)
 	{
 		const char *q = strchr(text, '"');
 		char *tab = malloc(len + 32), err2[1024] = "";
-		const char *tag = NULL;
-		size_t n;
 		struct train_state st;
 		T_CHECK(q && tab, "a key in the manifest");
-		n = (size_t)sprintf(tab, "%.*s\t%s", (int)(q + 1 - text), text, q + 1);
-		for (const char *t = tab; (t = strstr(t, MANIFEST_CRC_TAG)); t++)
-			tag = t;
-		T_CHECK(tag, "the seal in the manifest");
-		n = (size_t)(tag - tab);
-		n += (size_t)sprintf(tab + n, "%s%08x\"\n}\n", MANIFEST_CRC_TAG,
-				     train_state_manifest_crc(tab, n));
-		tf_write_all(manifest, tab, n);
+		sprintf(tab, "%.*s\t%s", (int)(q + 1 - text), text, q + 1);
+		tf_write_all(manifest, tab, reseal(tab));
 		T_CHECK(train_state_read(ck, &st, err2, sizeof(err2)) == ZINF_EJSON &&
 				strstr(err2, "zinf_state.json") &&
 				strstr(err2, "control character 0x09 inside a string"),
