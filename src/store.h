@@ -205,7 +205,10 @@ void zinf_store_set_persistent(struct zinf_store *store, uint32_t module, bool p
  * evicting cached modules to make room. Taken from the top of the heap, while modules
  * are placed first fit from the bottom: a module held in the middle cannot split the
  * room a gradient buffer needs when the buffer is taken before the module is fetched
- * (the trainer's backward does that). Returns 0 or ZINF_EBUDGET (message set). */
+ * (the trainer's backward does that). Nor does a block land below a cached copy (or a
+ * released load): those above it give way first, so the block sits as high as the
+ * buffers that stay allow, not in the middle of the room the modules share once they go.
+ * Returns 0 or ZINF_EBUDGET (message set). */
 int zinf_store_alloc_scratch(struct zinf_store *store, uint64_t bytes, void **out);
 int zinf_store_free_scratch(struct zinf_store *store, void *ptr);
 /* Device bytes a module occupies when fetched (after finalize; 0 otherwise). */

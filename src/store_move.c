@@ -681,8 +681,23 @@ uint64_t zinf_store_module_bytes(struct zinf_store *s, uint32_t module)
 	return b;
 }
 
+/* A module nobody holds whose buffer lies above p: a cached copy, or a load whose fetch
+ * was released (it becomes one when it lands), or NULL. */
+static struct module *unheld_above(struct zinf_store *s, const void *p)
+{
+	for (uint32_t m = 0; m < s->n_modules; m++) {
+		struct module *mod = &s->modules[m];
+		if (mod->dev && !mod->refs && !mod->persistent && !mod->sync_busy &&
+		    (mod->state == MOD_READY || mod->state == MOD_LOADING) &&
+		    (uintptr_t)mod->dev > (uintptr_t)p)
+			return mod;
+	}
+	return NULL;
+}
+
 int zinf_store_alloc_scratch(struct zinf_store *s, uint64_t bytes, void **out)
 {
+	struct module *above;
 	int rc;
 
 	pthread_mutex_lock(&s->lock);
@@ -691,6 +706,22 @@ int zinf_store_alloc_scratch(struct zinf_store *s, uint64_t bytes, void **out)
 	for (;;) {
 		/* from the top: modules are packed from the bottom (see zinf_store_alloc_scratch) */
 		rc = zinf_device_alloc_high(s->o.device, bytes, out);
+		/* Placed below a cached copy, the block would stay in the middle of the room
+		 * the modules share once that copy goes: a module as large as that room (the
+		 * head, with the embedding's vocabulary) then finds it in two pieces. The
+		 * copies above give way instead (a load still landing there is waited for),
+		 * and the block goes as high as the buffers that stay allow. */
+		if (!rc && (above = unheld_above(s, *out)) != NULL) {
+			zinf_device_free(s->o.device, *out);
+			*out = NULL;
+			if (above->state == MOD_READY) {
+				store_drop_copy(s, above);
+				s->evictions++;
+			} else {
+				store_wait_ms(s);
+			}
+			continue;
+		}
 		if (rc != ZINF_EBUDGET)
 			break;
 		if (evict_one(s, NULL))
