@@ -678,6 +678,17 @@ int zinf_module_grads(struct zinf_engine *e, uint32_t module)
 	rc = zinf_store_alloc_scratch(e->store, m->grad_bytes, &m->grads);
 	if (rc == ZINF_EBUDGET && e->prefetch && zinf_prefetch_drop(e->prefetch) > 0)
 		rc = zinf_store_alloc_scratch(e->store, m->grad_bytes, &m->grads);
+	/* Below a module fetched ahead, the buffer would sit in the middle of the room the
+	 * modules share once that one is released (a head as large as that room then finds
+	 * it in two pieces): the modules fetched ahead give way, and the store puts the
+	 * buffer above what they leave cached. */
+	if (!rc && e->prefetch && zinf_store_held_above(e->store, m->grads) &&
+	    zinf_prefetch_drop(e->prefetch) > 0) {
+		rc = zinf_store_free_scratch(e->store, m->grads);
+		m->grads = NULL;
+		if (!rc)
+			rc = zinf_store_alloc_scratch(e->store, m->grad_bytes, &m->grads);
+	}
 	if (rc == ZINF_EBUDGET && e->grads_async) { /* buffers still being copied */
 		int drc = engine_gq_drain(e);
 

@@ -210,6 +210,10 @@ void zinf_store_set_persistent(struct zinf_store *store, uint32_t module, bool p
  * buffers that stay allow, not in the middle of the room the modules share once they go.
  * Returns 0 or ZINF_EBUDGET (message set). */
 int zinf_store_alloc_scratch(struct zinf_store *store, uint64_t bytes, void **out);
+/* Whether a module in use (fetched and not released, by the model or a prefetcher; not a
+ * persistent one) has its device buffer above p: a scratch block at p then sits below
+ * it, in the middle of the room the modules share once it is released. */
+bool zinf_store_held_above(struct zinf_store *store, const void *p);
 int zinf_store_free_scratch(struct zinf_store *store, void *ptr);
 /* Device bytes a module occupies when fetched (after finalize; 0 otherwise). */
 uint64_t zinf_store_module_bytes(struct zinf_store *store, uint32_t module);

@@ -685,6 +685,8 @@ uint64_t zinf_store_module_bytes(struct zinf_store *s, uint32_t module)
  * was released (it becomes one when it lands), or NULL. */
 static struct module *unheld_above(struct zinf_store *s, const void *p)
 {
+	if (s->o.param_home == ZINF_TIER_DEVICE)
+		return NULL; /* homes, not caches */
 	for (uint32_t m = 0; m < s->n_modules; m++) {
 		struct module *mod = &s->modules[m];
 		if (mod->dev && !mod->refs && !mod->persistent && !mod->sync_busy &&
@@ -693,6 +695,18 @@ static struct module *unheld_above(struct zinf_store *s, const void *p)
 			return mod;
 	}
 	return NULL;
+}
+
+bool zinf_store_held_above(struct zinf_store *s, const void *p)
+{
+	bool held = false;
+
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t m = 0; m < s->n_modules && !held; m++)
+		held = s->modules[m].dev && s->modules[m].refs && !s->modules[m].persistent &&
+		       (uintptr_t)s->modules[m].dev > (uintptr_t)p;
+	pthread_mutex_unlock(&s->lock);
+	return held;
 }
 
 int zinf_store_alloc_scratch(struct zinf_store *s, uint64_t bytes, void **out)
@@ -711,15 +725,16 @@ int zinf_store_alloc_scratch(struct zinf_store *s, uint64_t bytes, void **out)
 		 * head, with the embedding's vocabulary) then finds it in two pieces. The
 		 * copies above give way instead (a load still landing there is waited for),
 		 * and the block goes as high as the buffers that stay allow. */
-		if (!rc && (above = unheld_above(s, *out)) != NULL) {
+		/* a load landing there: waited for with the block kept, so that the mover
+		 * places nothing else in its room meanwhile */
+		while (!rc && (above = unheld_above(s, *out)) != NULL && above->state != MOD_READY)
+			store_wait_ms(s);
+		if (!rc && above) {
 			zinf_device_free(s->o.device, *out);
 			*out = NULL;
-			if (above->state == MOD_READY) {
-				store_drop_copy(s, above);
-				s->evictions++;
-			} else {
-				store_wait_ms(s);
-			}
+			store_drop_copy(s, above);
+			s->evictions++;
+			kick(s);
 			continue;
 		}
 		if (rc != ZINF_EBUDGET)
