@@ -229,18 +229,15 @@ static void param_split(const struct zinf_plan *p, const struct zinf_config *cfg
 	}
 }
 
-/* The pinned pool finalize makes for the modules (engine_pinned_need) with the optimizer
- * state's staging of sub-groups of sub elements. */
+/* The pinned pool finalize makes for the modules (engine_pinned_need) with chunks bytes
+ * of parameter chunks on NVMe (param_split's nvme) and the optimizer state's staging of
+ * sub-groups. */
 static uint64_t pinned_need(const struct zinf_plan *p, const struct zinf_config *cfg,
-			    const struct zinf_plan_machine *mc, uint64_t staging)
+			    const struct zinf_plan_machine *mc, uint64_t chunks, uint64_t staging)
 {
-	struct param_split split;
-	uint64_t chunks, need;
+	uint64_t need;
 
 	/* the parameter chunks staged from NVMe, at most the device's worth */
-	param_split(p, cfg, 4096, &split);
-	chunks = split.nvme;
-
 	if (chunks > device_limit(mc))
 		chunks = device_limit(mc);
 	need = chunks + 2 * p->largest_grads + cfg->v.zinf.chunk_size + staging;
@@ -355,7 +352,7 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 				&nf);
 		staging = nf.staging;
 	}
-	out->pinned_need = pinned_need(p, cfg, mc, staging);
+	out->pinned_need = pinned_need(p, cfg, mc, split.nvme, staging);
 	pool = pool_of(mc, out->pinned_need);
 	out->pinned_bytes = pool;
 	if (p->largest_grads > pool)
@@ -433,9 +430,11 @@ uint64_t zinf_plan_largest_sub_group(const struct zinf_plan *p, const struct zin
 				     const struct zinf_plan_machine *mc)
 {
 	uint64_t lo = 0, hi = cfg->v.zero.sub_group_size, left = cfg->v.zinf.chunk_size;
+	struct param_split split;
 
 	if (p->largest_grads > left)
 		left = p->largest_grads;
+	param_split(p, cfg, nvme_align(mc), &split);
 	/* the largest sub_group_size whose staging fits the pool with `left` beside it, as
 	 * zinf_plan_estimate judges it: a binary search keeping "fits" at its lower end (0:
 	 * none does) */
@@ -444,7 +443,7 @@ uint64_t zinf_plan_largest_sub_group(const struct zinf_plan *p, const struct zin
 		struct nvme_figures nf;
 
 		nvme_figures_of(p->group, mid, max_slots(cfg), nvme_align(mc), &nf);
-		pool = pool_of(mc, pinned_need(p, cfg, mc, nf.staging));
+		pool = pool_of(mc, pinned_need(p, cfg, mc, split.nvme, nf.staging));
 		if (nf.staging <= pool && pool - nf.staging >= left)
 			lo = mid;
 		else

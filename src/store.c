@@ -330,7 +330,7 @@ static uint64_t chunk_len(const struct zinf_store *s, const struct module *mod, 
 
 /* Each module's home tier: the store's, but with an NVMe home, host_elems keeps in host
  * memory the modules that fit in what is left of it, first fit in registration order
- * (engine_plan.c's host_split decides the same way). Lock held. */
+ * (engine_plan.c's param_split decides the same way). Lock held. */
 static void assign_homes(struct zinf_store *s)
 {
 	uint64_t left = s->o.param_home == ZINF_TIER_NVME ? s->o.host_elems : 0;

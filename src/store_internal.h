@@ -69,7 +69,7 @@ struct module {
 	uint32_t first_param, n_params;
 	uint32_t first_chunk, n_chunks;
 	uint64_t elems;	     /* parameter elements */
-	enum zinf_tier home; /* HOST or NVME with an NVME store home (host_elems); else its */
+	enum zinf_tier home; /* the store's param_home; with NVME, HOST for host_elems' part */
 	uint64_t bytes;	     /* packed parameter bytes */
 	uint64_t dev_bytes;  /* device buffer size (rounded up to IO_ALIGN) */
 	void *dev;	     /* device buffer while placed */

@@ -685,12 +685,11 @@ uint64_t zinf_store_module_bytes(struct zinf_store *s, uint32_t module)
  * was released (it becomes one when it lands), or NULL. */
 static struct module *unheld_above(struct zinf_store *s, const void *p)
 {
-	if (s->o.param_home == ZINF_TIER_DEVICE)
-		return NULL; /* homes, not caches */
 	for (uint32_t m = 0; m < s->n_modules; m++) {
 		struct module *mod = &s->modules[m];
-		if (mod->dev && !mod->refs && !mod->persistent && !mod->sync_busy &&
-		    (mod->state == MOD_READY || mod->state == MOD_LOADING) &&
+		bool released_load = mod->state == MOD_LOADING && !mod->refs && !mod->persistent &&
+				     !mod->sync_busy;
+		if (mod->dev && (evictable(s, mod) || released_load) &&
 		    (uintptr_t)mod->dev > (uintptr_t)p)
 			return mod;
 	}
@@ -723,10 +722,9 @@ int zinf_store_alloc_scratch(struct zinf_store *s, uint64_t bytes, void **out)
 		/* Placed below a cached copy, the block would stay in the middle of the room
 		 * the modules share once that copy goes: a module as large as that room (the
 		 * head, with the embedding's vocabulary) then finds it in two pieces. The
-		 * copies above give way instead (a load still landing there is waited for),
-		 * and the block goes as high as the buffers that stay allow. */
-		/* a load landing there: waited for with the block kept, so that the mover
-		 * places nothing else in its room meanwhile */
+		 * copies above give way instead, and the block goes as high as the buffers
+		 * that stay allow. A load still landing there is waited for with the block
+		 * kept, so that the mover places nothing else in its room meanwhile. */
 		while (!rc && (above = unheld_above(s, *out)) != NULL && above->state != MOD_READY)
 			store_wait_ms(s);
 		if (!rc && above) {

@@ -174,8 +174,8 @@ static int estimate_row(const struct zinf_plan_opts *o, struct zinf_plan_result 
 /* Parameters on NVMe with host memory to spare, and no max_in_cpu in the user's config:
  * keep in host memory the modules that half of what the row leaves free holds (rounded
  * down to whole millions above a million, unless it holds them all), so their fetches
- * read no drive. Halved again while the
- * row would no longer fit (it grows by less than the half, so once at most). */
+ * read no drive. Halved again while the row would no longer fit (it grows by less than
+ * the half, so once at most). */
 static int use_spare_host(const struct zinf_plan_opts *o, struct zinf_plan_result *r, int row,
 			  const struct zinf_plan *p, struct zinf_plan_machine *mc, uint64_t hidden,
 			  bool user_set, char *err, size_t errlen)
