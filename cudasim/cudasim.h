@@ -110,6 +110,16 @@ static inline float __fsqrt_rn(float a)
 	return sqrtf(a);
 }
 
+static inline double __dadd_rn(double a, double b)
+{
+	return a + b;
+}
+
+static inline double __fma_rn(double a, double b, double c)
+{
+	return fma(a, b, c);
+}
+
 template <typename... P> struct cudasim_launcher {
 	void (*kernel)(P...);
 	dim3 grid, block;

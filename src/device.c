@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "device.h"
+#include "optim.h"
 #include "thread_error.h"
 #include "zinf/config.h"
 #include "zinf/error.h"
@@ -460,6 +461,67 @@ int zinf_device_memset_async(struct zinf_stream *s, void *dst, int value, uint64
 int zinf_device_synchronize(struct zinf_device *dev)
 {
 	return dev->ops->synchronize(dev);
+}
+
+/* ---- compute on device memory ----------------------------------------------------------- */
+
+/* p..p + len inside one device allocation (len 0: anything), or -EINVAL naming what. */
+static int check_owned(struct zinf_device *dev, const char *op, const char *what, const void *p,
+		       uint64_t len)
+{
+	if (!len || zinf_device_owns(dev, p, len))
+		return 0;
+	return zinf_device_set_error(dev, -EINVAL,
+				     "%s of %llu bytes: %s %p is not inside one device allocation "
+				     "of %s",
+				     op, (unsigned long long)len, what, p, dev->name);
+}
+
+int zinf_device_add_f32(struct zinf_stream *s, float *dst, const float *src, uint64_t n)
+{
+	struct zinf_device *dev = s->dev;
+	int rc = check_owned(dev, "add", "destination", dst, 4 * n);
+
+	if (!rc)
+		rc = check_owned(dev, "add", "source", src, 4 * n);
+	if (rc || !n)
+		return rc;
+	return dev->ops->add_f32(s, dst, src, n);
+}
+
+int zinf_device_sumsq_f32(struct zinf_stream *s, const float *src, uint64_t n, void *parts,
+			  double *out)
+{
+	struct zinf_device *dev = s->dev;
+	int rc = check_owned(dev, "sum of squares", "source", src, 4 * n);
+
+	*out = 0;
+	if (!rc)
+		rc = check_owned(dev, "sum of squares", "partial sums", parts,
+				 ZINF_DEVICE_SUMSQ_BYTES);
+	if (rc || !n)
+		return rc;
+	return dev->ops->sumsq_f32(s, src, n, parts, out);
+}
+
+int zinf_device_adam_update(struct zinf_stream *s, const struct zinf_adam_args *a, uint64_t n)
+{
+	struct zinf_device *dev = s->dev;
+	uint64_t gb = a->g_dtype == ZINF_DTYPE_F32 ? 4 : 2;
+	uint64_t ob = a->out_dtype == ZINF_DTYPE_F32 ? 4 : 2;
+	int rc = check_owned(dev, "adam", "master", a->p, 4 * n);
+
+	if (!rc)
+		rc = check_owned(dev, "adam", "exp_avg", a->m, 4 * n);
+	if (!rc)
+		rc = check_owned(dev, "adam", "exp_avg_sq", a->v, 4 * n);
+	if (!rc)
+		rc = check_owned(dev, "adam", "gradient", a->g, gb * n);
+	if (!rc && a->out)
+		rc = check_owned(dev, "adam", "parameter copy", a->out, ob * n);
+	if (rc || !n)
+		return rc;
+	return dev->ops->adam_update(s, a, n);
 }
 
 void zinf_device_get_stats(struct zinf_device *dev, struct zinf_device_stats *out)

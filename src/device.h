@@ -37,6 +37,8 @@
 
 #include "arena.h"
 
+struct zinf_adam_args; /* src/optim.h */
+
 /* Same order as the config's "zinf.device" values (auto, cuda, host). */
 enum zinf_device_backend {
 	ZINF_DEVICE_BACKEND_AUTO = 0,
@@ -175,6 +177,25 @@ int zinf_device_memset_async(struct zinf_stream *s, void *dst, int value, uint64
 /* Wait until all work on all streams of dev has completed. */
 int zinf_device_synchronize(struct zinf_device *dev);
 
+/* ---- compute on device memory (the optimizer state on the device) ---------------------- */
+
+/* Device memory sumsq_f32 may use for its partial sums. */
+#define ZINF_DEVICE_SUMSQ_BYTES 2048u
+
+/* dst[i] += src[i] for i < n, fp32 device memory, in order on stream s (the host
+ * backend runs it on the calling thread once s has run what was queued before). */
+int zinf_device_add_f32(struct zinf_stream *s, float *dst, const float *src, uint64_t n);
+/* *out = the sum of the squares of src[0..n) (fp32 device memory) in double, after the
+ * work queued on s; returns when it is known. parts: ZINF_DEVICE_SUMSQ_BYTES of device
+ * memory for the partial sums. The host backend's is zinf_grad_sumsq's, to the bit; the
+ * GPU's agrees to rounding (its order of summation is its own), and is the same bits from
+ * run to run. */
+int zinf_device_sumsq_f32(struct zinf_stream *s, const float *src, uint64_t n, void *parts,
+			  double *out);
+/* One Adam/AdamW update (src/optim.h) of a's buffers, all device memory, on stream s:
+ * bit-identical to the CPU loop (kernels/adamw.cu). */
+int zinf_device_adam_update(struct zinf_stream *s, const struct zinf_adam_args *a, uint64_t n);
+
 /* A snapshot of the heap and copy counters. */
 void zinf_device_get_stats(struct zinf_device *dev, struct zinf_device_stats *out);
 
@@ -198,6 +219,11 @@ struct zinf_device_ops {
 	int (*memcpy_async)(struct zinf_stream *s, void *dst, const void *src, uint64_t len,
 			    enum zinf_copy_dir dir);
 	int (*memset_async)(struct zinf_stream *s, void *dst, int value, uint64_t len);
+	/* the compute on device memory below, arguments checked */
+	int (*add_f32)(struct zinf_stream *s, float *dst, const float *src, uint64_t n);
+	int (*sumsq_f32)(struct zinf_stream *s, const float *src, uint64_t n, void *parts,
+			 double *out);
+	int (*adam_update)(struct zinf_stream *s, const struct zinf_adam_args *a, uint64_t n);
 	int (*synchronize)(struct zinf_device *dev);
 	int (*host_register)(struct zinf_device *dev, void *ptr, uint64_t len);
 	int (*host_unregister)(struct zinf_device *dev, void *ptr, uint64_t len);

@@ -18,7 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adamw_cuda.h"
 #include "device.h"
+#include "grad_cuda.h"
+#include "optim.h"
 #include "zinf/config.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
@@ -384,6 +387,83 @@ static int cuda_memset_async(struct zinf_stream *zs, void *dst, int value, uint6
 	return rc;
 }
 
+/* ---- compute on device memory ----------------------------------------------------------- */
+
+/* A launcher's failure (ZINF_EDEVICE; the launcher has taken CUDA's error) as the
+ * calling thread's last error. */
+static int kernel_status(struct zinf_device *dev, int rc, const char *kernel)
+{
+	if (!rc)
+		return 0;
+	return zinf_device_set_error(dev, ZINF_EDEVICE, "%s on %s: kernel launch failed", kernel,
+				     dev->name);
+}
+
+static int cuda_add_f32(struct zinf_stream *zs, float *dst, const float *src, uint64_t n)
+{
+	int rc = set_device(zs->dev);
+
+	if (!rc)
+		rc = kernel_status(zs->dev,
+				   zinf_cuda_add_f32(dst, src, n, ((struct cuda_stream *)zs)->s),
+				   "add_f32");
+	return rc;
+}
+
+static int cuda_sumsq_f32(struct zinf_stream *zs, const float *src, uint64_t n, void *parts,
+			  double *out)
+{
+	cudaStream_t s = ((struct cuda_stream *)zs)->s;
+	double host[ZINF_CUDA_SUMSQ_PARTS], sum = 0;
+	int rc = set_device(zs->dev);
+
+	_Static_assert(ZINF_CUDA_SUMSQ_PARTS * sizeof(double) <= ZINF_DEVICE_SUMSQ_BYTES,
+		       "the partial sums fit the buffer");
+	if (!rc)
+		rc = kernel_status(zs->dev, zinf_cuda_sumsq_f32(src, n, parts, s), "sumsq_f32");
+	if (!rc)
+		rc = CU(zs->dev, cudaMemcpyAsync,
+			(host, parts, sizeof(host), cudaMemcpyDeviceToHost, s));
+	if (!rc)
+		rc = CU(zs->dev, cudaStreamSynchronize, (s));
+	for (int i = 0; !rc && i < ZINF_CUDA_SUMSQ_PARTS; i++)
+		sum += host[i];
+	*out = sum;
+	return rc;
+}
+
+static int cuda_adam_update(struct zinf_stream *zs, const struct zinf_adam_args *a, uint64_t n)
+{
+	struct zinf_cuda_adam_args c = {
+		.p = a->p,
+		.m = a->m,
+		.v = a->v,
+		.g = a->g,
+		.out = a->out,
+		.g_dtype = a->g_dtype,
+		.out_dtype = a->out_dtype,
+		.decoupled = a->decoupled,
+		.l2 = a->l2,
+		.grad_scale = a->grad_scale,
+		.beta1 = a->beta1,
+		.beta2 = a->beta2,
+		.one_minus_beta1 = a->one_minus_beta1,
+		.one_minus_beta2 = a->one_minus_beta2,
+		.neg_step_size = a->neg_step_size,
+		.rsqrt_bc2 = a->rsqrt_bc2,
+		.eps = a->eps,
+		.weight_decay = a->weight_decay,
+		.decay = a->decay,
+	};
+	int rc = set_device(zs->dev);
+
+	if (!rc)
+		rc = kernel_status(zs->dev,
+				   zinf_cuda_adam_update(&c, n, ((struct cuda_stream *)zs)->s),
+				   "adam");
+	return rc;
+}
+
 static int cuda_synchronize(struct zinf_device *dev)
 {
 	int rc = set_device(dev);
@@ -465,6 +545,9 @@ static const struct zinf_device_ops cuda_ops = {
 	.event_synchronize = cuda_event_synchronize,
 	.memcpy_async = cuda_memcpy_async,
 	.memset_async = cuda_memset_async,
+	.add_f32 = cuda_add_f32,
+	.sumsq_f32 = cuda_sumsq_f32,
+	.adam_update = cuda_adam_update,
 	.synchronize = cuda_synchronize,
 	.host_register = cuda_host_register,
 	.host_unregister = cuda_host_unregister,

@@ -26,7 +26,9 @@
 #include <unistd.h>
 
 #include "budget.h"
+#include "clip.h"
 #include "device.h"
+#include "optim.h"
 #include "zinf/config.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
@@ -299,6 +301,33 @@ static int host_stream_synchronize(struct zinf_stream *zs)
 	return 0;
 }
 
+/* Compute on device memory: this backend's device memory is host memory, and its
+ * "kernels" are the CPU loops, run on the calling thread once the stream has run what
+ * was queued before (so they keep its order). */
+static int host_add_f32(struct zinf_stream *zs, float *dst, const float *src, uint64_t n)
+{
+	host_stream_synchronize(zs);
+	for (uint64_t i = 0; i < n; i++)
+		dst[i] += src[i];
+	return 0;
+}
+
+static int host_sumsq_f32(struct zinf_stream *zs, const float *src, uint64_t n, void *parts,
+			  double *out)
+{
+	(void)parts;
+	host_stream_synchronize(zs);
+	*out = zinf_grad_sumsq(src, ZINF_DTYPE_F32, n);
+	return 0;
+}
+
+static int host_adam_update(struct zinf_stream *zs, const struct zinf_adam_args *a, uint64_t n)
+{
+	host_stream_synchronize(zs);
+	zinf_adam_kernel_for(ZINF_ADAM_ISA_AUTO)->update(a, 0, n);
+	return 0;
+}
+
 static int host_stream_wait_event(struct zinf_stream *zs, struct zinf_event *ze)
 {
 	struct host_device *hd = to_hd(zs->dev);
@@ -548,6 +577,9 @@ static const struct zinf_device_ops host_ops = {
 	.event_synchronize = host_event_synchronize,
 	.memcpy_async = host_memcpy_async,
 	.memset_async = host_memset_async,
+	.add_f32 = host_add_f32,
+	.sumsq_f32 = host_sumsq_f32,
+	.adam_update = host_adam_update,
 	.synchronize = host_synchronize,
 	.host_register = host_host_register,
 	.host_unregister = host_host_unregister,

@@ -54,6 +54,11 @@ void zinf_adam_args_init(struct zinf_adam_args *a, const struct zinf_adam_opts *
 			 const struct zinf_adam_shard *shard,
 			 const struct zinf_adam_step_info *info);
 
+/* The same with the options of adam (a handle of zinf_adam_create): the arguments a
+ * device runs its own update loop with (zinf_device_adam_update). */
+void zinf_adam_args_of(const struct zinf_adam *adam, const struct zinf_adam_shard *shard,
+		       const struct zinf_adam_step_info *info, struct zinf_adam_args *a);
+
 /* One update loop: elements [begin, end) of a. */
 typedef void (*zinf_adam_update_fn)(const struct zinf_adam_args *a, uint64_t begin, uint64_t end);
 

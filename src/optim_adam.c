@@ -99,6 +99,12 @@ void zinf_adam_args_init(struct zinf_adam_args *a, const struct zinf_adam_opts *
 	a->decay = a->decoupled ? (float)(1.0 - lr * opts->weight_decay) : 1.0f;
 }
 
+void zinf_adam_args_of(const struct zinf_adam *adam, const struct zinf_adam_shard *shard,
+		       const struct zinf_adam_step_info *info, struct zinf_adam_args *a)
+{
+	zinf_adam_args_init(a, &adam->opts, shard, info);
+}
+
 /* ---- the scalar reference loop ------------------------------------------------------ */
 
 static float load_grad(const struct zinf_adam_args *a, uint64_t i)
