@@ -1,10 +1,10 @@
 /*
  * The engine (include/zinf/engine.h): the config's tiers brought up and tied together.
- * Parameters live in the shard store; gradient accumulators live in host memory and
- * the optimizer runs on the CPU. Its fp32 master weights and Adam moments live in host
- * memory (offload_optimizer none or cpu: one allocation carved per parameter) or on NVMe
- * (offload_optimizer nvme: engine_nvme.c). Gradients come from the device one module at
- * a time through a pinned staging buffer. This file: bring-up, registration, finalize and
+ * Parameters live in the shard store. The fp32 master weights, Adam moments and gradient
+ * accumulators live on the device with the update running there (offload_optimizer none:
+ * engine_dstate.c), or in host memory (cpu: one allocation carved per parameter) or on
+ * NVMe (nvme: engine_nvme.c) with the optimizer on the CPU; to those two, gradients come
+ * from the device one module at a time through a pinned staging buffer. This file: bring-up, registration, finalize and
  * the per-micro-batch calls; loading and saving are in engine_load.c, the optimizer step
  * in engine_step.c (its background thread in engine_opt.c).
  */
@@ -232,10 +232,13 @@ int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, 
 	e->cfg = cfg;
 	pthread_mutex_init(&e->stats_lock, NULL);
 	e->nvme_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME;
+	e->dev_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NONE;
 	e->gas = v->gradient_accumulation_steps ? v->gradient_accumulation_steps : 1;
 	e->max_norm = v->gradient_clipping;
-	e->opt.on = v->zinf.overlap_optimizer;
-	e->gq.on = v->zinf.overlap_gradients;
+	/* With the state on the device, gradients never leave it and the update is a few
+	 * kernels: neither needs a thread of its own. */
+	e->opt.on = v->zinf.overlap_optimizer && !e->dev_state;
+	e->gq.on = v->zinf.overlap_gradients && !e->dev_state;
 	rc = create_tiers(e, err, errlen);
 	if (!rc)
 		rc = create_optimizer(e, err, errlen);
@@ -262,6 +265,7 @@ void zinf_engine_destroy(struct zinf_engine *e)
 	}
 	zinf_prefetch_destroy(e->prefetch);
 	engine_nvme_destroy(e);
+	engine_dstate_free(e);
 	zinf_adam_destroy(e->adam_decay);
 	zinf_adam_destroy(e->adam_no_decay);
 	zinf_store_destroy(e->store);
@@ -448,6 +452,10 @@ int zinf_engine_finalize(struct zinf_engine *e)
 	rc = engine_check_host_memory(e);
 	if (!rc)
 		rc = engine_check_nvme_space(e);
+	/* the state on the device first, from the top of the heap: the store's check of
+	 * parameters homed there then counts it */
+	if (!rc && e->dev_state && !e->dstate)
+		rc = engine_dstate_alloc(e);
 	if (rc)
 		return rc;
 	if (!e->pinned) {
@@ -509,6 +517,11 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		rc = engine_nvme_finalize(e);
 		if (rc)
 			return rc;
+		e->finalized = true;
+		return 0;
+	}
+	if (e->dev_state) { /* allocated above */
+		e->state_bytes = 0;
 		e->finalized = true;
 		return 0;
 	}
@@ -724,7 +737,7 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 	struct emodule *m;
 	void *stage = NULL;
 	uint64_t t0;
-	int rc = engine_check_module(e, module);
+	int frc, rc = engine_check_module(e, module);
 
 	if (rc)
 		return rc;
@@ -733,6 +746,18 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 		return m->grad_bytes ? engine_fail(e, ZINF_ESTATE,
 						   "module %u: no gradient buffers out", module)
 				     : 0;
+	if (e->dev_state) { /* added on the device */
+		t0 = zinf_timeline_now_ns();
+		rc = engine_dstate_grads_add(e, m);
+		zinf_timeline_add(e->timeline, ZINF_TRACK_OPTIMIZER, m->name, t0,
+				  zinf_timeline_now_ns());
+		frc = zinf_store_free_scratch(e->store, m->grads);
+		m->grads = NULL;
+		if (frc && !rc)
+			rc = engine_fail(e, frc, "module %u gradients: %s", module,
+					 zinf_store_last_error(e->store));
+		return rc;
+	}
 	rc = zinf_pinned_alloc(e->pinned, m->grad_bytes, UINT64_MAX, &stage);
 	if (rc)
 		return engine_fail(e, rc, "module %u gradients: pinned staging: %s", module,

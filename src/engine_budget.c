@@ -24,7 +24,7 @@ int engine_check_pinned(struct zinf_engine *e)
 	uint64_t pool = zinf_pinned_size(e->pinned), need = largest_grads(e);
 	char a[32], b[32];
 
-	if (need > pool)
+	if (need > pool && !e->dev_state) /* there, gradients stay on the device */
 		return engine_fail(
 			e, ZINF_EBUDGET,
 			"pinned budget: the gradients of one module need %s, more than the whole pool of %s (raise zinf.pinned_memory_limit)",
@@ -76,7 +76,7 @@ int engine_check_host_memory(struct zinf_engine *e)
 				"sub_group_size is under a seventh of the parameters"
 			      : "offload the parameters to nvme: zero_optimization.offload_param");
 	}
-	for (uint32_t i = 0; i < e->n_params; i++)
+	for (uint32_t i = 0; i < e->n_params && !e->dev_state; i++)
 		elems += e->params[i].elems;
 	if (!ram || params + 16 * elems <= ram)
 		return 0;
@@ -97,7 +97,9 @@ uint64_t engine_pinned_need(struct zinf_engine *e)
 	zinf_device_get_stats(e->dev, &ds);
 	if (chunks > ds.limit)
 		chunks = ds.limit;
-	need = chunks + 2 * largest_grads(e) + e->cfg->v.zinf.chunk_size;
+	need = chunks + e->cfg->v.zinf.chunk_size;
+	if (!e->dev_state) /* the gradients' two stages */
+		need += 2 * largest_grads(e);
 	if (e->nvme_state)
 		need += engine_nvme_staging_bytes(e);
 	return need + need / 8 + (4ull << 20);

@@ -199,6 +199,7 @@ struct emodule {
 	uint32_t first_param, n_params;
 	uint64_t grad_bytes; /* fp32 gradients of all its params, each GRAD_ALIGN aligned */
 	void *grads;	     /* device buffer between zinf_module_grads and _ready */
+	uint64_t dstate_off; /* dev_state: its four blocks' offset in dstate */
 	uint32_t fetched;    /* the model's fetches not yet released */
 };
 
@@ -231,6 +232,11 @@ struct zinf_engine {
 	/* offload_optimizer nvme: parameters grouped by (decay, dtype), one pipelined
 	 * NVMe step each (engine_nvme.c); otherwise all state in host memory. */
 	bool nvme_state;
+	/* offload_optimizer none: master, moments and accumulators in one device allocation
+	 * (engine_dstate.c), the update on the device; dparts: the norm's partial sums */
+	bool dev_state;
+	void *dstate, *dparts;
+	uint64_t dstate_bytes;
 	struct zinf_prefetch *prefetch; /* trace-based prefetch (prefetch.c) */
 	struct zinf_timeline *timeline; /* zinf.trace: written at destroy (timeline.c) */
 	struct egroup groups[ENGINE_MAX_GROUPS];
@@ -335,6 +341,25 @@ bool engine_opt_on_worker(const struct zinf_engine *e);
  * through fp32, as a load into the fp32 master and a copy from it would. */
 void engine_convert(void *dst, enum zinf_dtype dt, const void *src, enum zinf_dtype st, uint64_t n);
 
+/* engine_dstate.c, the optimizer state on the device (dev_state). bytes: what alloc
+ * takes (4 x every module's gradient buffer, and ZINF_DEVICE_SUMSQ_BYTES), known before
+ * finalize; alloc points every eparam's state there (before anything else is laid out:
+ * ZINF_EBUDGET with the numbers when it does not fit). grads_add: add m's gradient buffer
+ * to its accumulators; sumsq: the sum of squares of every accumulator; clear: zero them;
+ * update: the step, module by module, new copies written home; load/save: as
+ * engine_nvme_load/_save, through host memory. */
+uint64_t engine_dstate_bytes(const struct zinf_engine *e);
+int engine_dstate_alloc(struct zinf_engine *e);
+void engine_dstate_free(struct zinf_engine *e);
+int engine_dstate_grads_add(struct zinf_engine *e, struct emodule *m);
+int engine_dstate_sumsq(struct zinf_engine *e, double *sumsq);
+int engine_dstate_clear(struct zinf_engine *e);
+int engine_dstate_update(struct zinf_engine *e, const struct zinf_adam_step_info *info);
+int engine_dstate_load(struct zinf_engine *e, struct eparam *p, uint64_t first, uint64_t n,
+		       const void *src, enum zinf_dtype src_dtype, const float *m, const float *v);
+int engine_dstate_save(struct zinf_engine *e, const struct eparam *p, uint64_t first, uint64_t n,
+		       float *master, float *m, float *v);
+
 /* engine_nvme.c: set up groups and handles at finalize; the step. engine_nvme_load.c:
  * load and save. */
 int engine_nvme_finalize(struct zinf_engine *e);
@@ -398,7 +423,8 @@ int engine_check_nvme_space(struct zinf_engine *e);
 int engine_check_host_memory(struct zinf_engine *e);
 /* What a pool sized by "auto" holds: the NVMe optimizer's staging buffers, every chunk
  * of parameters on their way from NVMe to the device at once (no more than the device
- * holds), two modules' gradients (the background copy's two stages) and a chunk for a
+ * holds), two modules' gradients (the background copy's two stages; none with the
+ * optimizer state on the device, where they stay) and a chunk for a
  * load or a save, with an eighth more and 4 MiB for the pool's fragmentation. More
  * would stay unused: the pool stages, it does not cache. */
 uint64_t engine_pinned_need(struct zinf_engine *e);

@@ -65,6 +65,8 @@ static int load_state(struct zinf_engine *e, struct eparam *p, uint64_t first, u
 {
 	if (e->nvme_state)
 		return engine_nvme_load(e, p, first, n, src, src_dtype, m, v);
+	if (e->dev_state)
+		return engine_dstate_load(e, p, first, n, src, src_dtype, m, v);
 	engine_convert(p->master + first, ZINF_DTYPE_F32, src, src_dtype, n);
 	if (m) {
 		memcpy(p->exp_avg + first, m, n * 4);
@@ -399,6 +401,8 @@ int zinf_param_state_save(struct zinf_engine *e, uint32_t param, uint64_t first_
 	if (e->nvme_state)
 		return engine_nvme_save(e, &e->params[param], first_elem, n_elems, master, exp_avg,
 					exp_avg_sq);
+	if (e->dev_state)
+		return engine_dstate_save(e, p, first_elem, n_elems, master, exp_avg, exp_avg_sq);
 	memcpy(master, p->master + first_elem, n_elems * 4);
 	if (exp_avg) {
 		memcpy(exp_avg, p->exp_avg + first_elem, n_elems * 4);
@@ -420,12 +424,15 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 	rc = engine_opt_drain(e);
 	if (rc)
 		return rc;
-	if (e->nvme_state) { /* through staging in pieces (it holds at least half of p) */
+	if (e->nvme_state || e->dev_state) { /* through staging in pieces (it holds at least
+						* half of p) */
 		struct eparam *p = &e->params[param];
 		uint64_t piece = e->staging_bytes / sizeof(float);
 		for (uint64_t first = 0; first < p->elems; first += piece) {
 			uint64_t n = p->elems - first < piece ? p->elems - first : piece;
-			rc = engine_nvme_save(e, p, first, n, e->staging, NULL, NULL);
+			rc = e->dev_state
+				     ? engine_dstate_save(e, p, first, n, e->staging, NULL, NULL)
+				     : engine_nvme_save(e, p, first, n, e->staging, NULL, NULL);
 			if (rc)
 				return rc;
 			engine_convert((char *)dst + first * engine_dtype_bytes(dst_dtype),

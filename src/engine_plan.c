@@ -35,7 +35,7 @@ struct zinf_plan {
 	uint32_t n_modules, cap_modules;
 	uint64_t elems, param_bytes;
 	uint64_t group[ENGINE_MAX_GROUPS]; /* elements per optimizer group (decay, dtype) */
-	uint64_t total_dev, largest_dev, largest_packed, largest_grads;
+	uint64_t total_dev, largest_dev, largest_packed, largest_grads, total_grads;
 };
 
 static uint64_t round_up(uint64_t x, uint64_t a)
@@ -108,6 +108,7 @@ int zinf_plan_param_add(struct zinf_plan *p, uint32_t module, enum zinf_dtype dt
 	m->dev_bytes = zinf_store_buffer_bytes(m->packed);
 	p->total_dev += m->dev_bytes;
 	m->grad_bytes += round_up(elems * 4, GRAD_ALIGN);
+	p->total_grads += round_up(elems * 4, GRAD_ALIGN);
 	if (m->dev_bytes > p->largest_dev)
 		p->largest_dev = m->dev_bytes;
 	if (m->packed > p->largest_packed)
@@ -229,6 +230,12 @@ static void param_split(const struct zinf_plan *p, const struct zinf_config *cfg
 	}
 }
 
+/* offload_optimizer none: the optimizer state on the device (engine_dstate.c). */
+static bool dev_state(const struct zinf_config *cfg)
+{
+	return cfg->v.zero.offload_optimizer.device == ZINF_OFFLOAD_NONE;
+}
+
 /* The pinned pool finalize makes for the modules (engine_pinned_need) with chunks bytes
  * of parameter chunks on NVMe (param_split's nvme) and the optimizer state's staging of
  * sub-groups. */
@@ -240,7 +247,9 @@ static uint64_t pinned_need(const struct zinf_plan *p, const struct zinf_config 
 	/* the parameter chunks staged from NVMe, at most the device's worth */
 	if (chunks > device_limit(mc))
 		chunks = device_limit(mc);
-	need = chunks + 2 * p->largest_grads + cfg->v.zinf.chunk_size + staging;
+	need = chunks + cfg->v.zinf.chunk_size + staging;
+	if (!dev_state(cfg)) /* the gradients' two stages */
+		need += 2 * p->largest_grads;
 	return need + need / 8 + (4ull << 20);
 }
 
@@ -293,6 +302,8 @@ static int device_figures(const struct zinf_plan *p, const struct zinf_config *c
 	 * (homes or persistent modules, the runtime's buffers) + its parameters + its
 	 * gradient buffers */
 	out->device_base = mc->runtime_device_bytes + (homes ? p->total_dev : persistent);
+	if (dev_state(cfg)) /* engine_dstate_bytes */
+		out->device_base += 4 * p->total_grads + ZINF_DEVICE_SUMSQ_BYTES;
 	for (uint32_t m = 0; m < p->n_modules; m++) {
 		const struct plan_module *mod = &p->modules[m];
 		uint64_t need = mod->grad_bytes;
@@ -355,7 +366,7 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 	out->pinned_need = pinned_need(p, cfg, mc, split.nvme, staging);
 	pool = pool_of(mc, out->pinned_need);
 	out->pinned_bytes = pool;
-	if (p->largest_grads > pool)
+	if (p->largest_grads > pool && !dev_state(cfg))
 		refuse(out, ZINF_PLAN_PINNED,
 		       "pinned: the gradients of one module need %s, more than a pool of %s",
 		       zinf_format_bytes(p->largest_grads, a, sizeof(a)),
@@ -385,7 +396,7 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 		out->grads_on_nvme = grads_on_nvme(cfg, p->group, mc->host_bytes);
 		if (!out->grads_on_nvme)
 			out->host_checked += 4 * p->elems;
-	} else {
+	} else if (!dev_state(cfg)) {
 		out->host_checked += 16 * p->elems;
 	}
 	/* beside it: the pool, the model runtime's host memory, a module's staging; homes

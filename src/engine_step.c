@@ -2,7 +2,8 @@
  * The optimizer step (zinf_step): the global gradient norm, clipping, the fp16 overflow
  * check and the schedule, then the updates, module by module in forward order, either
  * here or on the optimizer thread (engine_opt.c); zinf_engine_sync waits for them.
- * Host-resident state is updated here; NVMe state by engine_nvme.c.
+ * Host-resident state is updated here; NVMe state by engine_nvme.c, device state by
+ * engine_dstate.c.
  */
 #include <errno.h>
 #include <math.h>
@@ -20,6 +21,11 @@
 
 static void clear_grads(struct zinf_engine *e)
 {
+	if (e->dev_state) {
+		if (engine_dstate_clear(e))
+			zinf_logf(ZINF_LOG_ERROR, "%s", e->last_error);
+		return;
+	}
 	if (e->nvme_state) {
 		engine_grad_clear(e);
 		return;
@@ -67,6 +73,8 @@ int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)
 
 	if (e->nvme_state)
 		return engine_nvme_step(e, info);
+	if (e->dev_state)
+		return engine_dstate_update(e, info);
 	for (uint32_t m = 0; m < e->n_modules; m++) {
 		rc = step_module(e, &e->modules[m], info);
 		if (rc)
@@ -127,6 +135,10 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 		/* closes the sub-groups still open: a failed write refuses the step, which
 		 * can be called again */
 		rc = engine_grad_sumsq(e, &sumsq);
+		if (rc)
+			return rc;
+	} else if (e->dev_state) {
+		rc = engine_dstate_sumsq(e, &sumsq);
 		if (rc)
 			return rc;
 	} else {

@@ -131,7 +131,28 @@ int main(void)
 	staging_over_budget(dir);
 	T_CHECK(rmdir(dir) == 0, "scratch directory left non-empty");
 
+	/* The optimizer state on the device (offload_optimizer none, the default) that does
+	 * not fit: refused before anything is laid out, so finalize says the same again. */
 	cfg = config("{\"train_micro_batch_size_per_gpu\": 1, " HOST "}", true);
+	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s", err);
+	T_CHECK_RC(zinf_module_add(e, "wide", &m));
+	T_CHECK_RC(zinf_param_add(e, m, "wide.weight", ZINF_DTYPE_BF16, 2, (uint64_t[]){256, 256},
+				  0, &p)); /* 128 KiB of bf16: 1 MiB and 2 KiB of state */
+	for (int i = 0; i < 2; i++) {
+		T_CHECK(zinf_engine_finalize(e) == ZINF_EBUDGET, "state over the budget accepted");
+		T_CHECK(strstr(zinf_last_error(e), "optimizer state on the device "
+						   "(offload_optimizer.device none") &&
+				strstr(zinf_last_error(e), "needs 1.00 MiB, 1 MiB free of 1 MiB") &&
+				strstr(zinf_last_error(e), "offload_optimizer.device cpu or nvme"),
+			"%s", zinf_last_error(e));
+	}
+	zinf_engine_destroy(e);
+	zinf_config_destroy(cfg);
+
+	cfg = config(
+		"{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3, "
+		"\"offload_optimizer\": {\"device\": \"cpu\"}}, " HOST "}",
+		true);
 	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s", err);
 	T_CHECK_RC(zinf_module_add(e, "huge", &m));
 	T_CHECK_RC(zinf_param_add(e, m, "huge.weight", ZINF_DTYPE_F32, 2, big, 0,

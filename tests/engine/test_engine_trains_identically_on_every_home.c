@@ -1,6 +1,6 @@
 /* Training through the engine API gives the same parameters, bit for bit, whether they
- * live on the device, in host memory or on NVMe, and whether the optimizer state is in
- * host memory or on NVMe (pipelined step); in fp32 it matches an independent
+ * live on the device, in host memory or on NVMe, and whether the optimizer state is on
+ * the device (no gradient leaves it), in host memory or on NVMe (pipelined step); in fp32 it matches an independent
  * double-precision AdamW with global-norm clipping, gradient accumulation and weight
  * decay on 2-D parameters only. bf16 parameters train through the same paths, and so do
  * fp32 ones and bf16 weights beside fp32 biases with the optimizer state on NVMe. */
@@ -142,6 +142,20 @@ static float *train(const char *home, const char *opt_home, const char *grads,
 		if (strcmp(home, "nvme") == 0)
 			T_CHECK(st.nvme_to_pinned.bytes > 0 && st.pinned_to_nvme.bytes > 0,
 				"nvme traffic");
+		if (strcmp(opt_home, "none") == 0) {
+			/* the state on the device; off it only the steps' new copies and the
+			 * save's masters, never a gradient */
+			T_CHECK(st.device_peak >= 16 * total, "device peak %llu, state %llu",
+				(unsigned long long)st.device_peak,
+				(unsigned long long)(16 * total));
+			T_CHECK(st.device_to_pinned.bytes <= (STEPS + 1) * 4 * total,
+				"device to host %llu bytes with the state on the device",
+				(unsigned long long)st.device_to_pinned.bytes);
+		} else {
+			T_CHECK(st.device_to_pinned.bytes >= STEPS * GAS * 4 * total,
+				"device to host %llu bytes: every micro-batch's gradients",
+				(unsigned long long)st.device_to_pinned.bytes);
+		}
 	}
 	zinf_engine_destroy(e);
 	zinf_config_destroy(cfg);
@@ -206,7 +220,7 @@ int main(void)
 	char dir[] = "/var/tmp/zinf-engine-test-XXXXXX";
 	uint64_t total = 0, o = 0;
 	float *dev, *host, *nvme, *b_dev, *b_nvme, *b_all_nvme, *b_grads_nvme;
-	float *f_nvme, *mixed_dev, *mixed_nvme;
+	float *f_nvme, *mixed_dev, *mixed_nvme, *s_dev, *s_b_nvme, *s_mixed;
 	double *ref, *ref_b, dev_first_norm;
 
 	zinf_log_set_level(ZINF_LOG_ERROR);
@@ -241,6 +255,16 @@ int main(void)
 		"bf16 weights, fp32 biases: optimizer state on nvme differs");
 	T_CHECK(memcmp(mixed_dev, b_dev, total * 4) != 0 && memcmp(mixed_dev, dev, total * 4) != 0,
 		"mixed dtypes train like neither bf16 nor fp32 alone");
+	/* The optimizer state on the device (offload_optimizer none): the same bits, with
+	 * parameters homed on the device, on NVMe and in host memory. */
+	s_dev = train("none", "none", "auto", ZINF_DTYPE_F32, 0, dir);
+	T_CHECK(memcmp(dev, s_dev, total * 4) == 0, "fp32: optimizer state on the device differs");
+	s_b_nvme = train("nvme", "none", "auto", ZINF_DTYPE_BF16, 0, dir);
+	T_CHECK(memcmp(b_dev, s_b_nvme, total * 4) == 0,
+		"bf16: optimizer state on the device differs");
+	s_mixed = train("cpu", "none", "auto", ZINF_DTYPE_BF16, ZINF_DTYPE_F32, dir);
+	T_CHECK(memcmp(mixed_dev, s_mixed, total * 4) == 0,
+		"bf16 weights, fp32 biases: optimizer state on the device differs");
 	ref = malloc(total * 8);
 	ref_b = malloc(total * 8);
 	for (int m = 0; m < N_MOD; m++)
@@ -272,6 +296,9 @@ int main(void)
 	free(f_nvme);
 	free(mixed_dev);
 	free(mixed_nvme);
+	free(s_dev);
+	free(s_b_nvme);
+	free(s_mixed);
 	free(ref);
 	free(ref_b);
 	return T_EXIT_PASS;

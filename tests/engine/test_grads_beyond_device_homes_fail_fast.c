@@ -44,7 +44,8 @@ int main(void)
 			cfg,
 			"{\"train_micro_batch_size_per_gpu\": 1,"
 			" \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}},"
-			" \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"none\"}},"
+			" \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"none\"},"
+			" \"offload_optimizer\": {\"device\": \"cpu\"}},"
 			" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"1MiB\","
 			" \"pinned_memory_limit\": \"2MiB\"}}",
 			"homes.json") == 0,

@@ -70,8 +70,8 @@ static void check_same(const struct result *a, const struct result *b, const cha
 int main(void)
 {
 	static const char *const homes[][2] = {
-		{"none", "cpu"},  {"cpu", "cpu"},   {"nvme", "cpu"},
-		{"none", "nvme"}, {"nvme", "nvme"},
+		{"none", "cpu"},  {"cpu", "cpu"},   {"nvme", "cpu"},  {"none", "nvme"},
+		{"nvme", "nvme"}, {"none", "none"}, {"nvme", "none"},
 	};
 	char dir[] = "/var/tmp/zinf-module-load-XXXXXX", what[128];
 	struct result bf16_ref = {0};
@@ -81,11 +81,12 @@ int main(void)
 	for (int m = 0; m < LF_N_MOD; m++)
 		for (int k = 0; k < 2; k++)
 			src[m][k] = lf_source(m, k, lf_src_dtype(m, k), 0);
-	for (int h = 0; h < 6; h++) {
-		/* the last round: fp32 parameters, state in host memory (nvme state needs
-		 * 16-bit parameters) */
-		enum zinf_dtype dtype = h < 5 ? ZINF_DTYPE_BF16 : ZINF_DTYPE_F32;
-		const char *ph = h < 5 ? homes[h][0] : "nvme", *oh = h < 5 ? homes[h][1] : "cpu";
+	for (int h = 0; h < 9; h++) {
+		/* the last two rounds: fp32 parameters, state in host memory and on the
+		 * device (nvme state needs 16-bit parameters) */
+		enum zinf_dtype dtype = h < 7 ? ZINF_DTYPE_BF16 : ZINF_DTYPE_F32;
+		const char *ph = h < 7 ? homes[h][0] : "nvme";
+		const char *oh = h < 7 ? homes[h][1] : h == 7 ? "cpu" : "none";
 		struct result ref = run(ph, oh, dtype, PARAM_IN_ORDER, dir);
 
 		for (int mode = PARAM_SHUFFLED; mode < N_MODES; mode++) {

@@ -21,6 +21,7 @@ static uint64_t small_refetch_hits(const char *dir, uint64_t threshold)
 		json, sizeof(json),
 		"{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
 		" \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"}, \"stage3_prefetch_bucket_size\": 0,"
+		" \"offload_optimizer\": {\"device\": \"cpu\"},"
 		" \"stage3_param_persistence_threshold\": %llu},"
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"1MiB\", \"pinned_memory_limit\": \"2MiB\","
 		" \"chunk_size\": \"64KiB\"}}",

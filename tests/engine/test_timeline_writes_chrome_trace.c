@@ -46,7 +46,8 @@ int main(void)
 	snprintf(
 		json, sizeof(json),
 		"{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
-		" \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"}},"
+		" \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"},"
+		" \"offload_optimizer\": {\"device\": \"cpu\"}},"
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"4MiB\", \"pinned_memory_limit\": \"4MiB\","
 		" \"chunk_size\": \"64KiB\", \"trace\": \"%s\"}}",
 		dir, trace);

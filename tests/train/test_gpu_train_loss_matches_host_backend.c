@@ -54,6 +54,7 @@ static void write_ds(struct tf_dir *d, const char *device, bool nvme_all)
  * would otherwise decide the device peak between two runs. */
 #define NO_PREFETCH "zero_optimization.stage3_prefetch_bucket_size=0"
 #define GRADS_AT_ONCE "zinf.overlap_gradients=false"
+#define OPT_ON_DEVICE "zero_optimization.offload_optimizer.device=none"
 
 /* One run; set, set2: NULL or a --set KEY=VALUE each (NO_PREFETCH brings GRADS_AT_ONCE
  * along). Returns the peak device bytes. */
@@ -139,7 +140,7 @@ int main(void)
 {
 	struct tf_dir d;
 	struct tf_losses host, cuda, cuda_ckpt, cuda_cpu_ckpt, host_nvme, cuda_nvme, cuda_tf32,
-		cuda_pinned, four_async, four_sync, four_cpu_ckpt;
+		cuda_pinned, four_async, four_sync, four_cpu_ckpt, host_dstate, cuda_dstate;
 	uint64_t peak_ckpt, peak_cpu_ckpt;
 
 	t_require_gpu();
@@ -158,6 +159,16 @@ int main(void)
 	same(&host_nvme, &cuda_nvme, "host vs cuda in bf16 with everything on NVMe");
 	same(&host, &cuda_cpu_ckpt, "host vs cuda with checkpoints in host memory");
 	same(&host, &cuda_pinned, "host vs cuda with parameters in page-locked host memory");
+	/* The optimizer state on the device: the update, the gradients' sums and their norm
+	 * in the device's kernels. On the host backend the CPU's loops, to the bit. */
+	run(&d, "host", false, false, OPT_ON_DEVICE, NULL, &host_dstate);
+	run(&d, "cuda", false, false, OPT_ON_DEVICE, NULL, &cuda_dstate);
+	for (int i = 0; i < STEPS; i++)
+		T_CHECK(host_dstate.loss[i] == host.loss[i],
+			"host: step %d loss %.9g with the optimizer state on the device, %.9g in "
+			"host memory",
+			i + 1, host_dstate.loss[i], host.loss[i]);
+	same(&host, &cuda_dstate, "host vs cuda with the optimizer state on the device");
 	four_layers(&d, true, false, &four_async);
 	four_layers(&d, false, false, &four_sync);
 	four_layers(&d, true, true, &four_cpu_ckpt);

@@ -1,7 +1,7 @@
 /*
  * zinf train with fp16 parameters (fp16.enabled): the loss falls, loss scaling works, and
  * the run is the same whether the parameters live on the device, in host memory or on
- * NVMe.
+ * NVMe, and the optimizer state in host memory or on the device.
  *
  * - Dynamic loss scaling (2^16 to start) on each home: the same losses and gradient norms
  *   (1e-5 relative), no step skipped, and the mean loss of the last five of 30 steps is
@@ -10,7 +10,8 @@
  *   dynamic run's gradient norms and losses (power-of-two scales are exact in the fp32
  *   gradients; 1e-5 relative). A scale applied but not undone changes the norm by 2^k.
  * - Overflow is detected: a static scale of 1e39 (beyond fp32) overflows the gradients, so every
- *   step must be reported skipped, with a finite loss.
+ *   step must be reported skipped, with a finite loss; with the optimizer state on the
+ *   device too (the norm summed there, the accumulators cleared there).
  */
 #include "train_fixture.h"
 
@@ -34,13 +35,14 @@ static void on_step(const struct zinf_train_step *s, void *user)
 	r->n++;
 }
 
-/* fp16 parameters homed on param_home, optimizer state in host memory; loss_scale 0 is
- * dynamic (from 2^16). */
-static void write_ds(struct tf_dir *d, const char *param_home, double loss_scale)
+/* fp16 parameters homed on param_home, optimizer state in host memory (or, opt_dev, on
+ * the device, with room for it); loss_scale 0 is dynamic (from 2^16). */
+static void write_ds(struct tf_dir *d, const char *param_home, bool opt_dev, double loss_scale)
 {
 	FILE *f;
 
-	snprintf(d->ds, sizeof(d->ds), "%s/ds-fp16-%s-%g.json", d->root, param_home, loss_scale);
+	snprintf(d->ds, sizeof(d->ds), "%s/ds-fp16-%s-%d-%g.json", d->root, param_home, opt_dev,
+		 loss_scale);
 	f = fopen(d->ds, "w");
 	T_CHECK(f != NULL, "write %s", d->ds);
 	fprintf(f,
@@ -50,21 +52,23 @@ static void write_ds(struct tf_dir *d, const char *param_home, double loss_scale
 		" \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.003, \"weight_decay\": 0.01}},"
 		" \"zero_optimization\": {\"stage\": 3,"
 		"  \"offload_param\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
-		"  \"offload_optimizer\": {\"device\": \"cpu\"},"
+		"  \"offload_optimizer\": {\"device\": \"%s\"},"
 		"  \"sub_group_size\": 20000},"
-		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"1MiB\","
+		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"%s\","
 		"  \"pinned_memory_limit\": \"4MiB\", \"chunk_size\": \"64KiB\"}}\n",
-		loss_scale, param_home, d->nvme);
+		loss_scale, param_home, d->nvme, opt_dev ? "none" : "cpu",
+		opt_dev ? "2MiB" : "1MiB");
 	fclose(f);
 }
 
-static void run(struct tf_dir *d, const char *home, double loss_scale, struct fp16_run *r)
+static void run_opt(struct tf_dir *d, const char *home, bool opt_dev, double loss_scale,
+		    struct fp16_run *r)
 {
 	struct zinf_train_opts o;
 	struct zinf_train_result res;
 	struct tf_losses unused;
 
-	write_ds(d, home, loss_scale);
+	write_ds(d, home, opt_dev, loss_scale);
 	tf_opts(d, &o, STEPS, &unused);
 	memset(r, 0, sizeof(*r));
 	o.on_step = on_step;
@@ -73,6 +77,11 @@ static void run(struct tf_dir *d, const char *home, double loss_scale, struct fp
 	T_CHECK(r->n == STEPS && res.steps == STEPS, "%s: %d steps reported", home, r->n);
 	if (strcmp(home, "nvme") == 0)
 		T_CHECK(res.nvme_read_bytes > 0, "%s: no NVMe reads", home);
+}
+
+static void run(struct tf_dir *d, const char *home, double loss_scale, struct fp16_run *r)
+{
+	run_opt(d, home, false, loss_scale, r);
 }
 
 static void same(const struct fp16_run *a, const struct fp16_run *b, const char *what)
@@ -89,7 +98,7 @@ static void same(const struct fp16_run *a, const struct fp16_run *b, const char 
 int main(void)
 {
 	struct tf_dir d;
-	struct fp16_run dev, host, nvme, s1, s20, over;
+	struct fp16_run dev, host, nvme, s1, s20, over, opt_dev, opt_dev_over;
 	double tail = 0.0;
 
 	tf_setup(&d, NULL);
@@ -98,6 +107,8 @@ int main(void)
 	run(&d, "nvme", 0, &nvme);
 	same(&dev, &host, "device vs host");
 	same(&dev, &nvme, "device vs nvme");
+	run_opt(&d, "nvme", true, 0, &opt_dev);
+	same(&dev, &opt_dev, "optimizer state in host memory vs on the device");
 	for (int i = STEPS - 5; i < STEPS; i++)
 		tail += dev.loss[i] / 5;
 	printf("fp16: loss %.4f -> %.4f (mean of the last 5), grad norm %.4f -> %.4f\n",
@@ -117,6 +128,12 @@ int main(void)
 	}
 	T_CHECK(fabs(over.loss[0] - dev.loss[0]) <= 1e-5 * dev.loss[0],
 		"step 1 loss differs with scale 1e39: %g vs %g", over.loss[0], dev.loss[0]);
+	run_opt(&d, "none", true, 1e39, &opt_dev_over);
+	for (int i = 0; i < STEPS; i++)
+		T_CHECK(opt_dev_over.skipped[i] && opt_dev_over.loss[i] == over.loss[i],
+			"scale 1e39, optimizer state on the device: step %d skipped %d, loss %.9g "
+			"(%.9g in host memory)",
+			i + 1, opt_dev_over.skipped[i], opt_dev_over.loss[i], over.loss[i]);
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }

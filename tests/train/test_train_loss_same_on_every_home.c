@@ -50,7 +50,7 @@ int main(void)
 {
 	struct tf_dir d;
 	struct tf_losses dev, host, nvme, ckpt, b_dev, b_nvme, b_grads, b_all, b_split, f_nvme,
-		f_grads;
+		f_grads, s_nvme, s_b_dev;
 	uint64_t all_reads, split_reads;
 
 	tf_setup(&d, NULL);
@@ -65,7 +65,12 @@ int main(void)
 		dev.loss[0], dev.loss[STEPS - 1]);
 	T_CHECK(fabs(dev.loss[0] - log(256.0)) < 0.1, "first loss %g, expected about ln 256",
 		dev.loss[0]);
+	/* the optimizer state on the device (its 16 bytes a parameter need a larger budget) */
+	run_set(&d, "nvme", "none", false, true, "zinf.device_memory_limit=2MiB", &s_nvme);
+	same(&dev, &s_nvme, "device+cpu vs nvme+device with activation checkpointing");
 	run(&d, "none", "cpu", true, false, &b_dev);
+	run_set(&d, "none", "none", true, false, "zinf.device_memory_limit=2MiB", &s_b_dev);
+	same(&b_dev, &s_b_dev, "bf16: device+cpu vs device+device");
 	run(&d, "nvme", "nvme", true, true, &b_nvme);
 	same(&b_dev, &b_nvme, "bf16: device+cpu vs nvme+nvme");
 	run_set(&d, "nvme", "nvme", true, false, "zinf.offload_gradients=nvme", &b_grads);
