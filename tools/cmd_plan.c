@@ -15,7 +15,7 @@
 const char cmd_plan_usage[] =
 	"usage: zinf plan (--model DIR | --init CONFIG.json) --seq-len T [options]\n"
 	"Say where a Llama-family model's training state fits: for each placement of the\n"
-	"parameters (device, cpu, nvme) and the optimizer state (cpu, nvme) the device,\n"
+	"parameters and of the optimizer state (device, cpu, nvme) the device,\n"
 	"pinned, host and NVMe bytes a run needs, with the formulas zinf train checks before\n"
 	"step 1, against this machine's sizes or those given. The first placement that fits\n"
 	"(the table is fastest first) is chosen; --write-config writes it as a config.\n"
@@ -80,12 +80,13 @@ static void print_table(const struct zinf_plan_opts *o, const struct zinf_plan_r
 	for (int i = 0; i < ZINF_PLAN_ROWS; i++) {
 		const struct zinf_plan_row *w = &r->rows[i];
 		const char *param = strcmp(w->param, "none") == 0 ? "device" : w->param;
+		const char *opt = strcmp(w->optimizer, "none") == 0 ? "device" : w->optimizer;
 		if (!w->tried) {
-			printf("%-8s %-9s %11s %11s %11s %11s  no: %s\n", param, w->optimizer, "-",
-			       "-", "-", "-", w->why);
+			printf("%-8s %-9s %11s %11s %11s %11s  no: %s\n", param, opt, "-", "-", "-",
+			       "-", w->why);
 			continue;
 		}
-		printf("%-8s %-9s %11s %11s %11s %11s  %s%s%s\n", param, w->optimizer,
+		printf("%-8s %-9s %11s %11s %11s %11s  %s%s%s\n", param, opt,
 		       fmt(w->need.device_bytes, a), fmt(w->need.pinned_bytes, b),
 		       fmt(w->need.host_bytes, c),
 		       w->need.nvme_bytes ? fmt(w->need.nvme_bytes, d) : "-",

@@ -179,10 +179,10 @@ struct zinf_plan_opts {
 
 void zinf_plan_opts_init(struct zinf_plan_opts *o);
 
-#define ZINF_PLAN_ROWS 6
+#define ZINF_PLAN_ROWS 7
 
 /* One placement: the parameters' home (none = the device, cpu, nvme) and the optimizer
- * state's (cpu, nvme), the config keys it sets, and the estimate. */
+ * state's (none = the device, cpu, nvme), the config keys it sets, and the estimate. */
 struct zinf_plan_row {
 	const char *param, *optimizer;
 	int stage; /* zero_optimization.stage written (at least 1; 3 with offload_param) */

@@ -1,6 +1,6 @@
 /* zinf plan's device figure for the cuda model runtime is what the run takes: for the
  * tiny model with parameters in host memory or on NVMe, the optimizer state in host
- * memory or on NVMe, with and without activation checkpointing (C 128, 2 layers, a
+ * memory, on NVMe or on the device, with and without activation checkpointing (C 128, 2 layers, a
  * vocabulary of 256, where the embedding and the head stay on the device, and of 4096,
  * where they are 4 times a layer), zinf train given exactly
  * the plan's device figure as zinf.device_memory_limit runs with a peak of that many
@@ -133,7 +133,7 @@ static void check_case(const struct tf_dir *d, const char *const *sets, int voca
 int main(int argc, char **argv)
 {
 	static const char *const placements[][2] = {
-		{"cpu", "cpu"}, {"nvme", "cpu"}, {"nvme", "nvme"}};
+		{"cpu", "cpu"}, {"nvme", "cpu"}, {"nvme", "nvme"}, {"none", "none"}};
 	const char *sets[N_SETS] = {"zinf.device=cuda", "zinf.pinned_memory_limit=auto",
 				    "zero_optimization.stage3_prefetch_bucket_size=0",
 				    "zinf.overlap_gradients=false"};
@@ -145,8 +145,8 @@ int main(int argc, char **argv)
 	tf_setup(&d, NULL);
 	for (int vocab = 256; vocab <= 4096; vocab *= 16) {
 		write_model(&d, vocab);
-		for (int p = 0; p < 3; p++) {
-			tf_write_ds(&d, placements[p][0], placements[p][1], p == 2);
+		for (int p = 0; p < 4; p++) { /* bf16 from the third */
+			tf_write_ds(&d, placements[p][0], placements[p][1], p >= 2);
 			for (int k = 0; k < 4;
 			     k++) { /* exact (k < 2), then the defaults; k odd: checkpointing */
 				n_sets = k < 2 ? N_SETS : 2;

@@ -8,8 +8,8 @@
  * with every module on NVMe and the same losses. */
 #include "train_fixture.h"
 
-#define NVME_CPU_ROW 2 /* parameters on NVMe, the optimizer state in host memory */
-#define NVME_NVME_ROW 5
+#define NVME_CPU_ROW 3 /* parameters on NVMe, the optimizer state in host memory */
+#define NVME_NVME_ROW 6
 
 static void plan(const struct tf_dir *d, const char *set, uint64_t host, struct zinf_plan_result *r)
 {
