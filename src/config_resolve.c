@@ -379,6 +379,16 @@ void zinf_config_warn_environment(struct zinf_config *cfg, bool paths)
 			  KEYS("zero_optimization.offload_param.max_in_cpu",
 			       "zero_optimization.offload_param.device"),
 			  "no effect unless the parameters' home is nvme");
+	if (v->zero.offload_optimizer.ratio < 1 &&
+	    v->zero.offload_optimizer.device != ZINF_OFFLOAD_CPU)
+		warn_keys(
+			cfg,
+			KEYS("zero_optimization.offload_optimizer.ratio",
+			     "zero_optimization.offload_optimizer.device"),
+			"%s",
+			v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME
+				? "not implemented with nvme yet; the whole optimizer state is on NVMe"
+				: "no effect unless the optimizer state's home is cpu (with none all of it is on the device)");
 	if (v->optimizer.type == ZINF_OPT_ADAM && v->optimizer.weight_decay > 0 &&
 	    !cfg->present[KEY("optimizer.params.adam_w_mode")])
 		warn_keys(

@@ -232,13 +232,15 @@ int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, 
 	e->cfg = cfg;
 	pthread_mutex_init(&e->stats_lock, NULL);
 	e->nvme_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME;
-	e->dev_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NONE;
+	e->dev_mode = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NONE ||
+		      (v->zero.offload_optimizer.device == ZINF_OFFLOAD_CPU &&
+		       v->zero.offload_optimizer.ratio < 1);
 	e->gas = v->gradient_accumulation_steps ? v->gradient_accumulation_steps : 1;
 	e->max_norm = v->gradient_clipping;
 	/* With the state on the device, gradients never leave it and the update is a few
 	 * kernels: neither needs a thread of its own. */
-	e->opt.on = v->zinf.overlap_optimizer && !e->dev_state;
-	e->gq.on = v->zinf.overlap_gradients && !e->dev_state;
+	e->opt.on = v->zinf.overlap_optimizer && !e->dev_mode;
+	e->gq.on = v->zinf.overlap_gradients && !e->dev_mode;
 	rc = create_tiers(e, err, errlen);
 	if (!rc)
 		rc = create_optimizer(e, err, errlen);
@@ -294,6 +296,19 @@ void zinf_engine_destroy(struct zinf_engine *e)
 
 /* ---- registration ------------------------------------------------------------------- */
 
+static uint64_t module_elems(const void *ctx, uint32_t m)
+{
+	return ((const struct zinf_engine *)ctx)->modules[m].elems;
+}
+
+/* Which modules keep their optimizer state on the device, kept up to date as modules
+ * and parameters are registered (finalize's checks and sizes read it). */
+static void split_state(struct zinf_engine *e)
+{
+	e->dev_first = engine_state_split(&e->cfg->v, e->n_modules, module_elems, e);
+	e->dev_state = e->dev_first < e->n_modules;
+}
+
 int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module)
 {
 	struct emodule *m;
@@ -326,6 +341,7 @@ int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module)
 				   m->store_id, e->n_modules);
 	m->first_param = e->n_params;
 	*module = e->n_modules++;
+	split_state(e);
 	return 0;
 }
 
@@ -361,10 +377,12 @@ int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enu
 	for (int d = 0; d < ndim; d++)
 		p->elems *= shape[d];
 	p->decay = ndim >= 2 && !(flags & ZINF_PARAM_NO_DECAY);
+	m->elems += p->elems;
 	p->grad_off = m->grad_bytes;
 	m->grad_bytes += (p->elems * 4 + GRAD_ALIGN - 1) / GRAD_ALIGN * GRAD_ALIGN;
 	m->n_params++;
 	*param = e->n_params++;
+	split_state(e);
 	return 0;
 }
 
@@ -472,8 +490,6 @@ int zinf_engine_finalize(struct zinf_engine *e)
 	if (rc)
 		return engine_fail(e, rc, "%s", zinf_store_last_error(e->store));
 	log_host_split(e);
-	for (uint32_t i = 0; i < e->n_params; i++)
-		total += e->params[i].elems;
 	/* staging holds a module's copies in their dtypes (the step's new ones,
 	 * zinf_module_load's conversions); zinf_param_save passes a parameter through it in
 	 * pieces */
@@ -520,12 +536,12 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		e->finalized = true;
 		return 0;
 	}
-	if (e->dev_state) { /* allocated above */
-		e->state_bytes = 0;
-		e->finalized = true;
-		return 0;
-	}
-	/* master, m, v and the gradient accumulator: 16 bytes per parameter, zeroed. */
+	/* master, m, v and the gradient accumulator in host memory: 16 bytes per parameter of
+	 * the modules whose state is not on the device (allocated above), zeroed */
+	total = 0;
+	for (uint32_t i = 0; i < e->n_params; i++)
+		if (!engine_on_dev(e, e->params[i].module))
+			total += e->params[i].elems;
 	e->state_bytes = total * 16;
 	e->state = calloc(total ? total * 4 : 1, sizeof(float));
 	if (!e->state)
@@ -535,6 +551,8 @@ int zinf_engine_finalize(struct zinf_engine *e)
 				   e->state_bytes);
 	for (uint32_t i = 0; i < e->n_params; i++) {
 		struct eparam *p = &e->params[i];
+		if (engine_on_dev(e, p->module))
+			continue;
 		p->master = e->state + off;
 		p->exp_avg = e->state + total + off;
 		p->exp_avg_sq = e->state + 2 * total + off;
@@ -746,7 +764,7 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 		return m->grad_bytes ? engine_fail(e, ZINF_ESTATE,
 						   "module %u: no gradient buffers out", module)
 				     : 0;
-	if (e->dev_state) { /* added on the device */
+	if (engine_on_dev(e, module)) { /* added on the device */
 		t0 = zinf_timeline_now_ns();
 		rc = engine_dstate_grads_add(e, m);
 		zinf_timeline_add(e->timeline, ZINF_TRACK_OPTIMIZER, m->name, t0,

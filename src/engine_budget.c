@@ -24,7 +24,7 @@ int engine_check_pinned(struct zinf_engine *e)
 	uint64_t pool = zinf_pinned_size(e->pinned), need = largest_grads(e);
 	char a[32], b[32];
 
-	if (need > pool && !e->dev_state) /* there, gradients stay on the device */
+	if (need > pool && e->dev_first > 0) /* none if all stay on the device */
 		return engine_fail(
 			e, ZINF_EBUDGET,
 			"pinned budget: the gradients of one module need %s, more than the whole pool of %s (raise zinf.pinned_memory_limit)",
@@ -76,8 +76,9 @@ int engine_check_host_memory(struct zinf_engine *e)
 				"sub_group_size is under a seventh of the parameters"
 			      : "offload the parameters to nvme: zero_optimization.offload_param");
 	}
-	for (uint32_t i = 0; i < e->n_params && !e->dev_state; i++)
-		elems += e->params[i].elems;
+	for (uint32_t i = 0; i < e->n_params; i++) /* not those whose state is on the device */
+		if (!engine_on_dev(e, e->params[i].module))
+			elems += e->params[i].elems;
 	if (!ram || params + 16 * elems <= ram)
 		return 0;
 	return engine_fail(e, ZINF_EBUDGET,
@@ -98,7 +99,7 @@ uint64_t engine_pinned_need(struct zinf_engine *e)
 	if (chunks > ds.limit)
 		chunks = ds.limit;
 	need = chunks + e->cfg->v.zinf.chunk_size;
-	if (!e->dev_state) /* the gradients' two stages */
+	if (e->dev_first > 0) /* the gradients' two stages, unless all stay on the device */
 		need += 2 * largest_grads(e);
 	if (e->nvme_state)
 		need += engine_nvme_staging_bytes(e);

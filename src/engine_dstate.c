@@ -32,7 +32,7 @@ uint64_t engine_dstate_bytes(const struct zinf_engine *e)
 {
 	uint64_t b = ZINF_DEVICE_SUMSQ_BYTES;
 
-	for (uint32_t m = 0; m < e->n_modules; m++)
+	for (uint32_t m = e->dev_first; m < e->n_modules; m++)
 		b += 4 * e->modules[m].grad_bytes;
 	return b;
 }
@@ -67,7 +67,7 @@ int engine_dstate_alloc(struct zinf_engine *e)
 	}
 	if (rc)
 		return dev_fail(e, rc, "allocation");
-	for (uint32_t m = 0; m < e->n_modules; m++) {
+	for (uint32_t m = e->dev_first; m < e->n_modules; m++) {
 		struct emodule *mod = &e->modules[m];
 		mod->dstate_off = off;
 		off += 4 * mod->grad_bytes;
@@ -104,26 +104,18 @@ int engine_dstate_grads_add(struct zinf_engine *e, struct emodule *m)
 	return rc ? dev_fail(e, rc, "adding gradients") : 0;
 }
 
-int engine_dstate_sumsq(struct zinf_engine *e, double *sumsq)
+int engine_dstate_sumsq(struct zinf_engine *e, const struct eparam *p, double *sumsq)
 {
-	*sumsq = 0;
-	/* parameter by parameter, in order, as the host state sums them */
-	for (uint32_t i = 0; i < e->n_params; i++) {
-		double s;
-		int rc = zinf_device_sumsq_f32(e->d2h, e->params[i].grad_acc, e->params[i].elems,
-					       e->dparts, &s);
-		if (rc)
-			return dev_fail(e, rc, "the gradient norm");
-		*sumsq += s;
-	}
-	return 0;
+	int rc = zinf_device_sumsq_f32(e->d2h, p->grad_acc, p->elems, e->dparts, sumsq);
+
+	return rc ? dev_fail(e, rc, "the gradient norm") : 0;
 }
 
 int engine_dstate_clear(struct zinf_engine *e)
 {
 	int rc = 0;
 
-	for (uint32_t m = 0; m < e->n_modules && !rc; m++)
+	for (uint32_t m = e->dev_first; m < e->n_modules && !rc; m++)
 		rc = zinf_device_memset_async(e->d2h, block(e, &e->modules[m], 0), 0,
 					      e->modules[m].grad_bytes);
 	if (!rc)
@@ -131,11 +123,8 @@ int engine_dstate_clear(struct zinf_engine *e)
 	return rc ? dev_fail(e, rc, "clearing the gradients") : 0;
 }
 
-/* Update module m on the device; its new copies come to staging (in their dtypes, packed
- * in parameter order), are written home, and its accumulators are cleared. out: device
- * memory for the module's 16-bit copies. */
-static int step_module(struct zinf_engine *e, struct emodule *m, void *out,
-		       const struct zinf_adam_step_info *info)
+int engine_dstate_step_module(struct zinf_engine *e, struct emodule *m, void *out,
+			      const struct zinf_adam_step_info *info)
 {
 	char *copy = e->staging, *dout = out;
 	int rc = 0;
@@ -177,15 +166,15 @@ static int step_module(struct zinf_engine *e, struct emodule *m, void *out,
 	return rc ? engine_fail(e, rc, "%s", zinf_store_last_error(e->store)) : 0;
 }
 
-int engine_dstate_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)
+int engine_dstate_out_alloc(struct zinf_engine *e, void **out)
 {
 	uint64_t out_bytes = 0;
-	void *out = NULL;
-	int rc = 0;
+	int rc;
 
+	*out = NULL;
 	/* device memory for the largest module's 16-bit copies (at most half its gradient
 	 * buffer, which the check before step 1 found room for) */
-	for (uint32_t m = 0; m < e->n_modules; m++) {
+	for (uint32_t m = e->dev_first; m < e->n_modules; m++) {
 		uint64_t b = 0;
 		for (uint32_t k = 0; k < e->modules[m].n_params; k++) {
 			const struct eparam *p = &e->params[e->modules[m].first_param + k];
@@ -195,17 +184,12 @@ int engine_dstate_update(struct zinf_engine *e, const struct zinf_adam_step_info
 		if (b > out_bytes)
 			out_bytes = b;
 	}
-	if (out_bytes) {
-		rc = zinf_store_alloc_scratch(e->store, out_bytes, &out);
-		if (rc)
-			return engine_fail(e, rc, "optimizer step on the device: %s",
-					   zinf_store_last_error(e->store));
-	}
-	for (uint32_t m = 0; m < e->n_modules && !rc; m++)
-		rc = step_module(e, &e->modules[m], out, info);
-	if (out)
-		zinf_store_free_scratch(e->store, out);
-	return rc;
+	if (!out_bytes)
+		return 0;
+	rc = zinf_store_alloc_scratch(e->store, out_bytes, out);
+	return rc ? engine_fail(e, rc, "optimizer step on the device: %s",
+				zinf_store_last_error(e->store))
+		  : 0;
 }
 
 /* Host <-> device copies of fp32 state, waited for. */

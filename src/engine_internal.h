@@ -199,7 +199,8 @@ struct emodule {
 	uint32_t first_param, n_params;
 	uint64_t grad_bytes; /* fp32 gradients of all its params, each GRAD_ALIGN aligned */
 	void *grads;	     /* device buffer between zinf_module_grads and _ready */
-	uint64_t dstate_off; /* dev_state: its four blocks' offset in dstate */
+	uint64_t dstate_off; /* state on the device: its four blocks' offset in dstate */
+	uint64_t elems;	     /* of all its params */
 	uint32_t fetched;    /* the model's fetches not yet released */
 };
 
@@ -232,9 +233,13 @@ struct zinf_engine {
 	/* offload_optimizer nvme: parameters grouped by (decay, dtype), one pipelined
 	 * NVMe step each (engine_nvme.c); otherwise all state in host memory. */
 	bool nvme_state;
-	/* offload_optimizer none: master, moments and accumulators in one device allocation
-	 * (engine_dstate.c), the update on the device; dparts: the norm's partial sums */
-	bool dev_state;
+	/* Master, moments and accumulators of modules [dev_first, n_modules) in one device
+	 * allocation (engine_dstate.c), updated on the device: offload_optimizer none (all),
+	 * or cpu with ratio < 1 (engine_state_split, set at finalize). dev_state: some are;
+	 * dev_mode: the config may put some there (the background threads stay off). dparts:
+	 * the norm's partial sums. */
+	bool dev_state, dev_mode;
+	uint32_t dev_first;
 	void *dstate, *dparts;
 	uint64_t dstate_bytes;
 	struct zinf_prefetch *prefetch; /* trace-based prefetch (prefetch.c) */
@@ -279,6 +284,40 @@ struct zinf_engine {
 
 int engine_fail(struct zinf_engine *e, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* Where each module's optimizer state lives: modules [0, split) keep theirs in host
+ * memory or on NVMe (offload_optimizer cpu or nvme), [split, n) on the device. none: 0;
+ * cpu with offload_optimizer.ratio r below 1 (DeepSpeed's Twin-Flow): the longest prefix
+ * of modules, in registration order, whose elements add up to at most r of all; else n.
+ * elems(ctx, m): module m's elements. The engine (finalize) and the plan both decide
+ * with this. */
+static inline uint32_t engine_state_split(const struct zinf_config_values *v, uint32_t n,
+					  uint64_t (*elems)(const void *ctx, uint32_t m),
+					  const void *ctx)
+{
+	double r = v->zero.offload_optimizer.ratio;
+	uint64_t total = 0, sum = 0;
+	uint32_t m;
+
+	if (v->zero.offload_optimizer.device == ZINF_OFFLOAD_NONE)
+		return 0;
+	if (v->zero.offload_optimizer.device != ZINF_OFFLOAD_CPU || !(r < 1))
+		return n;
+	for (m = 0; m < n; m++)
+		total += elems(ctx, m);
+	for (m = 0, sum = 0; m < n; m++) {
+		sum += elems(ctx, m);
+		if ((double)sum > r * (double)total)
+			break;
+	}
+	return m;
+}
+
+/* Module m's optimizer state is on the device. */
+static inline bool engine_on_dev(const struct zinf_engine *e, uint32_t m)
+{
+	return m >= e->dev_first;
+}
 
 /* engine.c: 0, or -EINVAL / ZINF_ESTATE (message set) for an unknown module or a call
  * before finalize; bytes per element of a stored dtype. */
@@ -341,20 +380,25 @@ bool engine_opt_on_worker(const struct zinf_engine *e);
  * through fp32, as a load into the fp32 master and a copy from it would. */
 void engine_convert(void *dst, enum zinf_dtype dt, const void *src, enum zinf_dtype st, uint64_t n);
 
-/* engine_dstate.c, the optimizer state on the device (dev_state). bytes: what alloc
- * takes (4 x every module's gradient buffer, and ZINF_DEVICE_SUMSQ_BYTES), known before
- * finalize; alloc points every eparam's state there (before anything else is laid out:
- * ZINF_EBUDGET with the numbers when it does not fit). grads_add: add m's gradient buffer
- * to its accumulators; sumsq: the sum of squares of every accumulator; clear: zero them;
- * update: the step, module by module, new copies written home; load/save: as
- * engine_nvme_load/_save, through host memory. */
+/* engine_dstate.c, the optimizer state of modules [dev_first, n) on the device. bytes:
+ * what alloc takes (4 x each of their gradient buffers, and ZINF_DEVICE_SUMSQ_BYTES),
+ * known at finalize once dev_first is; alloc points their eparams' state there (before
+ * anything else is laid out: ZINF_EBUDGET with the numbers when it does not fit).
+ * grads_add: add m's gradient buffer to its accumulators; sumsq: the sum of squares of
+ * p's accumulator; clear: zero them all; out_alloc: device memory for the step's 16-bit
+ * copies of the largest module (NULL when none is 16-bit; free it with
+ * zinf_store_free_scratch); step_module: update m there, write its new copies home
+ * through staging, clear its accumulators; load/save: as engine_nvme_load/_save,
+ * through host memory. */
 uint64_t engine_dstate_bytes(const struct zinf_engine *e);
 int engine_dstate_alloc(struct zinf_engine *e);
 void engine_dstate_free(struct zinf_engine *e);
 int engine_dstate_grads_add(struct zinf_engine *e, struct emodule *m);
-int engine_dstate_sumsq(struct zinf_engine *e, double *sumsq);
+int engine_dstate_sumsq(struct zinf_engine *e, const struct eparam *p, double *sumsq);
 int engine_dstate_clear(struct zinf_engine *e);
-int engine_dstate_update(struct zinf_engine *e, const struct zinf_adam_step_info *info);
+int engine_dstate_out_alloc(struct zinf_engine *e, void **out);
+int engine_dstate_step_module(struct zinf_engine *e, struct emodule *m, void *out,
+			      const struct zinf_adam_step_info *info);
 int engine_dstate_load(struct zinf_engine *e, struct eparam *p, uint64_t first, uint64_t n,
 		       const void *src, enum zinf_dtype src_dtype, const float *m, const float *v);
 int engine_dstate_save(struct zinf_engine *e, const struct eparam *p, uint64_t first, uint64_t n,

@@ -65,7 +65,7 @@ static int load_state(struct zinf_engine *e, struct eparam *p, uint64_t first, u
 {
 	if (e->nvme_state)
 		return engine_nvme_load(e, p, first, n, src, src_dtype, m, v);
-	if (e->dev_state)
+	if (engine_on_dev(e, p->module))
 		return engine_dstate_load(e, p, first, n, src, src_dtype, m, v);
 	engine_convert(p->master + first, ZINF_DTYPE_F32, src, src_dtype, n);
 	if (m) {
@@ -401,7 +401,7 @@ int zinf_param_state_save(struct zinf_engine *e, uint32_t param, uint64_t first_
 	if (e->nvme_state)
 		return engine_nvme_save(e, &e->params[param], first_elem, n_elems, master, exp_avg,
 					exp_avg_sq);
-	if (e->dev_state)
+	if (engine_on_dev(e, p->module))
 		return engine_dstate_save(e, p, first_elem, n_elems, master, exp_avg, exp_avg_sq);
 	memcpy(master, p->master + first_elem, n_elems * 4);
 	if (exp_avg) {
@@ -414,6 +414,7 @@ int zinf_param_state_save(struct zinf_engine *e, uint32_t param, uint64_t first_
 int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_dtype dst_dtype)
 {
 	int rc = check_param(e, param);
+	bool on_dev;
 
 	if (rc)
 		return rc;
@@ -424,15 +425,15 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 	rc = engine_opt_drain(e);
 	if (rc)
 		return rc;
-	if (e->nvme_state || e->dev_state) { /* through staging in pieces (it holds at least
-						* half of p) */
+	on_dev = engine_on_dev(e, e->params[param].module);
+	if (e->nvme_state || on_dev) { /* through staging in pieces (it holds at least half
+					* of p) */
 		struct eparam *p = &e->params[param];
 		uint64_t piece = e->staging_bytes / sizeof(float);
 		for (uint64_t first = 0; first < p->elems; first += piece) {
 			uint64_t n = p->elems - first < piece ? p->elems - first : piece;
-			rc = e->dev_state
-				     ? engine_dstate_save(e, p, first, n, e->staging, NULL, NULL)
-				     : engine_nvme_save(e, p, first, n, e->staging, NULL, NULL);
+			rc = on_dev ? engine_dstate_save(e, p, first, n, e->staging, NULL, NULL)
+				    : engine_nvme_save(e, p, first, n, e->staging, NULL, NULL);
 			if (rc)
 				return rc;
 			engine_convert((char *)dst + first * engine_dtype_bytes(dst_dtype),

@@ -90,7 +90,7 @@ void engine_module_updated(struct zinf_engine *e, uint32_t m)
 {
 	struct emodule *mod = &e->modules[m];
 
-	for (uint32_t k = 0; k < mod->n_params && !e->dev_state; k++) {
+	for (uint32_t k = 0; k < mod->n_params && !engine_on_dev(e, m); k++) {
 		struct eparam *p = &e->params[mod->first_param + k];
 		if (p->grad_acc) /* NULL: on NVMe, consumed per sub-group */
 			memset(p->grad_acc, 0, p->elems * sizeof(float));

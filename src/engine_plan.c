@@ -35,7 +35,7 @@ struct zinf_plan {
 	uint32_t n_modules, cap_modules;
 	uint64_t elems, param_bytes;
 	uint64_t group[ENGINE_MAX_GROUPS]; /* elements per optimizer group (decay, dtype) */
-	uint64_t total_dev, largest_dev, largest_packed, largest_grads, total_grads;
+	uint64_t total_dev, largest_dev, largest_packed, largest_grads;
 };
 
 static uint64_t round_up(uint64_t x, uint64_t a)
@@ -108,7 +108,6 @@ int zinf_plan_param_add(struct zinf_plan *p, uint32_t module, enum zinf_dtype dt
 	m->dev_bytes = zinf_store_buffer_bytes(m->packed);
 	p->total_dev += m->dev_bytes;
 	m->grad_bytes += round_up(elems * 4, GRAD_ALIGN);
-	p->total_grads += round_up(elems * 4, GRAD_ALIGN);
 	if (m->dev_bytes > p->largest_dev)
 		p->largest_dev = m->dev_bytes;
 	if (m->packed > p->largest_packed)
@@ -230,10 +229,16 @@ static void param_split(const struct zinf_plan *p, const struct zinf_config *cfg
 	}
 }
 
-/* offload_optimizer none: the optimizer state on the device (engine_dstate.c). */
-static bool dev_state(const struct zinf_config *cfg)
+static uint64_t plan_module_elems(const void *ctx, uint32_t m)
 {
-	return cfg->v.zero.offload_optimizer.device == ZINF_OFFLOAD_NONE;
+	return ((const struct zinf_plan *)ctx)->modules[m].elems;
+}
+
+/* The first module whose optimizer state is on the device, as finalize decides it
+ * (engine_state_split; n_modules: none is). */
+static uint32_t dev_first(const struct zinf_plan *p, const struct zinf_config *cfg)
+{
+	return engine_state_split(&cfg->v, p->n_modules, plan_module_elems, p);
 }
 
 /* The pinned pool finalize makes for the modules (engine_pinned_need) with chunks bytes
@@ -248,7 +253,7 @@ static uint64_t pinned_need(const struct zinf_plan *p, const struct zinf_config 
 	if (chunks > device_limit(mc))
 		chunks = device_limit(mc);
 	need = chunks + cfg->v.zinf.chunk_size + staging;
-	if (!dev_state(cfg)) /* the gradients' two stages */
+	if (dev_first(p, cfg) > 0) /* the gradients' two stages, unless all stay on the device */
 		need += 2 * p->largest_grads;
 	return need + need / 8 + (4ull << 20);
 }
@@ -284,6 +289,7 @@ static int device_figures(const struct zinf_plan *p, const struct zinf_config *c
 	bool homes = cfg->v.zero.offload_param.device == ZINF_OFFLOAD_NONE;
 	uint64_t threshold = cfg->v.zero.stage3_param_persistence_threshold, persistent = 0;
 	uint64_t peak = 0, limit = device_limit(mc);
+	uint32_t first = dev_first(p, cfg);
 	bool *kept = calloc(p->n_modules ? p->n_modules : 1, sizeof(*kept));
 	char a[32], b[32];
 
@@ -302,8 +308,11 @@ static int device_figures(const struct zinf_plan *p, const struct zinf_config *c
 	 * (homes or persistent modules, the runtime's buffers) + its parameters + its
 	 * gradient buffers */
 	out->device_base = mc->runtime_device_bytes + (homes ? p->total_dev : persistent);
-	if (dev_state(cfg)) /* engine_dstate_bytes */
-		out->device_base += 4 * p->total_grads + ZINF_DEVICE_SUMSQ_BYTES;
+	if (first < p->n_modules) { /* engine_dstate_bytes */
+		out->device_base += ZINF_DEVICE_SUMSQ_BYTES;
+		for (uint32_t m = first; m < p->n_modules; m++)
+			out->device_base += 4 * p->modules[m].grad_bytes;
+	}
 	for (uint32_t m = 0; m < p->n_modules; m++) {
 		const struct plan_module *mod = &p->modules[m];
 		uint64_t need = mod->grad_bytes;
@@ -344,6 +353,7 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 	bool nvme_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME;
 	bool homes_cpu = v->zero.offload_param.device == ZINF_OFFLOAD_CPU;
 	uint64_t staging = 0, pool, need_left, chunk;
+	uint32_t first = dev_first(p, cfg);
 	struct nvme_figures nf = {0};
 	struct param_split split;
 	char a[32], b[32], c[32];
@@ -366,7 +376,7 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 	out->pinned_need = pinned_need(p, cfg, mc, split.nvme, staging);
 	pool = pool_of(mc, out->pinned_need);
 	out->pinned_bytes = pool;
-	if (p->largest_grads > pool && !dev_state(cfg))
+	if (p->largest_grads > pool && first > 0)
 		refuse(out, ZINF_PLAN_PINNED,
 		       "pinned: the gradients of one module need %s, more than a pool of %s",
 		       zinf_format_bytes(p->largest_grads, a, sizeof(a)),
@@ -396,8 +406,9 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 		out->grads_on_nvme = grads_on_nvme(cfg, p->group, mc->host_bytes);
 		if (!out->grads_on_nvme)
 			out->host_checked += 4 * p->elems;
-	} else if (!dev_state(cfg)) {
-		out->host_checked += 16 * p->elems;
+	} else {
+		for (uint32_t m = 0; m < first; m++) /* not those whose state is on the device */
+			out->host_checked += 16 * p->modules[m].elems;
 	}
 	/* beside it: the pool, the model runtime's host memory, a module's staging; homes
 	 * there take whole pages */

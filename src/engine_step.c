@@ -21,17 +21,15 @@
 
 static void clear_grads(struct zinf_engine *e)
 {
-	if (e->dev_state) {
-		if (engine_dstate_clear(e))
-			zinf_logf(ZINF_LOG_ERROR, "%s", e->last_error);
-		return;
-	}
+	if (e->dev_state && engine_dstate_clear(e))
+		zinf_logf(ZINF_LOG_ERROR, "%s", e->last_error);
 	if (e->nvme_state) {
 		engine_grad_clear(e);
 		return;
 	}
 	for (uint32_t i = 0; i < e->n_params; i++)
-		memset(e->params[i].grad_acc, 0, e->params[i].elems * 4);
+		if (!engine_on_dev(e, e->params[i].module))
+			memset(e->params[i].grad_acc, 0, e->params[i].elems * 4);
 }
 
 /* Host-resident state: update a module's parameters, then write all of them to the
@@ -69,19 +67,27 @@ static int step_module(struct zinf_engine *e, struct emodule *m,
 
 int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)
 {
-	int rc;
+	void *out = NULL;
+	int rc = 0;
 
 	if (e->nvme_state)
 		return engine_nvme_step(e, info);
 	if (e->dev_state)
-		return engine_dstate_update(e, info);
-	for (uint32_t m = 0; m < e->n_modules; m++) {
+		rc = engine_dstate_out_alloc(e, &out);
+	/* module by module in forward order: the modules with state in host memory on the
+	 * CPU, the others on the device (engine_dstate.c) */
+	for (uint32_t m = 0; m < e->n_modules && !rc; m++) {
+		if (engine_on_dev(e, m)) {
+			rc = engine_dstate_step_module(e, &e->modules[m], out, info);
+			continue;
+		}
 		rc = step_module(e, &e->modules[m], info);
-		if (rc)
-			return rc;
-		engine_module_updated(e, m);
+		if (!rc)
+			engine_module_updated(e, m);
 	}
-	return 0;
+	if (out)
+		zinf_store_free_scratch(e->store, out);
+	return rc;
 }
 
 int zinf_engine_sync(struct zinf_engine *e)
@@ -137,14 +143,20 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 		rc = engine_grad_sumsq(e, &sumsq);
 		if (rc)
 			return rc;
-	} else if (e->dev_state) {
-		rc = engine_dstate_sumsq(e, &sumsq);
-		if (rc)
-			return rc;
 	} else {
-		for (uint32_t i = 0; i < e->n_params; i++)
-			sumsq += zinf_grad_sumsq(e->params[i].grad_acc, ZINF_DTYPE_F32,
-						 e->params[i].elems);
+		/* parameter by parameter in order, wherever each accumulator is */
+		for (uint32_t i = 0; i < e->n_params; i++) {
+			const struct eparam *p = &e->params[i];
+			double s;
+			if (!engine_on_dev(e, p->module)) {
+				sumsq += zinf_grad_sumsq(p->grad_acc, ZINF_DTYPE_F32, p->elems);
+				continue;
+			}
+			rc = engine_dstate_sumsq(e, p, &s);
+			if (rc)
+				return rc;
+			sumsq += s;
+		}
 	}
 	/* The step ends the prefetcher's window; nothing may stay fetched ahead while the
 	 * parameters are rewritten. */

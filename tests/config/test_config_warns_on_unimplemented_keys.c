@@ -69,8 +69,8 @@ int main(void)
 		" \"buffer_size\": 1e6}}}",
 		"o.json"));
 	T_CHECK(zinf_config_resolve(cfg, NULL) == 0, "%s", zinf_config_last_error(cfg));
-	T_CHECK(has_warning(cfg, "zero_optimization.offload_optimizer.ratio: not implemented"),
-		"ratio");
+	T_CHECK(!has_warning(cfg, "zero_optimization.offload_optimizer.ratio"),
+		"ratio with device cpu is implemented and warns not");
 	T_CHECK(!has_warning(cfg, "zero_optimization.offload_optimizer.fast_init"),
 		"fast_init is implemented and warns not");
 	/* implemented, but for NVMe homes only */
@@ -82,7 +82,27 @@ int main(void)
 			has_warning(cfg, "offload_param.buffer_size: not implemented"),
 		"offload_param's buffers");
 	T_CHECK(!has_warning(cfg, "offload_optimizer.buffer_count"), "a default buffer_count");
-	T_CHECK(zinf_config_warning_count(cfg) == 4, "%d warnings", zinf_config_warning_count(cfg));
+	T_CHECK(zinf_config_warning_count(cfg) == 3, "%d warnings", zinf_config_warning_count(cfg));
+
+	/* ratio (Twin-Flow) is the split between host memory and the device: with the
+	 * state on NVMe not implemented, with it all on the device meaningless */
+	for (int k = 0; k < 2; k++) {
+		T_CHECK_RC(zinf_config_load_string(
+			cfg,
+			k ? "{\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"device\":"
+			    " \"nvme\", \"nvme_path\": \"/var/tmp\", \"ratio\": 0.3}}}"
+			  : "{\"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": {\"ratio\":"
+			    " 0.3}}}",
+			"r.json"));
+		T_CHECK(zinf_config_resolve(cfg, NULL) == 0, "%s", zinf_config_last_error(cfg));
+		T_CHECK(has_warning(cfg, k ? "zero_optimization.offload_optimizer.ratio: not "
+					     "implemented with nvme yet"
+					   : "zero_optimization.offload_optimizer.ratio: no effect "
+					     "unless the optimizer state's home is cpu") &&
+				zinf_config_warning_count(cfg) == 1,
+			"ratio 0.3 with %s: %d warnings", k ? "nvme" : "none",
+			zinf_config_warning_count(cfg));
+	}
 
 	/* NVMe sub-groups smaller than an I/O block: padded, said once resolved (--set too). */
 	for (int k = 0; k < 2; k++) {

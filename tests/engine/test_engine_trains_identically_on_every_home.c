@@ -1,6 +1,7 @@
 /* Training through the engine API gives the same parameters, bit for bit, whether they
  * live on the device, in host memory or on NVMe, and whether the optimizer state is on
- * the device (no gradient leaves it), in host memory or on NVMe (pipelined step); in fp32 it matches an independent
+ * the device (no gradient leaves it), in host memory, split between the two by
+ * offload_optimizer.ratio, or on NVMe (pipelined step); in fp32 it matches an independent
  * double-precision AdamW with global-norm clipping, gradient accumulation and weight
  * decay on 2-D parameters only. bf16 parameters train through the same paths, and so do
  * fp32 ones and bf16 weights beside fp32 biases with the optimizer state on NVMe. */
@@ -32,6 +33,9 @@ static double init_value(int m, int k, uint64_t i)
 }
 
 static double first_norm, ref_first_norm; /* grad norms of step 1: engine, reference */
+/* offload_optimizer.ratio of the next runs: with cpu, the first modules up to that share
+ * of the elements keep their state in host memory, the rest on the device */
+static double opt_ratio = 1;
 
 static uint64_t elems(int m, int k)
 {
@@ -69,11 +73,11 @@ static float *train(const char *home, const char *opt_home, const char *grads,
 		"{\"train_micro_batch_size_per_gpu\": 1, \"gradient_accumulation_steps\": %d, \"gradient_clipping\": %g,"
 		" \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": %g, \"weight_decay\": %g}},"
 		" \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
-		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
+		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\", \"ratio\": %g},"
 		"  \"sub_group_size\": 5000},"
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"2MiB\", \"pinned_memory_limit\": \"4MiB\","
 		"  \"chunk_size\": \"64KiB\", \"offload_gradients\": \"%s\"}}",
-		GAS, CLIP, LR, WD, home, dir, opt_home, dir, grads);
+		GAS, CLIP, LR, WD, home, dir, opt_home, dir, opt_ratio, grads);
 	T_CHECK_RC(zinf_config_create(&cfg));
 	T_CHECK(zinf_config_load_string(cfg, json, "engine.json") == 0, "%s",
 		zinf_config_last_error(cfg));
@@ -142,7 +146,17 @@ static float *train(const char *home, const char *opt_home, const char *grads,
 		if (strcmp(home, "nvme") == 0)
 			T_CHECK(st.nvme_to_pinned.bytes > 0 && st.pinned_to_nvme.bytes > 0,
 				"nvme traffic");
-		if (strcmp(opt_home, "none") == 0) {
+		if (opt_ratio < 1) {
+			/* blocks 1 and 2 on the device (0 alone is under half the elements):
+			 * only block 0's gradients come off it */
+			uint64_t dev_elems = elems(1, 0) + elems(1, 1) + elems(2, 0) + elems(2, 1);
+			T_CHECK(st.device_peak >= 16 * dev_elems, "device peak %llu, state %llu",
+				(unsigned long long)st.device_peak,
+				(unsigned long long)(16 * dev_elems));
+			T_CHECK(st.device_to_pinned.bytes < STEPS * GAS * 4 * total,
+				"device to host %llu bytes with a ratio of %g",
+				(unsigned long long)st.device_to_pinned.bytes, opt_ratio);
+		} else if (strcmp(opt_home, "none") == 0) {
 			/* the state on the device; off it only the steps' new copies and the
 			 * save's masters, never a gradient */
 			T_CHECK(st.device_peak >= 16 * total, "device peak %llu, state %llu",
@@ -220,7 +234,7 @@ int main(void)
 	char dir[] = "/var/tmp/zinf-engine-test-XXXXXX";
 	uint64_t total = 0, o = 0;
 	float *dev, *host, *nvme, *b_dev, *b_nvme, *b_all_nvme, *b_grads_nvme;
-	float *f_nvme, *mixed_dev, *mixed_nvme, *s_dev, *s_b_nvme, *s_mixed;
+	float *f_nvme, *mixed_dev, *mixed_nvme, *s_dev, *s_b_nvme, *s_mixed, *s_ratio;
 	double *ref, *ref_b, dev_first_norm;
 
 	zinf_log_set_level(ZINF_LOG_ERROR);
@@ -265,6 +279,13 @@ int main(void)
 	s_mixed = train("cpu", "none", "auto", ZINF_DTYPE_BF16, ZINF_DTYPE_F32, dir);
 	T_CHECK(memcmp(mixed_dev, s_mixed, total * 4) == 0,
 		"bf16 weights, fp32 biases: optimizer state on the device differs");
+	/* offload_optimizer.ratio 0.5 (Twin-Flow): block 0's state in host memory, updated by
+	 * the CPU, blocks 1 and 2's on the device */
+	opt_ratio = 0.5;
+	s_ratio = train("nvme", "cpu", "auto", ZINF_DTYPE_BF16, 0, dir);
+	T_CHECK(memcmp(b_dev, s_ratio, total * 4) == 0,
+		"bf16: optimizer state split by ratio 0.5 differs");
+	opt_ratio = 1;
 	ref = malloc(total * 8);
 	ref_b = malloc(total * 8);
 	for (int m = 0; m < N_MOD; m++)
@@ -299,6 +320,7 @@ int main(void)
 	free(s_dev);
 	free(s_b_nvme);
 	free(s_mixed);
+	free(s_ratio);
 	free(ref);
 	free(ref_b);
 	return T_EXIT_PASS;

@@ -59,6 +59,7 @@ struct setup {
 	uint64_t persist;    /* stage3_param_persistence_threshold */
 	const char *pinned;  /* NULL: auto */
 	uint64_t max_in_cpu; /* offload_param.max_in_cpu */
+	double ratio;	     /* offload_optimizer.ratio (0: 1) */
 };
 
 static struct zinf_config *config_for(const struct setup *s, const char *dir, uint64_t device)
@@ -67,22 +68,25 @@ static struct zinf_config *config_for(const struct setup *s, const char *dir, ui
 		.world_size = 1, .host_total_bytes = zinf_host_memory_bytes(), .require_all = true};
 	struct zinf_config *cfg;
 	char json[2048], pinned[96] = "", split[64] = "";
+	double ratio = s->ratio ? s->ratio : 1;
 
 	if (s->pinned)
 		snprintf(pinned, sizeof(pinned), ", \"pinned_memory_limit\": \"%s\"", s->pinned);
 	if (s->max_in_cpu)
 		snprintf(split, sizeof(split), ", \"max_in_cpu\": %llu",
 			 (unsigned long long)s->max_in_cpu);
-	snprintf(json, sizeof(json),
-		 "{\"train_micro_batch_size_per_gpu\": 1, \"bf16\": {\"enabled\": %s},"
-		 " \"zero_optimization\": {\"stage\": 3,"
-		 "  \"offload_param\": {\"device\": \"%s\", \"nvme_path\": \"%s\"%s},"
-		 "  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\"},"
-		 "  \"sub_group_size\": 40000, \"stage3_param_persistence_threshold\": %llu},"
-		 " \"zinf\": {\"device\": \"host\", \"device_memory_limit\": %llu,"
-		 "  \"chunk_size\": \"64KiB\", \"offload_gradients\": \"%s\"%s}}",
-		 s->dtype == ZINF_DTYPE_BF16 ? "true" : "false", s->param, dir, split, s->optim,
-		 dir, (unsigned long long)s->persist, (unsigned long long)device, s->grads, pinned);
+	snprintf(
+		json, sizeof(json),
+		"{\"train_micro_batch_size_per_gpu\": 1, \"bf16\": {\"enabled\": %s},"
+		" \"zero_optimization\": {\"stage\": 3,"
+		"  \"offload_param\": {\"device\": \"%s\", \"nvme_path\": \"%s\"%s},"
+		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\", \"ratio\": %g},"
+		"  \"sub_group_size\": 40000, \"stage3_param_persistence_threshold\": %llu},"
+		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": %llu,"
+		"  \"chunk_size\": \"64KiB\", \"offload_gradients\": \"%s\"%s}}",
+		s->dtype == ZINF_DTYPE_BF16 ? "true" : "false", s->param, dir, split, s->optim, dir,
+		ratio, (unsigned long long)s->persist, (unsigned long long)device, s->grads,
+		pinned);
 	T_CHECK_RC(zinf_config_create(&cfg));
 	T_CHECK(zinf_config_load_string(cfg, json, "plan.json") == 0, "%s",
 		zinf_config_last_error(cfg));
@@ -115,6 +119,7 @@ struct engine_figures {
 	bool fits;
 	uint64_t pinned_pool, pinned_need, nvme, grad_host, param_elems;
 	uint64_t host_split; /* max_in_cpu's part of NVMe homes */
+	uint64_t host_state; /* the optimizer state finalize puts in host memory */
 };
 
 static struct engine_figures engine_run(const struct setup *s, const char *dir, uint64_t device)
@@ -145,6 +150,8 @@ static struct engine_figures engine_run(const struct setup *s, const char *dir, 
 	f.nvme = engine_nvme_drive_bytes(e);
 	f.grad_host = engine_grad_host_bytes(e);
 	f.host_split = zinf_store_host_split_bytes(e->store);
+	for (uint32_t m = 0; m < e->dev_first && !e->nvme_state; m++)
+		f.host_state += 16 * e->modules[m].elems;
 	rc = zinf_engine_finalize(e);
 	T_CHECK(rc == 0 || rc == ZINF_EBUDGET, "finalize: %s", zinf_last_error(e));
 	f.fits = rc == 0;
@@ -193,11 +200,13 @@ static void check(const struct setup *s, const char *dir)
 	bool nvme_state = strcmp(s->optim, "nvme") == 0, dev_state = strcmp(s->optim, "none") == 0;
 	uint64_t cpu_params;
 
-	snprintf(what, sizeof(what),
-		 "param %s, optimizer %s, grads %s, %s%s, persist %llu%s, max_in_cpu %llu",
-		 s->param, s->optim, s->grads, s->dtype == ZINF_DTYPE_BF16 ? "bf16" : "fp32",
-		 s->tied ? ", tied" : "", (unsigned long long)s->persist,
-		 s->pinned ? ", pinned set" : "", (unsigned long long)s->max_in_cpu);
+	snprintf(
+		what, sizeof(what),
+		"param %s, optimizer %s, grads %s, %s%s, persist %llu%s, max_in_cpu %llu, ratio %g",
+		s->param, s->optim, s->grads, s->dtype == ZINF_DTYPE_BF16 ? "bf16" : "fp32",
+		s->tied ? ", tied" : "", (unsigned long long)s->persist,
+		s->pinned ? ", pinned set" : "", (unsigned long long)s->max_in_cpu,
+		s->ratio ? s->ratio : 1);
 	/* the device figure at a budget of itself (small modules kept depend on it) */
 	for (int i = 0; i < 4; i++) {
 		at = plan_run(s, dir, x);
@@ -224,13 +233,21 @@ static void check(const struct setup *s, const char *dir)
 		(unsigned long long)f.nvme, (unsigned long long)at.nvme_bytes);
 	T_CHECK(f.param_elems == at.param_elems, "%s: %llu parameters, plan %llu", what,
 		(unsigned long long)f.param_elems, (unsigned long long)at.param_elems);
-	/* engine_check_host_memory: homes there + 16 bytes a parameter in host memory; the
-	 * homes alone with the state on the device */
+	/* engine_check_host_memory: homes there + 16 bytes a parameter of the state in host
+	 * memory (all with cpu, none with the state on the device, a share with ratio) */
+	if (s->ratio)
+		T_CHECK(f.host_state > 0 && f.host_state < 16 * f.param_elems,
+			"%s: ratio %g puts %llu bytes of state in host memory", what, s->ratio,
+			(unsigned long long)f.host_state);
+	else
+		T_CHECK(f.host_state == (dev_state || nvme_state ? 0 : 16 * f.param_elems),
+			"%s: %llu bytes of optimizer state in host memory", what,
+			(unsigned long long)f.host_state);
 	if (!nvme_state)
-		T_CHECK(at.host_checked == cpu_params + (dev_state ? 0 : 16 * f.param_elems),
+		T_CHECK(at.host_checked == cpu_params + f.host_state,
 			"%s: host checked %llu, engine %llu", what,
 			(unsigned long long)at.host_checked,
-			(unsigned long long)(cpu_params + (dev_state ? 0 : 16 * f.param_elems)));
+			(unsigned long long)(cpu_params + f.host_state));
 	if (nvme_state) {
 		T_CHECK(at.grads_on_nvme == (f.grad_host == 0), "%s: gradients on NVMe: plan %d",
 			what, at.grads_on_nvme);
@@ -260,9 +277,9 @@ static void check(const struct setup *s, const char *dir)
 /* A placement in bf16, then fp32 with a tied head and its norm kept on the device, then
  * with the layers kept too and the pinned pool set. */
 static void check_variants(const char *param, const char *optim, const char *grads,
-			   uint64_t max_in_cpu, const char *dir)
+			   uint64_t max_in_cpu, double ratio, const char *dir)
 {
-	struct setup s = {param, optim, grads, ZINF_DTYPE_BF16, false, 0, NULL, max_in_cpu};
+	struct setup s = {param, optim, grads, ZINF_DTYPE_BF16, false, 0, NULL, max_in_cpu, ratio};
 
 	check(&s, dir);
 	s.dtype = ZINF_DTYPE_F32;
@@ -287,12 +304,17 @@ int main(void)
 		for (int oi = 0; oi < 3; oi++) {
 			for (int gi = 0; gi < (oi == 2 ? 3 : 1); gi++) {
 				const char *g = oi == 2 ? grads[gi] : "auto";
-				check_variants(params[pi], optims[oi], g, 0, dir);
+				check_variants(params[pi], optims[oi], g, 0, 0, dir);
 				/* NVMe homes split by max_in_cpu 300000: the embedding (64000)
 				 * and the first layer (213548) in host memory, and a tied
 				 * head's norm */
 				if (pi == 2)
-					check_variants(params[pi], optims[oi], g, 300000, dir);
+					check_variants(params[pi], optims[oi], g, 300000, 0, dir);
+				/* the optimizer state split by ratio 0.4: the embedding and the
+				 * first layer (of 64000 + 3 x 213548 + 128 or 64128) in host
+				 * memory, the rest on the device */
+				if (oi == 1)
+					check_variants(params[pi], optims[oi], g, 0, 0.4, dir);
 			}
 		}
 	}

@@ -140,7 +140,8 @@ int main(void)
 {
 	struct tf_dir d;
 	struct tf_losses host, cuda, cuda_ckpt, cuda_cpu_ckpt, host_nvme, cuda_nvme, cuda_tf32,
-		cuda_pinned, four_async, four_sync, four_cpu_ckpt, host_dstate, cuda_dstate;
+		cuda_pinned, four_async, four_sync, four_cpu_ckpt, host_dstate, cuda_dstate,
+		cuda_half;
 	uint64_t peak_ckpt, peak_cpu_ckpt;
 
 	t_require_gpu();
@@ -169,6 +170,9 @@ int main(void)
 			"host memory",
 			i + 1, host_dstate.loss[i], host.loss[i]);
 	same(&host, &cuda_dstate, "host vs cuda with the optimizer state on the device");
+	run(&d, "cuda", false, false, "zero_optimization.offload_optimizer.ratio=0.5", NULL,
+	    &cuda_half);
+	same(&host, &cuda_half, "host vs cuda with the optimizer state split by ratio 0.5");
 	four_layers(&d, true, false, &four_async);
 	four_layers(&d, false, false, &four_sync);
 	four_layers(&d, true, true, &four_cpu_ckpt);

@@ -50,7 +50,7 @@ int main(void)
 {
 	struct tf_dir d;
 	struct tf_losses dev, host, nvme, ckpt, b_dev, b_nvme, b_grads, b_all, b_split, f_nvme,
-		f_grads, s_nvme, s_b_dev;
+		f_grads, s_nvme, s_b_dev, s_half;
 	uint64_t all_reads, split_reads;
 
 	tf_setup(&d, NULL);
@@ -68,6 +68,12 @@ int main(void)
 	/* the optimizer state on the device (its 16 bytes a parameter need a larger budget) */
 	run_set(&d, "nvme", "none", false, true, "zinf.device_memory_limit=2MiB", &s_nvme);
 	same(&dev, &s_nvme, "device+cpu vs nvme+device with activation checkpointing");
+	/* ... and split by offload_optimizer.ratio: the state of the first modules, up to
+	 * half the elements, in host memory, the others' (the head's at least) on the
+	 * device */
+	run_set(&d, "nvme", "cpu", false, false, "zero_optimization.offload_optimizer.ratio=0.5",
+		&s_half);
+	same(&dev, &s_half, "device+cpu vs nvme+cpu with ratio 0.5");
 	run(&d, "none", "cpu", true, false, &b_dev);
 	run_set(&d, "none", "none", true, false, "zinf.device_memory_limit=2MiB", &s_b_dev);
 	same(&b_dev, &s_b_dev, "bf16: device+cpu vs device+device");
