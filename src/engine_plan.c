@@ -8,6 +8,7 @@
  * figure here with a finalized engine's, so the two cannot drift apart unnoticed.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -472,6 +473,37 @@ uint64_t zinf_plan_largest_sub_group(const struct zinf_plan *p, const struct zin
 			hi = mid - 1;
 	}
 	return lo;
+}
+
+double zinf_plan_ratio_of(const struct zinf_plan *p, uint32_t k)
+{
+	struct zinf_config_values v;
+	uint64_t total = 0, below = 0;
+	double scale = 1;
+
+	if (k == 0 || k >= p->n_modules)
+		return 0;
+	for (uint32_t m = 0; m < p->n_modules; m++) {
+		total += p->modules[m].elems;
+		if (m < k)
+			below += p->modules[m].elems;
+	}
+	memset(&v, 0, sizeof(v));
+	v.zero.offload_optimizer.device = ZINF_OFFLOAD_CPU;
+	/* the smallest ratio of d digits at or above the first k modules' share (or the
+	 * next one, should the product round below it), checked with the engine's own split */
+	for (int d = 1; d <= 9; d++) {
+		double r;
+		scale *= 10;
+		r = ceil((double)below / (double)total * scale);
+		for (int up = 0; up < 2; up++) {
+			v.zero.offload_optimizer.ratio = (r + up) / scale;
+			if (v.zero.offload_optimizer.ratio < 1 &&
+			    engine_state_split(&v, p->n_modules, plan_module_elems, p) == k)
+				return v.zero.offload_optimizer.ratio;
+		}
+	}
+	return 0;
 }
 
 /* ---- this machine ---------------------------------------------------------------------- */

@@ -103,6 +103,8 @@ static void print_table(const struct zinf_plan_opts *o, const struct zinf_plan_r
 		if (strcmp(w->param, "nvme") == 0 && w->max_in_cpu)
 			printf(", offload_param.max_in_cpu %llu",
 			       (unsigned long long)w->max_in_cpu);
+		if (strcmp(w->optimizer, "cpu") == 0 && w->ratio > 0 && w->ratio < 1)
+			printf(", offload_optimizer.ratio %.9g", w->ratio);
 		printf("\n");
 	} else {
 		printf("\nnothing fits: a larger device, more host memory or NVMe space, a shorter "
@@ -134,12 +136,13 @@ static void print_json(const struct zinf_plan_result *r)
 		       i ? ", " : "", w->param, w->optimizer, w->stage,
 		       w->tried ? "true" : "false");
 		if (w->tried)
-			printf(", \"sub_group_size\": %llu, \"max_in_cpu\": %llu, \"device_bytes\": %llu,"
+			printf(", \"sub_group_size\": %llu, \"max_in_cpu\": %llu, \"ratio\": %.9g,"
+			       " \"device_bytes\": %llu,"
 			       " \"device_base_bytes\": %llu, \"pinned_bytes\": %llu,"
 			       " \"host_bytes\": %llu, \"host_checked_bytes\": %llu,"
 			       " \"nvme_bytes\": %llu, \"grads_on_nvme\": %s, \"fits\": %s",
 			       (unsigned long long)w->sub_group_size,
-			       (unsigned long long)w->max_in_cpu,
+			       (unsigned long long)w->max_in_cpu, w->ratio,
 			       (unsigned long long)w->need.device_bytes,
 			       (unsigned long long)w->need.device_base,
 			       (unsigned long long)w->need.pinned_bytes,

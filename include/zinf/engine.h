@@ -369,6 +369,12 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
  * none. */
 uint64_t zinf_plan_largest_sub_group(const struct zinf_plan *p, const struct zinf_config *cfg,
 				     const struct zinf_plan_machine *mc);
+/* offload_optimizer.ratio with offload_optimizer.device cpu keeps the optimizer state of
+ * the first modules in host memory and the rest on the device: the shortest decimal
+ * ratio (at most 9 significant digits) that keeps exactly the first k there, for k from
+ * 1 to the modules described less one; 0 for any other k, or when none does (an empty
+ * module k). */
+double zinf_plan_ratio_of(const struct zinf_plan *p, uint32_t k);
 /* This machine: the device the config opens (zinf.device; auto: a GPU when one is
  * usable) and its budget (zinf.device_memory_limit, or auto: the GPU's free memory less
  * its reserve, a quarter of RAM on the host backend), opened and closed again. 0, or a

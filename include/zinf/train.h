@@ -192,6 +192,11 @@ struct zinf_plan_row {
 	 * the elements that half the host memory the row leaves free holds (rounded down to
 	 * whole millions above a million, or every parameter; 0 when that is none) */
 	uint64_t max_in_cpu;
+	/* the optimizer state in host memory: offload_optimizer.ratio, the config's when it
+	 * sets one, else with the parameters on the device the smallest that fits (the most
+	 * state on the device; zinf_plan_ratio_of), 1 when none smaller does; 0 on other
+	 * rows */
+	double ratio;
 	bool tried; /* false: not estimated (why says why) */
 	struct zinf_plan_need need;
 	char why[256]; /* one line when it does not fit or was not tried */

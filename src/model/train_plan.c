@@ -115,6 +115,9 @@ static int row_sets(const struct zinf_plan_result *r, int row, char sets[][600],
 	if (w->max_in_cpu && strcmp(w->param, "nvme") == 0)
 		snprintf(sets[n++], 600, "zero_optimization.offload_param.max_in_cpu=%llu",
 			 (unsigned long long)w->max_in_cpu);
+	if (w->ratio > 0 && w->ratio < 1 && strcmp(w->optimizer, "cpu") == 0)
+		snprintf(sets[n++], 600, "zero_optimization.offload_optimizer.ratio=%.9g",
+			 w->ratio);
 	for (int i = 0; i < n; i++)
 		ptrs[i] = sets[i];
 	return n;
@@ -169,6 +172,8 @@ static int estimate_row(const struct zinf_plan_opts *o, struct zinf_plan_result 
 	if (!w->max_in_cpu && strcmp(w->param, "nvme") == 0)
 		zinf_config_get_u64(cfg, "zero_optimization.offload_param.max_in_cpu",
 				    &w->max_in_cpu);
+	if (!w->ratio && strcmp(w->optimizer, "cpu") == 0)
+		zinf_config_get_double(cfg, "zero_optimization.offload_optimizer.ratio", &w->ratio);
 	zinf_config_destroy(cfg);
 	return rc;
 }
@@ -207,6 +212,53 @@ static int use_spare_host(const struct zinf_plan_opts *o, struct zinf_plan_resul
 			return rc;
 		elems /= 2;
 	}
+}
+
+/* Parameters on the device, the optimizer state in host memory, and no ratio in the
+ * user's config: as much of the state on the device as fits (offload_optimizer.ratio,
+ * DeepSpeed's Twin-Flow), so that less of it crosses to the CPU and back each step. The
+ * fewest first modules whose state stays in host memory for which the row still fits,
+ * by a binary search: the device need falls as modules move to host memory, while the
+ * host and pinned needs stay within the row's at ratio 1, which fits. n_modules: the
+ * modules described. */
+static int use_spare_device(const struct zinf_plan_opts *o, struct zinf_plan_result *r, int row,
+			    const struct zinf_plan *p, struct zinf_plan_machine *mc,
+			    uint64_t hidden, bool user_set, uint32_t n_modules, char *err,
+			    size_t errlen)
+{
+	struct zinf_plan_row *w = &r->rows[row];
+	struct zinf_plan_need best = w->need;
+	double best_ratio = w->ratio;
+	uint32_t lo = 1, hi = n_modules - 1;
+
+	if (user_set || strcmp(w->param, "none") != 0 || strcmp(w->optimizer, "cpu") != 0 ||
+	    !w->need.fits || n_modules < 2)
+		return 0;
+	while (lo <= hi) {
+		uint32_t k = lo + (hi - lo) / 2;
+		int rc;
+
+		w->ratio = zinf_plan_ratio_of(p, k);
+		if (!w->ratio) { /* no ratio keeps exactly k there (an empty module) */
+			lo = k + 1;
+			continue;
+		}
+		rc = estimate_row(o, r, row, p, mc, hidden, err, errlen);
+		if (rc)
+			return rc;
+		if (!w->need.fits) {
+			lo = k + 1;
+			continue;
+		}
+		best = w->need;
+		best_ratio = w->ratio;
+		if (k == 1)
+			break;
+		hi = k - 1;
+	}
+	w->need = best;
+	w->ratio = best_ratio;
+	return 0;
 }
 
 static const char *dtype_name(enum zinf_dtype t)
@@ -349,7 +401,7 @@ int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, 
 	struct zinf_config *base = NULL;
 	struct zinf_plan *p = NULL;
 	enum zinf_config_source src;
-	bool user_max_in_cpu;
+	bool user_max_in_cpu, user_ratio;
 	int rc;
 
 	memset(r, 0, sizeof(*r));
@@ -376,6 +428,9 @@ int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, 
 	user_max_in_cpu = zinf_config_get_source(base, "zero_optimization.offload_param.max_in_cpu",
 						 &src) == 0 &&
 			  src != ZINF_SRC_DEFAULT;
+	user_ratio = zinf_config_get_source(base, "zero_optimization.offload_optimizer.ratio",
+					    &src) == 0 &&
+		     src != ZINF_SRC_DEFAULT;
 	for (int i = 0; i < ZINF_PLAN_ROWS && !rc; i++) {
 		struct zinf_plan_row *w = &r->rows[i];
 		bool nvme;
@@ -413,6 +468,9 @@ int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, 
 		if (!rc)
 			rc = use_spare_host(o, r, i, p, &mc, tm.hf.hidden_size, user_max_in_cpu,
 					    err, errlen);
+		if (!rc)
+			rc = use_spare_device(o, r, i, p, &mc, tm.hf.hidden_size, user_ratio,
+					      (uint32_t)tm.L + 2, err, errlen);
 		if (!rc && !w->need.fits)
 			snprintf(w->why, sizeof(w->why), "%s", w->need.why);
 		if (!rc && w->need.fits && r->chosen < 0)

@@ -112,6 +112,9 @@ int main(int argc, char **argv)
 		 "{\"train_micro_batch_size_per_gpu\": 2, \"gradient_accumulation_steps\": 1,"
 		 " \"bf16\": {\"enabled\": true},"
 		 " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.002}},"
+		 /* ratio set: the rows keep all the optimizer state in host memory, none
+		  * moved to the device in Twin-Flow style (test_plan_ratio_...) */
+		 " \"zero_optimization\": {\"offload_optimizer\": {\"ratio\": 1}},"
 		 " \"zinf\": {\"device\": \"host\", \"nvme_paths\": [\"%s\"]}}",
 		 dir);
 	write_file("ds.json", text);
