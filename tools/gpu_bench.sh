@@ -11,6 +11,9 @@
 #   cpuckpt tf32, checkpointing, activation_checkpointing.cpu_checkpointing=true
 #   blocking tf32 with zinf.cuda_sync=blocking (host threads sleep while the GPU works,
 #           leaving their cores to the CPU optimizer: compare with tf32)
+#   zoff    tf32 with the parameters on the device and the optimizer state in host
+#           memory (ZeRO-Offload): its step_median_s against the resident run's (the
+#           state on the device, updated there) is what offload_optimizer none saves
 # The k-th name of BENCHES writes $RESULTS/bench_<k>-<name>.json (zinf bench train --json) and a line to
 # $RESULTS/bench_summary.txt; a run past its time limit (150 s, or what is left of
 # DEADLINE) is cut and noted, and a bench with no time left is skipped.
@@ -84,6 +87,8 @@ for b in $benches; do
 	cpuckpt) bench "$t" 150 --set zinf.tf32=true --activation-checkpointing \
 		--set activation_checkpointing.cpu_checkpointing=true ;;
 	blocking) bench "$t" 150 --set zinf.tf32=true --set zinf.cuda_sync=blocking ;;
+	zoff) bench "$t" 150 --set zinf.tf32=true \
+		--set zero_optimization.offload_param.device=none ;;
 	*) echo "gpu_bench: unknown bench $b" | tee -a "$summary"; false ;;
 	esac || status=$?
 done
