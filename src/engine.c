@@ -471,18 +471,23 @@ int zinf_engine_finalize(struct zinf_engine *e)
 	if (!rc)
 		rc = engine_check_nvme_space(e);
 	/* the state on the device first, from the top of the heap: the store's check of
-	 * parameters homed there then counts it */
-	if (!rc && e->dev_state && !e->dstate)
+	 * parameters homed there then counts it. Given back on a failure before the layout
+	 * (modules may still be added, and another finalize then takes it again, cleared). */
+	if (!rc && e->dev_state)
 		rc = engine_dstate_alloc(e);
-	if (rc)
+	if (rc) {
+		engine_dstate_free(e);
 		return rc;
+	}
 	if (!e->pinned) {
 		char err[512];
 		uint64_t need = engine_pinned_need(e);
 
 		rc = pinned_open(e, need < e->pinned_cap ? need : e->pinned_cap, err, sizeof(err));
-		if (rc)
+		if (rc) {
+			engine_dstate_free(e);
 			return engine_fail(e, rc, "%s", err);
+		}
 		zinf_store_set_pinned(e->store, e->pinned);
 	}
 	e->laid_out = true;
@@ -767,6 +772,8 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 	if (engine_on_dev(e, module)) { /* added on the device */
 		t0 = zinf_timeline_now_ns();
 		rc = engine_dstate_grads_add(e, m);
+		if (rc) /* added in part, maybe: the step will be dropped, as on NVMe */
+			e->grads_lost = true;
 		zinf_timeline_add(e->timeline, ZINF_TRACK_OPTIMIZER, m->name, t0,
 				  zinf_timeline_now_ns());
 		frc = zinf_store_free_scratch(e->store, m->grads);

@@ -90,9 +90,12 @@ int engine_dstate_alloc(struct zinf_engine *e)
 
 void engine_dstate_free(struct zinf_engine *e)
 {
-	if (e->dstate)
+	if (e->dstate) {
+		zinf_stream_synchronize(e->d2h); /* a clearing that failed may still run */
 		zinf_device_free(e->dev, e->dstate);
+	}
 	e->dstate = NULL;
+	e->dparts = NULL;
 }
 
 int engine_dstate_grads_add(struct zinf_engine *e, struct emodule *m)
@@ -160,8 +163,12 @@ int engine_dstate_step_module(struct zinf_engine *e, struct emodule *m, void *ou
 		rc = zinf_device_memset_async(e->d2h, block(e, m, 0), 0, m->grad_bytes);
 	if (!rc)
 		rc = zinf_stream_synchronize(e->d2h);
-	if (rc)
-		return dev_fail(e, rc, m->name);
+	if (rc) {
+		dev_fail(e, rc, m->name);
+		/* what was queued before the failure still reads out and writes staging */
+		zinf_stream_synchronize(e->d2h);
+		return rc;
+	}
 	rc = zinf_store_module_write(e->store, m->store_id, e->srcs);
 	return rc ? engine_fail(e, rc, "%s", zinf_store_last_error(e->store)) : 0;
 }

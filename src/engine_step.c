@@ -85,8 +85,12 @@ int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)
 		if (!rc)
 			engine_module_updated(e, m);
 	}
-	if (out)
-		zinf_store_free_scratch(e->store, out);
+	if (out) {
+		int frc = zinf_store_free_scratch(e->store, out);
+		if (frc && !rc)
+			rc = engine_fail(e, frc, "optimizer step on the device: %s",
+					 zinf_store_last_error(e->store));
+	}
 	return rc;
 }
 

@@ -63,7 +63,8 @@ int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enu
 		   int ndim, const uint64_t *shape, unsigned flags, uint32_t *param);
 /* Lay out parameters and optimizer state on their tiers; refuses, before any step, what
  * cannot fit the budgets (with the numbers). A refusal by the checks that come before
- * the layout (host memory, NVMe free space) changes nothing, and finalize may be called
+ * the layout (host memory, NVMe free space, the optimizer state on the device, the
+ * pinned pool) changes nothing, and finalize may be called
  * again (after freeing space, say); after any later failure the engine can only be
  * destroyed (another finalize: ZINF_ESTATE). */
 int zinf_engine_finalize(struct zinf_engine *e);

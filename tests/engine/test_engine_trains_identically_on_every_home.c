@@ -36,6 +36,9 @@ static double first_norm, ref_first_norm; /* grad norms of step 1: engine, refer
 /* offload_optimizer.ratio of the next runs: with cpu, the first modules up to that share
  * of the elements keep their state in host memory, the rest on the device */
 static double opt_ratio = 1;
+/* >= 0: in that step an infinite gradient (the step is skipped, its gradients cleared);
+ * after that step the weights are saved and loaded again (the moments start over) */
+static int inf_step = -1, reload_step = -1;
 
 static uint64_t elems(int m, int k)
 {
@@ -120,6 +123,8 @@ static float *train(const char *home, const char *opt_home, const char *grads,
 							w, k && bdtype ? bdtype : dtype, i);
 						g[i] += (float)(c * ((double)wi - target(m, k, i)));
 					}
+					if (s == inf_step && mb == 1 && m == 1 && k == 0)
+						g[7] = INFINITY;
 				}
 				T_CHECK_RC(zinf_module_grads_ready(e, mod[m]));
 				T_CHECK_RC(zinf_module_release(e, mod[m]));
@@ -128,8 +133,16 @@ static float *train(const char *home, const char *opt_home, const char *grads,
 		T_CHECK(zinf_step(e, &r) == 0, "%s", zinf_last_error(e));
 		if (s == 0)
 			first_norm = r.grad_norm;
-		T_CHECK(r.step == (uint64_t)s + 1 && !r.skipped && r.lr == LR,
+		T_CHECK(r.skipped == (s == inf_step), "step %d: skipped %d", s, r.skipped);
+		T_CHECK(r.step == (uint64_t)s + 1 - (inf_step >= 0 && s >= inf_step) &&
+				(r.skipped || r.lr == LR),
 			"step %d: %llu lr %g", s, (unsigned long long)r.step, r.lr);
+		for (int m = 0; s == reload_step && m < N_MOD; m++)
+			for (int k = 0; k < 2; k++) {
+				T_CHECK_RC(zinf_param_save(e, par[m][k], buf, ZINF_DTYPE_F32));
+				T_CHECK(zinf_param_load(e, par[m][k], buf, ZINF_DTYPE_F32) == 0,
+					"%s", zinf_last_error(e));
+			}
 	}
 	out = malloc(total * 4);
 	for (int m = 0; m < N_MOD; m++)
@@ -142,7 +155,7 @@ static float *train(const char *home, const char *opt_home, const char *grads,
 		zinf_engine_get_stats(e, &st);
 		T_CHECK(st.device_peak <= st.device_limit && st.pinned_peak <= st.pinned_limit,
 			"budgets");
-		T_CHECK(st.steps == STEPS && st.param_elems == total, "counters");
+		T_CHECK(st.steps == STEPS - (inf_step >= 0) && st.param_elems == total, "counters");
 		if (strcmp(home, "nvme") == 0)
 			T_CHECK(st.nvme_to_pinned.bytes > 0 && st.pinned_to_nvme.bytes > 0,
 				"nvme traffic");
@@ -162,7 +175,7 @@ static float *train(const char *home, const char *opt_home, const char *grads,
 			T_CHECK(st.device_peak >= 16 * total, "device peak %llu, state %llu",
 				(unsigned long long)st.device_peak,
 				(unsigned long long)(16 * total));
-			T_CHECK(st.device_to_pinned.bytes <= (STEPS + 1) * 4 * total,
+			T_CHECK(st.device_to_pinned.bytes <= (STEPS + 2) * 4 * total,
 				"device to host %llu bytes with the state on the device",
 				(unsigned long long)st.device_to_pinned.bytes);
 		} else {
@@ -235,6 +248,7 @@ int main(void)
 	uint64_t total = 0, o = 0;
 	float *dev, *host, *nvme, *b_dev, *b_nvme, *b_all_nvme, *b_grads_nvme;
 	float *f_nvme, *mixed_dev, *mixed_nvme, *s_dev, *s_b_nvme, *s_mixed, *s_ratio;
+	float *e_cpu, *e_dev, *e_ratio;
 	double *ref, *ref_b, dev_first_norm;
 
 	zinf_log_set_level(ZINF_LOG_ERROR);
@@ -286,6 +300,22 @@ int main(void)
 	T_CHECK(memcmp(b_dev, s_ratio, total * 4) == 0,
 		"bf16: optimizer state split by ratio 0.5 differs");
 	opt_ratio = 1;
+	/* a step skipped for an infinite gradient (the accumulators cleared wherever they
+	 * are), and the weights loaded again without moments (zeroed wherever they are):
+	 * the same bits with the state in host memory, on the device and split */
+	inf_step = 1;
+	reload_step = 2;
+	e_cpu = train("nvme", "cpu", "auto", ZINF_DTYPE_BF16, 0, dir);
+	e_dev = train("nvme", "none", "auto", ZINF_DTYPE_BF16, 0, dir);
+	opt_ratio = 0.5;
+	e_ratio = train("nvme", "cpu", "auto", ZINF_DTYPE_BF16, 0, dir);
+	opt_ratio = 1;
+	inf_step = reload_step = -1;
+	T_CHECK(memcmp(e_cpu, b_dev, total * 4) != 0, "a skipped step and a reload change nothing");
+	T_CHECK(memcmp(e_cpu, e_dev, total * 4) == 0,
+		"bf16, a skipped step and a reload: optimizer state on the device differs");
+	T_CHECK(memcmp(e_cpu, e_ratio, total * 4) == 0,
+		"bf16, a skipped step and a reload: optimizer state split by ratio 0.5 differs");
 	ref = malloc(total * 8);
 	ref_b = malloc(total * 8);
 	for (int m = 0; m < N_MOD; m++)
@@ -321,6 +351,9 @@ int main(void)
 	free(s_b_nvme);
 	free(s_mixed);
 	free(s_ratio);
+	free(e_cpu);
+	free(e_dev);
+	free(e_ratio);
 	free(ref);
 	free(ref_b);
 	return T_EXIT_PASS;
