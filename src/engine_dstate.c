@@ -52,6 +52,19 @@ int engine_dstate_alloc(struct zinf_engine *e)
 
 	e->dstate_bytes = engine_dstate_bytes(e);
 	rc = zinf_device_alloc_high(e->dev, e->dstate_bytes, &e->dstate);
+	if (rc == ZINF_EBUDGET && e->dev_first > 0) { /* split by offload_optimizer.ratio */
+		zinf_device_get_stats(e->dev, &ds);
+		return engine_fail(
+			e, rc,
+			"device budget: the optimizer state kept on the device by "
+			"offload_optimizer.ratio %g (fp32 master, Adam moments and gradient "
+			"accumulators, 16 bytes a parameter) needs %s, %s free of %s (raise "
+			"zero_optimization.offload_optimizer.ratio, or zinf.device_memory_limit)",
+			e->cfg->v.zero.offload_optimizer.ratio,
+			zinf_format_bytes(e->dstate_bytes, a, sizeof(a)),
+			zinf_format_bytes(ds.limit - ds.used, b, sizeof(b)),
+			zinf_format_bytes(ds.limit, c, sizeof(c)));
+	}
 	if (rc == ZINF_EBUDGET) {
 		zinf_device_get_stats(e->dev, &ds);
 		return engine_fail(

@@ -235,7 +235,8 @@ struct zinf_engine {
 	bool nvme_state;
 	/* Master, moments and accumulators of modules [dev_first, n_modules) in one device
 	 * allocation (engine_dstate.c), updated on the device: offload_optimizer none (all),
-	 * or cpu with ratio < 1 (engine_state_split, set at finalize). dev_state: some are;
+	 * or cpu with ratio < 1 (engine_state_split, kept up to date at every module and
+	 * parameter added). dev_state: some are;
 	 * dev_mode: the config may put some there (the background threads stay off). dparts:
 	 * the norm's partial sums. */
 	bool dev_state, dev_mode;

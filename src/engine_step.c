@@ -77,6 +77,8 @@ int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)
 	/* module by module in forward order: the modules with state in host memory on the
 	 * CPU, the others on the device (engine_dstate.c) */
 	for (uint32_t m = 0; m < e->n_modules && !rc; m++) {
+		if (!e->modules[m].n_params) /* nothing to update or write home */
+			continue;
 		if (engine_on_dev(e, m)) {
 			rc = engine_dstate_step_module(e, &e->modules[m], out, info);
 			continue;

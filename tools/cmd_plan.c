@@ -104,7 +104,7 @@ static void print_table(const struct zinf_plan_opts *o, const struct zinf_plan_r
 			printf(", offload_param.max_in_cpu %llu",
 			       (unsigned long long)w->max_in_cpu);
 		if (strcmp(w->optimizer, "cpu") == 0 && w->ratio > 0 && w->ratio < 1)
-			printf(", offload_optimizer.ratio %.9g", w->ratio);
+			printf(", offload_optimizer.ratio %.17g", w->ratio);
 		printf("\n");
 	} else {
 		printf("\nnothing fits: a larger device, more host memory or NVMe space, a shorter "
@@ -136,7 +136,7 @@ static void print_json(const struct zinf_plan_result *r)
 		       i ? ", " : "", w->param, w->optimizer, w->stage,
 		       w->tried ? "true" : "false");
 		if (w->tried)
-			printf(", \"sub_group_size\": %llu, \"max_in_cpu\": %llu, \"ratio\": %.9g,"
+			printf(", \"sub_group_size\": %llu, \"max_in_cpu\": %llu, \"ratio\": %.17g,"
 			       " \"device_bytes\": %llu,"
 			       " \"device_base_bytes\": %llu, \"pinned_bytes\": %llu,"
 			       " \"host_bytes\": %llu, \"host_checked_bytes\": %llu,"

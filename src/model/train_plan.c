@@ -116,8 +116,8 @@ static int row_sets(const struct zinf_plan_result *r, int row, char sets[][600],
 		snprintf(sets[n++], 600, "zero_optimization.offload_param.max_in_cpu=%llu",
 			 (unsigned long long)w->max_in_cpu);
 	if (w->ratio > 0 && w->ratio < 1 && strcmp(w->optimizer, "cpu") == 0)
-		snprintf(sets[n++], 600, "zero_optimization.offload_optimizer.ratio=%.9g",
-			 w->ratio);
+		snprintf(sets[n++], 600, "zero_optimization.offload_optimizer.ratio=%.17g",
+			 w->ratio); /* a user's value to the bit: a module may sit on it */
 	for (int i = 0; i < n; i++)
 		ptrs[i] = sets[i];
 	return n;
