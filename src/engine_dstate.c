@@ -150,16 +150,7 @@ int engine_dstate_step_module(struct zinf_engine *e, struct emodule *m, void *ou
 		struct zinf_adam *adam = p->decay ? e->adam_decay : e->adam_no_decay;
 		bool f32 = p->dtype == ZINF_DTYPE_F32;
 		uint64_t bytes = p->elems * engine_dtype_bytes(p->dtype);
-		struct zinf_adam_shard sh = {
-			.master = p->master,
-			.exp_avg = p->exp_avg,
-			.exp_avg_sq = p->exp_avg_sq,
-			.grad = p->grad_acc,
-			.grad_dtype = ZINF_DTYPE_F32,
-			.param_out = f32 ? NULL : dout,
-			.param_dtype = f32 ? ZINF_DTYPE_NONE : p->dtype,
-			.n_elems = p->elems,
-		};
+		struct zinf_adam_shard sh = engine_param_shard(p, dout);
 		struct zinf_adam_args a;
 
 		zinf_adam_args_of(adam, &sh, info, &a);

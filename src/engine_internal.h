@@ -314,6 +314,24 @@ static inline uint32_t engine_state_split(const struct zinf_config_values *v, ui
 	return m;
 }
 
+/* The Adam shard of p's state (in host memory or on the device, wherever its pointers
+ * are), its 16-bit copy written to out (unused for fp32 parameters). */
+static inline struct zinf_adam_shard engine_param_shard(const struct eparam *p, void *out)
+{
+	bool f32 = p->dtype == ZINF_DTYPE_F32;
+
+	return (struct zinf_adam_shard){
+		.master = p->master,
+		.exp_avg = p->exp_avg,
+		.exp_avg_sq = p->exp_avg_sq,
+		.grad = p->grad_acc,
+		.grad_dtype = ZINF_DTYPE_F32,
+		.param_out = f32 ? NULL : out,
+		.param_dtype = f32 ? ZINF_DTYPE_NONE : p->dtype,
+		.n_elems = p->elems,
+	};
+}
+
 /* Module m's optimizer state is on the device. */
 static inline bool engine_on_dev(const struct zinf_engine *e, uint32_t m)
 {

@@ -43,16 +43,7 @@ static int step_module(struct zinf_engine *e, struct emodule *m,
 	for (uint32_t k = 0; k < m->n_params; k++) {
 		struct eparam *p = &e->params[m->first_param + k];
 		struct zinf_adam *adam = p->decay ? e->adam_decay : e->adam_no_decay;
-		struct zinf_adam_shard sh = {
-			.master = p->master,
-			.exp_avg = p->exp_avg,
-			.exp_avg_sq = p->exp_avg_sq,
-			.grad = p->grad_acc,
-			.grad_dtype = ZINF_DTYPE_F32,
-			.param_out = p->dtype == ZINF_DTYPE_F32 ? NULL : copy,
-			.param_dtype = p->dtype == ZINF_DTYPE_F32 ? ZINF_DTYPE_NONE : p->dtype,
-			.n_elems = p->elems,
-		};
+		struct zinf_adam_shard sh = engine_param_shard(p, copy);
 		rc = zinf_adam_step(adam, &sh, info);
 		if (rc)
 			return engine_fail(e, rc, "param %u: %s", m->first_param + k,
