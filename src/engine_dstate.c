@@ -4,8 +4,8 @@
  * memory, 16 bytes a parameter, and the step runs there (kernels/adamw.cu on a GPU, the
  * CPU loop on the host backend, whose device memory is host memory). A micro-batch's
  * gradients are added to the accumulators on the device, so no gradient leaves it; only
- * the step's new 16-bit (or fp32) parameter copies go to their home tier, through the
- * host staging buffer.
+ * the step's new 16-bit (or fp32) parameter copies go to their home tier: device to
+ * device for parameters homed there, through the host staging buffer for the others.
  *
  * Layout: one allocation from the top of the device heap, taken before anything else is
  * laid out. Each module has four blocks of its gradient buffer's size and layout (each
@@ -142,6 +142,9 @@ int engine_dstate_clear(struct zinf_engine *e)
 int engine_dstate_step_module(struct zinf_engine *e, struct emodule *m, void *out,
 			      const struct zinf_adam_step_info *info)
 {
+	/* parameters homed on the device take the new copies device to device; others
+	 * through host staging */
+	bool home_dev = e->cfg->v.zero.offload_param.device == ZINF_OFFLOAD_NONE;
 	char *copy = e->staging, *dout = out;
 	int rc = 0;
 
@@ -151,15 +154,19 @@ int engine_dstate_step_module(struct zinf_engine *e, struct emodule *m, void *ou
 		bool f32 = p->dtype == ZINF_DTYPE_F32;
 		uint64_t bytes = p->elems * engine_dtype_bytes(p->dtype);
 		struct zinf_adam_shard sh = engine_param_shard(p, dout);
+		void *src = f32 ? (void *)p->master : dout;
 		struct zinf_adam_args a;
 
 		zinf_adam_args_of(adam, &sh, info, &a);
 		rc = zinf_device_adam_update(e->d2h, &a, p->elems);
-		if (!rc)
-			rc = zinf_device_memcpy_async(e->d2h, copy, f32 ? (void *)p->master : dout,
-						      bytes, ZINF_COPY_D2H);
-		e->srcs[k] = copy;
-		copy += bytes;
+		e->srcs[k] = src;
+		if (!home_dev) {
+			if (!rc)
+				rc = zinf_device_memcpy_async(e->d2h, copy, src, bytes,
+							      ZINF_COPY_D2H);
+			e->srcs[k] = copy;
+			copy += bytes;
+		}
 		if (!f32)
 			dout += bytes;
 	}
@@ -173,7 +180,8 @@ int engine_dstate_step_module(struct zinf_engine *e, struct emodule *m, void *ou
 		zinf_stream_synchronize(e->d2h);
 		return rc;
 	}
-	rc = zinf_store_module_write(e->store, m->store_id, e->srcs);
+	rc = home_dev ? zinf_store_module_write_device(e->store, m->store_id, e->srcs)
+		      : zinf_store_module_write(e->store, m->store_id, e->srcs);
 	return rc ? engine_fail(e, rc, "%s", zinf_store_last_error(e->store)) : 0;
 }
 

@@ -172,6 +172,11 @@ int zinf_store_write_ranges(struct zinf_store *store, uint32_t module, uint32_t 
  * first: the way to store an optimizer step's new parameters. A device copy still
  * cached is refreshed with the same values (the next fetch is a hit). Synchronous. */
 int zinf_store_module_write(struct zinf_store *store, uint32_t module, const void *const *src);
+/* zinf_store_module_write for a module homed on the device, from device memory (src[i]:
+ * device addresses, complete before the call): copied device to device, nothing crosses
+ * to the host. ZINF_ESTATE, nothing written, for a module homed elsewhere. Synchronous. */
+int zinf_store_module_write_device(struct zinf_store *store, uint32_t module,
+				   const void *const *src);
 /* Copy a parameter's bytes from its home tier into dst. Synchronous. */
 int zinf_store_param_read(struct zinf_store *store, uint32_t param, void *dst);
 

@@ -448,3 +448,33 @@ int zinf_store_module_write(struct zinf_store *s, uint32_t module, const void *c
 	sync_end_module(s, mod, !fresh); /* (a failed write may have changed some chunks) */
 	return rc;
 }
+
+int zinf_store_module_write_device(struct zinf_store *s, uint32_t module, const void *const *src)
+{
+	struct module *mod;
+	int rc, sync_rc;
+
+	rc = module_for_write(s, module, &mod);
+	if (rc)
+		return rc;
+	if (mod->home != ZINF_TIER_DEVICE)
+		return store_fail(s, ZINF_ESTATE,
+				  "module %s: written from device memory but homed on %s",
+				  mod->name, zinf_tier_name(mod->home));
+	rc = sync_begin_module(s, mod, mod->name);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < mod->n_params && !rc; i++) {
+		const struct param *p = &s->params[mod->first_param + i];
+		rc = zinf_device_memcpy_async(s->h2d, (char *)mod->dev + p->off, src[i], p->bytes,
+					      ZINF_COPY_D2D);
+	}
+	/* waited for even after a failed call: what was queued still lands */
+	sync_rc = zinf_stream_synchronize(s->h2d);
+	if (!rc)
+		rc = sync_rc;
+	if (rc)
+		store_fail(s, rc, "module %s: %s", mod->name, zinf_device_last_error(s->o.device));
+	sync_end_module(s, mod, true);
+	return rc;
+}
