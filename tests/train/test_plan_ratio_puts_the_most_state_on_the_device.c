@@ -2,9 +2,9 @@
  * memory moves as much of that state to the device as fits (offload_optimizer.ratio,
  * DeepSpeed's Twin-Flow): given a device budget between the all-on-device row's figure
  * and this row's at ratio 1, the row is chosen with a ratio between 0 and 1 and a device
- * figure within the budget, and half that ratio (more of the state on the device) does
- * not fit the device. The config it writes trains within the budget, with the losses
- * of the run with all the state in host memory. A ratio the user's config sets is kept,
+ * figure within the budget, and a ratio that moves one module more of the state to the
+ * device does not fit it (at two budgets). The config it writes trains within the budget, with the
+ * losses of the run with all the state in host memory. A ratio the user's config sets is kept,
  * and with room for everything the all-on-device row is chosen. */
 #include "train_fixture.h"
 
@@ -48,6 +48,47 @@ static uint64_t train(const struct tf_dir *d, const char *config, const char *se
 	return res.peak_device_bytes;
 }
 
+/* The plan at budget (between the figures of the state all on the device and
+ * host_state, all in host memory): the row with the state split is chosen, within the
+ * budget, and a ratio that moves one module more to the device does not fit it; r is the
+ * plan at budget again. */
+static void most_on_device(const struct tf_dir *d, struct zinf_plan_result *r, uint64_t budget,
+			   uint64_t host_state)
+{
+	uint64_t figure;
+	double ratio, lower;
+	char set[96];
+
+	plan(d, NULL, budget, r);
+	ratio = r->rows[DEV_CPU_ROW].ratio;
+	figure = r->rows[DEV_CPU_ROW].need.device_bytes;
+	T_CHECK(r->chosen == DEV_CPU_ROW && ratio > 0 && ratio < 1 && figure <= budget &&
+			figure > host_state,
+		"budget %llu: chosen %d, ratio %g, device figure %llu (%llu at ratio 1)",
+		(unsigned long long)budget, r->chosen, ratio, (unsigned long long)figure,
+		(unsigned long long)host_state);
+	fprintf(stderr, "budget %llu: ratio %g, device figure %llu\n", (unsigned long long)budget,
+		ratio, (unsigned long long)figure);
+	/* lowered in steps below any module's share (the smallest, the embedding's, is 4%),
+	 * the first ratio with another device figure keeps one module fewer in host memory */
+	for (lower = ratio - 0.005; lower > 0; lower -= 0.005) {
+		snprintf(set, sizeof(set), "zero_optimization.offload_optimizer.ratio=%.9g", lower);
+		plan(d, set, budget, r);
+		if (r->rows[DEV_CPU_ROW].need.device_bytes != figure)
+			break;
+	}
+	T_CHECK(lower > 0 && r->rows[DEV_CPU_ROW].need.device_bytes > figure &&
+			!r->rows[DEV_CPU_ROW].need.fits &&
+			r->rows[DEV_CPU_ROW].need.refused_tier == ZINF_PLAN_DEVICE &&
+			fabs(r->rows[DEV_CPU_ROW].ratio - lower) < 1e-9,
+		"budget %llu: ratio %g (a module fewer than the plan's %g in host memory): device "
+		"figure %llu, fits %d, refused tier %d",
+		(unsigned long long)budget, lower, ratio,
+		(unsigned long long)r->rows[DEV_CPU_ROW].need.device_bytes,
+		r->rows[DEV_CPU_ROW].need.fits, (int)r->rows[DEV_CPU_ROW].need.refused_tier);
+	plan(d, NULL, budget, r);
+}
+
 int main(void)
 {
 	struct zinf_plan_result *r = calloc(1, sizeof(*r));
@@ -55,8 +96,7 @@ int main(void)
 	uint64_t all_dev, host_state, budget, peak;
 	struct tf_losses l0, l1;
 	struct zinf_plan_opts o;
-	char written[256], err[512], half[96];
-	double ratio;
+	char written[256], err[512];
 	struct tf_dir d;
 	FILE *f;
 
@@ -82,19 +122,12 @@ int main(void)
 		"memory",
 		r->chosen, (unsigned long long)all_dev, (unsigned long long)host_state);
 
-	/* a budget between them: the row with the state split, within the budget */
+	/* budgets between them: the row with the state split, within the budget, with the
+	 * most of it on the device that fits; near the all-on-device figure (little in host
+	 * memory), and half way */
+	most_on_device(&d, r, all_dev - (all_dev - host_state) / 8 / 4096 * 4096, host_state);
 	budget = (all_dev + host_state) / 2 / 4096 * 4096;
-	plan(&d, NULL, budget, r);
-	ratio = r->rows[DEV_CPU_ROW].ratio;
-	T_CHECK(r->chosen == DEV_CPU_ROW && ratio > 0 && ratio < 1 &&
-			r->rows[DEV_CPU_ROW].need.device_bytes <= budget &&
-			r->rows[DEV_CPU_ROW].need.device_bytes > host_state,
-		"budget %llu: chosen %d, ratio %g, device figure %llu (%llu at ratio 1)",
-		(unsigned long long)budget, r->chosen, ratio,
-		(unsigned long long)r->rows[DEV_CPU_ROW].need.device_bytes,
-		(unsigned long long)host_state);
-	fprintf(stderr, "budget %llu: ratio %g, device figure %llu\n", (unsigned long long)budget,
-		ratio, (unsigned long long)r->rows[DEV_CPU_ROW].need.device_bytes);
+	most_on_device(&d, r, budget, host_state);
 
 	/* the config it writes: within the budget, the losses of the state in host memory */
 	zinf_plan_opts_init(&o);
@@ -113,15 +146,6 @@ int main(void)
 		T_CHECK(fabs(l0.loss[i] - l1.loss[i]) <= 1e-5 * fabs(l0.loss[i]),
 			"step %d: loss %.9g, %.9g with the state in host memory", i + 1, l1.loss[i],
 			l0.loss[i]);
-
-	/* more of the state on the device does not fit: the plan took the most that does */
-	snprintf(half, sizeof(half), "zero_optimization.offload_optimizer.ratio=%.9g", ratio / 2);
-	plan(&d, half, budget, r);
-	T_CHECK(!r->rows[DEV_CPU_ROW].need.fits &&
-			r->rows[DEV_CPU_ROW].need.refused_tier == ZINF_PLAN_DEVICE &&
-			fabs(r->rows[DEV_CPU_ROW].ratio - ratio / 2) < 1e-9,
-		"ratio %g (half the plan's %g) fits %d, refused tier %d", ratio / 2, ratio,
-		r->rows[DEV_CPU_ROW].need.fits, (int)r->rows[DEV_CPU_ROW].need.refused_tier);
 
 	/* the user's value is kept */
 	plan(&d, "zero_optimization.offload_optimizer.ratio=0.9", budget, r);
