@@ -84,6 +84,9 @@ struct host_device {
 	unsigned nthreads;
 	pthread_t *threads;
 	bool stopping;
+	/* the update's threads (one a core), started at the first zinf_device_adam_update */
+	pthread_mutex_t adam_lock;
+	struct zinf_adam *adam;
 };
 
 static struct host_device *to_hd(struct zinf_device *d)
@@ -303,7 +306,7 @@ static int host_stream_synchronize(struct zinf_stream *zs)
 
 /* Compute on device memory: this backend's device memory is host memory, and its
  * "kernels" are the CPU loops, run on the calling thread once the stream has run what
- * was queued before (so they keep its order). */
+ * was queued before (so they keep its order); the update on a thread a core. */
 static int host_add_f32(struct zinf_stream *zs, float *dst, const float *src, uint64_t n)
 {
 	host_stream_synchronize(zs);
@@ -323,8 +326,23 @@ static int host_sumsq_f32(struct zinf_stream *zs, const float *src, uint64_t n, 
 
 static int host_adam_update(struct zinf_stream *zs, const struct zinf_adam_args *a, uint64_t n)
 {
+	struct host_device *hd = to_hd(zs->dev);
+
 	host_stream_synchronize(zs);
-	zinf_adam_kernel_for(ZINF_ADAM_ISA_AUTO)->update(a, 0, n);
+	pthread_mutex_lock(&hd->adam_lock);
+	if (!hd->adam) {
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		struct zinf_adam_opts o;
+		zinf_adam_opts_init(&o);
+		o.threads = ncpu < 1 ? 1 : ncpu > 1024 ? 1024 : (unsigned)ncpu;
+		if (zinf_adam_create(&hd->adam, &o)) /* (logged) the loop runs here alone */
+			hd->adam = NULL;
+	}
+	if (hd->adam)
+		zinf_adam_run(hd->adam, a, n);
+	else
+		zinf_adam_kernel_for(ZINF_ADAM_ISA_AUTO)->update(a, 0, n);
+	pthread_mutex_unlock(&hd->adam_lock);
 	return 0;
 }
 
@@ -557,6 +575,8 @@ static void host_destroy(struct zinf_device *dev)
 	pthread_cond_destroy(&hd->work);
 	pthread_cond_destroy(&hd->changed);
 	pthread_mutex_destroy(&hd->lock);
+	zinf_adam_destroy(hd->adam);
+	pthread_mutex_destroy(&hd->adam_lock);
 	free(hd->threads);
 	free(hd);
 }
@@ -637,6 +657,7 @@ int zinf_device_host_open(const struct zinf_device_opts *opts, struct zinf_devic
 	}
 	snprintf(hd->base.name, sizeof(hd->base.name), "host (%u copy threads)", hd->nthreads);
 	pthread_mutex_init(&hd->lock, NULL);
+	pthread_mutex_init(&hd->adam_lock, NULL);
 	pthread_cond_init(&hd->work, NULL);
 	pthread_cond_init(&hd->changed, NULL);
 	hd->threads = calloc(hd->nthreads, sizeof(*hd->threads));
@@ -662,6 +683,7 @@ out_sync:
 	pthread_cond_destroy(&hd->work);
 	pthread_cond_destroy(&hd->changed);
 	pthread_mutex_destroy(&hd->lock);
+	pthread_mutex_destroy(&hd->adam_lock);
 	zinf_device_fini_common(&hd->base);
 out_unmap:
 	munmap(heap, limit);

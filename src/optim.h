@@ -59,6 +59,12 @@ void zinf_adam_args_init(struct zinf_adam_args *a, const struct zinf_adam_opts *
 void zinf_adam_args_of(const struct zinf_adam *adam, const struct zinf_adam_shard *shard,
 		       const struct zinf_adam_step_info *info, struct zinf_adam_args *a);
 
+/* Run prepared arguments over elements [0, n) on adam's loop and threads, as
+ * zinf_adam_step runs a shard (adam's options are not read): the host device backend's
+ * update, spread over the cores as a GPU's is over its SMs. One run or step at a time
+ * per handle. */
+void zinf_adam_run(struct zinf_adam *adam, const struct zinf_adam_args *a, uint64_t n);
+
 /* One update loop: elements [begin, end) of a. */
 typedef void (*zinf_adam_update_fn)(const struct zinf_adam_args *a, uint64_t begin, uint64_t end);
 

@@ -429,22 +429,30 @@ static int adam_check_step(struct zinf_adam *adam, const struct zinf_adam_shard 
 int zinf_adam_step(struct zinf_adam *adam, const struct zinf_adam_shard *shard,
 		   const struct zinf_adam_step_info *info)
 {
-	unsigned slices;
+	struct zinf_adam_args args;
 	int rc;
 
 	rc = adam_check_step(adam, shard, info);
 	if (rc)
 		return rc;
 	adam->last_error[0] = '\0';
-	zinf_adam_args_init(&adam->args, &adam->opts, shard, info);
-	adam->n_elems = shard->n_elems;
-	slices = adam->n_workers + 1;
-	if (shard->n_elems < ADAM_MIN_PARALLEL_ELEMS * (uint64_t)slices)
+	zinf_adam_args_init(&args, &adam->opts, shard, info);
+	zinf_adam_run(adam, &args, shard->n_elems);
+	return 0;
+}
+
+void zinf_adam_run(struct zinf_adam *adam, const struct zinf_adam_args *a, uint64_t n)
+{
+	unsigned slices = adam->n_workers + 1;
+
+	adam->args = *a;
+	adam->n_elems = n;
+	if (n < ADAM_MIN_PARALLEL_ELEMS * (uint64_t)slices)
 		slices = 1;
 	adam->n_slices = slices;
 	if (slices == 1) {
 		adam_run_slice(adam, 0);
-		return 0;
+		return;
 	}
 	pthread_mutex_lock(&adam->lock);
 	adam->pending = adam->n_workers;
@@ -458,5 +466,4 @@ int zinf_adam_step(struct zinf_adam *adam, const struct zinf_adam_shard *shard,
 	while (adam->pending)
 		pthread_cond_wait(&adam->done, &adam->lock);
 	pthread_mutex_unlock(&adam->lock);
-	return 0;
 }
