@@ -216,7 +216,11 @@ struct zinf_plan_result {
 	bool nvme_free_known, has_nvme;
 	char nvme_path[512]; /* set in the rows on NVMe ("" : the config's zinf.nvme_paths) */
 	uint64_t runtime_device_bytes, runtime_host_bytes; /* the model runtime's buffers */
-	bool bad_input;					   /* on failure: the input was at fault */
+	/* the config's offload_optimizer.ratio when it sets one, else 0: a written config of
+	 * a row whose optimizer state is not in host memory sets 1 instead (below 1 the key
+	 * would have no effect there, and the run would warn so) */
+	double user_ratio;
+	bool bad_input; /* on failure: the input was at fault */
 };
 
 /* Estimate every placement (nothing is allocated but a probe of the device when its

@@ -118,6 +118,8 @@ static int row_sets(const struct zinf_plan_result *r, int row, char sets[][600],
 	if (w->ratio > 0 && w->ratio < 1 && strcmp(w->optimizer, "cpu") == 0)
 		snprintf(sets[n++], 600, "zero_optimization.offload_optimizer.ratio=%.17g",
 			 w->ratio); /* a user's value to the bit: a module may sit on it */
+	else if (r->user_ratio > 0 && r->user_ratio < 1 && strcmp(w->optimizer, "cpu") != 0)
+		snprintf(sets[n++], 600, "zero_optimization.offload_optimizer.ratio=1");
 	for (int i = 0; i < n; i++)
 		ptrs[i] = sets[i];
 	return n;
@@ -431,6 +433,9 @@ int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, 
 	user_ratio = zinf_config_get_source(base, "zero_optimization.offload_optimizer.ratio",
 					    &src) == 0 &&
 		     src != ZINF_SRC_DEFAULT;
+	if (user_ratio)
+		zinf_config_get_double(base, "zero_optimization.offload_optimizer.ratio",
+				       &r->user_ratio);
 	for (int i = 0; i < ZINF_PLAN_ROWS && !rc; i++) {
 		struct zinf_plan_row *w = &r->rows[i];
 		bool nvme;

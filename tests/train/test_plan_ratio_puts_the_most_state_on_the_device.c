@@ -7,6 +7,7 @@
  * losses of the run with all the state in host memory. A ratio the user's config sets is kept,
  * and with room for everything the all-on-device row is chosen. */
 #include "train_fixture.h"
+#include "zinf/config.h"
 
 #define DEV_DEV_ROW 0 /* everything on the device */
 #define DEV_CPU_ROW 1 /* parameters on the device, the optimizer state in host memory */
@@ -97,6 +98,8 @@ int main(void)
 	struct tf_losses l0, l1;
 	struct zinf_plan_opts o;
 	char written[256], err[512];
+	const char *user_set;
+	struct zinf_config *cfg;
 	struct tf_dir d;
 	FILE *f;
 
@@ -147,10 +150,28 @@ int main(void)
 			"step %d: loss %.9g, %.9g with the state in host memory", i + 1, l1.loss[i],
 			l0.loss[i]);
 
-	/* the user's value is kept */
+	/* the user's value is kept; a config written for the all-on-device row sets 1
+	 * instead (the user's would have no effect there, and warn) */
 	plan(&d, "zero_optimization.offload_optimizer.ratio=0.9", budget, r);
 	T_CHECK(r->rows[DEV_CPU_ROW].ratio == 0.9, "the config's ratio 0.9 became %g",
 		r->rows[DEV_CPU_ROW].ratio);
+	user_set = "zero_optimization.offload_optimizer.ratio=0.9";
+	o.config_sets = &user_set;
+	o.n_config_sets = 1;
+	for (int row = DEV_DEV_ROW; row <= DEV_CPU_ROW; row++) {
+		double got = 0;
+		snprintf(written, sizeof(written), "%s/planned-%d.json", d.root, row);
+		T_CHECK(zinf_plan_write_config(&o, r, row, written, false, err, sizeof(err)) == 0,
+			"write: %s", err);
+		T_CHECK(zinf_config_create(&cfg) == 0 && zinf_config_load_file(cfg, written) == 0 &&
+				zinf_config_get_double(cfg,
+						       "zero_optimization.offload_optimizer.ratio",
+						       &got) == 0,
+			"%s: %s", written, zinf_config_last_error(cfg));
+		T_CHECK(got == (row == DEV_CPU_ROW ? 0.9 : 1), "row %d: written ratio %g", row,
+			got);
+		zinf_config_destroy(cfg);
+	}
 	tf_cleanup(&d);
 	free(r);
 	return T_EXIT_PASS;
