@@ -2,9 +2,9 @@
  * exactly the first k modules' optimizer state in host memory, by the rule the config
  * documents (the longest prefix of modules whose elements add up to at most the ratio of
  * all, computed here on its own): a prefix exactly at the ratio is kept (0.5 of 1+1+2
- * keeps two), no decimal with a digit fewer keeps k, an empty module k makes k
- * unreachable (0), and so do k = 0 and k = all. Checked on hand-made shapes and on
- * every k of random ones. */
+ * keeps two; 0.8 of 63+27 keeps one, as 0.7 x 90 rounds below 63), no decimal with a
+ * digit fewer keeps k, an empty module k makes k unreachable (0), and so do k = 0 and
+ * k = all. Checked on hand-made shapes and on every k of random ones. */
 #include <math.h>
 #include <stdint.h>
 
@@ -118,7 +118,7 @@ static uint32_t check_shape(const struct shape *s, const char *name)
 
 int main(void)
 {
-	struct shape exact = {3, {1, 1, 2}}, empty = {4, {4, 0, 4, 8}};
+	struct shape exact = {3, {1, 1, 2}}, empty = {4, {4, 0, 4, 8}}, below = {2, {63, 27}};
 	struct shape llama = {
 		10, {32768, 184576, 184576, 184576, 184576, 184576, 184576, 184576, 184576, 32896}};
 	struct zinf_plan *p;
@@ -134,6 +134,11 @@ int main(void)
 	/* an empty module k: keeping the first k means keeping k + 1 too */
 	T_CHECK(check_shape(&empty, "4+0+4+8") == 2, "4+0+4+8: k 1 reachable");
 	T_CHECK(check_shape(&llama, "llama") == 9, "llama: not every k reachable");
+	/* 0.7 x 90 is just below 63 in double: 0.7 keeps none, 0.8 keeps the first */
+	p = plan_of(&below);
+	T_CHECK(zinf_plan_ratio_of(p, 1) == 0.8, "63+27: ratio %.17g for 1 module",
+		zinf_plan_ratio_of(p, 1));
+	zinf_plan_destroy(p);
 	for (int round = 0; round < 300; round++) {
 		struct shape s;
 		char name[32];
