@@ -87,6 +87,7 @@ struct host_device {
 	/* the update's threads (one a core), started at the first zinf_device_adam_update */
 	pthread_mutex_t adam_lock;
 	struct zinf_adam *adam;
+	bool adam_tried;
 };
 
 static struct host_device *to_hd(struct zinf_device *d)
@@ -330,13 +331,18 @@ static int host_adam_update(struct zinf_stream *zs, const struct zinf_adam_args 
 
 	host_stream_synchronize(zs);
 	pthread_mutex_lock(&hd->adam_lock);
-	if (!hd->adam) {
+	if (!hd->adam && !hd->adam_tried) {
 		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 		struct zinf_adam_opts o;
 		zinf_adam_opts_init(&o);
 		o.threads = ncpu < 1 ? 1 : ncpu > 1024 ? 1024 : (unsigned)ncpu;
-		if (zinf_adam_create(&hd->adam, &o)) /* (logged) the loop runs here alone */
+		hd->adam_tried = true;
+		if (zinf_adam_create(&hd->adam, &o)) { /* the loop runs here alone */
 			hd->adam = NULL;
+			zinf_logf(ZINF_LOG_WARN,
+				  "host device: the optimizer update runs on one thread (its "
+				  "threads did not start)");
+		}
 	}
 	if (hd->adam)
 		zinf_adam_run(hd->adam, a, n);

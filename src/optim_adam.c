@@ -16,8 +16,8 @@
 #include "zinf/error.h"
 #include "zinf/log.h"
 
-/* Below this many elements a step runs on the calling thread alone: waking the pool
- * costs more than it saves. */
+/* The fewest elements a thread takes in a step (below twice this a step runs on the
+ * calling thread alone): waking a thread for less costs more than it saves. */
 #define ADAM_MIN_PARALLEL_ELEMS (1u << 16)
 /* Thread slices start on multiples of this many elements, so no two threads write the
  * same cache line of any buffer (64 bytes = 32 bf16 elements). */
@@ -234,6 +234,8 @@ static void *adam_worker_main(void *arg)
 		if (adam->quit)
 			break;
 		seen = adam->generation;
+		if (w->index + 1 >= adam->n_slices) /* no slice for this one this time */
+			continue;
 		pthread_mutex_unlock(&adam->lock);
 		adam_run_slice(adam, w->index);
 		pthread_mutex_lock(&adam->lock);
@@ -443,24 +445,26 @@ int zinf_adam_step(struct zinf_adam *adam, const struct zinf_adam_shard *shard,
 
 void zinf_adam_run(struct zinf_adam *adam, const struct zinf_adam_args *a, uint64_t n)
 {
-	unsigned slices = adam->n_workers + 1;
+	/* a slice of ADAM_MIN_PARALLEL_ELEMS at least: the first workers take one each,
+	 * the calling thread the last */
+	uint64_t slices = n / ADAM_MIN_PARALLEL_ELEMS;
 
+	if (slices > adam->n_workers + 1)
+		slices = adam->n_workers + 1;
 	adam->args = *a;
 	adam->n_elems = n;
-	if (n < ADAM_MIN_PARALLEL_ELEMS * (uint64_t)slices)
-		slices = 1;
-	adam->n_slices = slices;
-	if (slices == 1) {
+	adam->n_slices = slices ? (unsigned)slices : 1;
+	if (adam->n_slices == 1) {
 		adam_run_slice(adam, 0);
 		return;
 	}
 	pthread_mutex_lock(&adam->lock);
-	adam->pending = adam->n_workers;
+	adam->pending = adam->n_slices - 1;
 	adam->generation++;
 	pthread_cond_broadcast(&adam->start);
 	pthread_mutex_unlock(&adam->lock);
 
-	adam_run_slice(adam, adam->n_workers);
+	adam_run_slice(adam, adam->n_slices - 1);
 
 	pthread_mutex_lock(&adam->lock);
 	while (adam->pending)

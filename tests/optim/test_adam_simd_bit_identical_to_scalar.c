@@ -171,27 +171,39 @@ static void check_kernel(const struct zinf_adam_kernel *k)
 	fprintf(stderr, "%s: %u combinations bit-identical to scalar\n", k->name, combos);
 }
 
-/* The public step on 2 threads (the auto-chosen loop) against the scalar loop. */
+/* The public step (the auto-chosen loop) against the scalar loop, on 2 and 7 threads,
+ * for sizes that fill one, three and every thread (a thread takes 64K elements at
+ * least), each twice on one handle (threads left without a slice skip a step). */
 static void check_threaded(void)
 {
-	struct zinf_adam_opts o;
-	struct zinf_adam *adam;
-	struct zinf_adam_shard sr, sg;
-	struct zinf_adam_args ar;
+	static const unsigned threads[] = {2, 7};
+	static const uint64_t sizes[] = {BIG_N, 3 * 65536 + 5, 70000, BIG_N};
 	struct zinf_adam_step_info info = {7, 2e-3f, 0.5f};
 
-	zinf_adam_opts_init(&o);
-	o.threads = 2;
-	T_CHECK_RC(zinf_adam_create(&adam, &o));
-	fill(&ref, BIG_N, ZINF_DTYPE_BF16);
-	got = ref;
-	shard_of(&ref, &sr, ZINF_DTYPE_BF16, ZINF_DTYPE_BF16, BIG_N);
-	shard_of(&got, &sg, ZINF_DTYPE_BF16, ZINF_DTYPE_BF16, BIG_N);
-	zinf_adam_args_init(&ar, &o, &sr, &info);
-	zinf_adam_update_scalar(&ar, 0, BIG_N);
-	T_CHECK_RC(zinf_adam_step(adam, &sg, &info));
-	compare(zinf_adam_isa_name(adam), BIG_N, ZINF_DTYPE_BF16);
-	zinf_adam_destroy(adam);
+	for (int t = 0; t < 2; t++) {
+		struct zinf_adam_opts o;
+		struct zinf_adam *adam;
+		zinf_adam_opts_init(&o);
+		o.threads = threads[t];
+		T_CHECK_RC(zinf_adam_create(&adam, &o));
+		for (int i = 0; i < 4; i++) {
+			struct zinf_adam_shard sr, sg;
+			struct zinf_adam_args ar;
+			char what[64];
+			fill(&ref, sizes[i], ZINF_DTYPE_BF16);
+			got = ref;
+			shard_of(&ref, &sr, ZINF_DTYPE_BF16, ZINF_DTYPE_BF16, sizes[i]);
+			shard_of(&got, &sg, ZINF_DTYPE_BF16, ZINF_DTYPE_BF16, sizes[i]);
+			zinf_adam_args_init(&ar, &o, &sr, &info);
+			zinf_adam_update_scalar(&ar, 0, sizes[i]);
+			T_CHECK_RC(zinf_adam_step(adam, &sg, &info));
+			snprintf(what, sizeof(what), "%s, %u threads, %llu elements",
+				 zinf_adam_isa_name(adam), threads[t],
+				 (unsigned long long)sizes[i]);
+			compare(what, sizes[i], ZINF_DTYPE_BF16);
+		}
+		zinf_adam_destroy(adam);
+	}
 }
 
 int main(void)
