@@ -159,8 +159,9 @@ int engine_dstate_step_module(struct zinf_engine *e, struct emodule *m, void *ou
 
 		zinf_adam_args_of(adam, &sh, info, &a);
 		rc = zinf_device_adam_update(e->d2h, &a, p->elems);
-		e->srcs[k] = src;
-		if (!home_dev) {
+		if (home_dev) {
+			e->srcs[k] = src;
+		} else {
 			if (!rc)
 				rc = zinf_device_memcpy_async(e->d2h, copy, src, bytes,
 							      ZINF_COPY_D2H);
