@@ -288,6 +288,7 @@ void zinf_engine_destroy(struct zinf_engine *e)
 	free(e->state);
 	free(e->staging);
 	free(e->srcs);
+	free(e->torn_mods);
 	free(e->params);
 	free(e->modules);
 	pthread_mutex_destroy(&e->stats_lock);
@@ -514,7 +515,8 @@ int zinf_engine_finalize(struct zinf_engine *e)
 		e->staging_bytes = 4;
 	e->staging = malloc(e->staging_bytes);
 	e->srcs = calloc(max_params ? max_params : 1, sizeof(*e->srcs));
-	if (!e->staging || !e->srcs)
+	e->torn_mods = calloc(e->n_modules + 1, 1);
+	if (!e->staging || !e->srcs || !e->torn_mods)
 		return engine_fail(e, -ENOMEM,
 				   "parameter staging: cannot allocate %" PRIu64 " bytes",
 				   e->staging_bytes);

@@ -158,6 +158,7 @@ int engine_dstate_step_module(struct zinf_engine *e, struct emodule *m, void *ou
 		struct zinf_adam_args a;
 
 		zinf_adam_args_of(adam, &sh, info, &a);
+		e->update_touched = true; /* the master and moments change in place */
 		rc = zinf_device_adam_update(e->d2h, &a, p->elems);
 		if (home_dev) {
 			e->srcs[k] = src;

@@ -277,6 +277,17 @@ struct zinf_engine {
 	uint64_t staging_bytes;
 
 	uint64_t steps, skipped;
+	/* A step's update that failed after it began changing state (update_touched, set on
+	 * the updating thread as it does) leaves the modules a mix of two steps: torn.
+	 * Steps and saves are then refused (engine_check_torn) until each module flagged in
+	 * torn_mods (n_torn of them; made at finalize) is loaded whole again and the progress
+	 * is set. An update that failed untouched changed nothing: the step is undone
+	 * (steps, and the fp16 scaler from scaler_before) and can be repeated. */
+	bool update_touched, torn;
+	uint8_t *torn_mods;
+	uint32_t n_torn;
+	char torn_msg[512];
+	struct zinf_loss_scaler scaler_before;
 	double optimizer_seconds; /* updates, in the background or not (under opt.lock) */
 	struct eopt opt;
 	struct egradq gq;
@@ -363,6 +374,11 @@ static inline double engine_now_seconds(void)
 int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info);
 /* Module m's new values are home: clear its accumulators and let fetches of it go on. */
 void engine_module_updated(struct zinf_engine *e, uint32_t m);
+/* engine_step.c: ZINF_ESTATE naming what and why while the engine is torn, else 0.
+ * Call after engine_opt_drain (the update that tears it may be running). */
+int engine_check_torn(struct zinf_engine *e, const char *what);
+/* A whole-module load of m succeeded: it is no longer torn. */
+void engine_module_reloaded(struct zinf_engine *e, uint32_t m);
 
 /* The buffer engine_fail writes to on the calling thread (the model's last_error, or a
  * background worker's own). */

@@ -333,6 +333,7 @@ static int module_load(struct zinf_engine *e, uint32_t module, uint32_t n_srcs,
 		if (rc)
 			return rc;
 	}
+	engine_module_reloaded(e, module);
 	return 0;
 }
 
@@ -396,6 +397,8 @@ int zinf_param_state_save(struct zinf_engine *e, uint32_t param, uint64_t first_
 	rc = check_range(e, param, first_elem, n_elems);
 	if (!rc)
 		rc = engine_opt_drain(e);
+	if (!rc)
+		rc = engine_check_torn(e, "state save");
 	if (rc)
 		return rc;
 	if (e->nvme_state)
@@ -423,6 +426,8 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 				   "param %u: target dtype %d (expected f32, bf16 or f16)", param,
 				   (int)dst_dtype);
 	rc = engine_opt_drain(e);
+	if (!rc)
+		rc = engine_check_torn(e, "save");
 	if (rc)
 		return rc;
 	on_dev = engine_on_dev(e, e->params[param].module);

@@ -381,8 +381,13 @@ static int write_stepped_modules(struct step_progress *pr)
 static int on_sub_group_updated(void *user, uint64_t i)
 {
 	struct step_progress *pr = user;
-	int rc = scatter_sub_out(pr->e, pr->group, i);
+	int rc;
 
+	/* a gradient on NVMe is consumed below (state only changes when its write
+	 * completes: res.n_updated) */
+	if (pr->e->grads_nvme)
+		pr->e->update_touched = true;
+	rc = scatter_sub_out(pr->e, pr->group, i);
 	if (rc) {
 		pr->own_message = true;
 		return rc;
@@ -448,6 +453,8 @@ int engine_nvme_step(struct zinf_engine *e, const struct zinf_adam_step_info *in
 
 		pr.group = order[i];
 		rc = zinf_adam_nvme_step(g->nvme, &bufs, info, &res);
+		if (res.n_updated) /* sub-groups' new state in place */
+			e->update_touched = true;
 		engine_grad_step_end(e);
 		count_io(e, &res);
 		if (rc && pr.own_message)

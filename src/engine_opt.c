@@ -90,6 +90,7 @@ void engine_module_updated(struct zinf_engine *e, uint32_t m)
 {
 	struct emodule *mod = &e->modules[m];
 
+	e->update_touched = true;
 	for (uint32_t k = 0; k < mod->n_params && !engine_on_dev(e, m); k++) {
 		struct eparam *p = &e->params[mod->first_param + k];
 		if (p->grad_acc) /* NULL: on NVMe, consumed per sub-group */
@@ -119,11 +120,15 @@ static int wait_locked(struct zinf_engine *e, uint32_t m, bool whole)
 	if (rc)
 		engine_fail(e, rc, "optimizer step %" PRIu64 ": %s", e->steps, o->msg);
 	if (rc && whole) {
-		/* Reported once, like a failed synchronous step: the modules the update did
-		 * not write keep their old values, and the engine is usable again (save,
-		 * load, another step). */
+		/* Reported once, like a failed synchronous step. An update that changed
+		 * nothing is undone (zinf_step counted it), so that the step can be
+		 * repeated; one that did left the engine torn (engine_update). */
 		o->error = 0;
 		memset(o->pending, 0, e->n_modules);
+		if (!e->update_touched) {
+			e->steps--;
+			e->scaler = e->scaler_before;
+		}
 	}
 	if (waited) {
 		t1 = zinf_timeline_now_ns();

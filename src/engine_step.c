@@ -6,6 +6,7 @@
  * engine_dstate.c.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +45,7 @@ static int step_module(struct zinf_engine *e, struct emodule *m,
 		struct eparam *p = &e->params[m->first_param + k];
 		struct zinf_adam *adam = p->decay ? e->adam_decay : e->adam_no_decay;
 		struct zinf_adam_shard sh = engine_param_shard(p, copy);
+		e->update_touched = true; /* the master and moments change in place */
 		rc = zinf_adam_step(adam, &sh, info);
 		if (rc)
 			return engine_fail(e, rc, "param %u: %s", m->first_param + k,
@@ -56,7 +58,20 @@ static int step_module(struct zinf_engine *e, struct emodule *m,
 	return rc ? engine_fail(e, rc, "%s", zinf_store_last_error(e->store)) : 0;
 }
 
-int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)
+/* The update failed after changing state: nothing but whole loads mends that. */
+static void mark_torn(struct zinf_engine *e, uint64_t step)
+{
+	snprintf(e->torn_msg, sizeof(e->torn_msg), "step %" PRIu64 "'s update failed part way (%s)",
+		 step, engine_msg(e));
+	e->n_torn = 0;
+	for (uint32_t m = 0; m < e->n_modules; m++) {
+		e->torn_mods[m] = e->modules[m].n_params > 0;
+		e->n_torn += e->torn_mods[m];
+	}
+	e->torn = true;
+}
+
+static int update_modules(struct zinf_engine *e, const struct zinf_adam_step_info *info)
 {
 	void *out = NULL;
 	int rc = 0;
@@ -87,6 +102,37 @@ int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)
 	return rc;
 }
 
+int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)
+{
+	int rc;
+
+	e->update_touched = false;
+	rc = update_modules(e, info);
+	if (rc && e->update_touched)
+		mark_torn(e, info->step);
+	return rc;
+}
+
+int engine_check_torn(struct zinf_engine *e, const char *what)
+{
+	if (!e->torn)
+		return 0;
+	return engine_fail(e, ZINF_ESTATE,
+			   "%s refused: %s, which left the parameters and optimizer state a mix "
+			   "of two steps; load every module whole (zinf_module_load or "
+			   "zinf_module_load_state; %u not yet) and set the progress, or resume "
+			   "from a checkpoint in a new engine",
+			   what, e->torn_msg, e->n_torn);
+}
+
+void engine_module_reloaded(struct zinf_engine *e, uint32_t m)
+{
+	if (e->torn && e->torn_mods[m]) {
+		e->torn_mods[m] = 0;
+		e->n_torn--;
+	}
+}
+
 int zinf_engine_sync(struct zinf_engine *e)
 {
 	int rc = engine_gq_drain(e);
@@ -115,6 +161,8 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 	if (!rc) /* loads' writes still going on: a failed one refuses the step, which the
 		  * caller repeats (its flush then writes that sub-group again) */
 		rc = engine_nvme_loads_wait(e);
+	if (!rc)
+		rc = engine_check_torn(e, "step");
 	if (rc)
 		return rc;
 	/* the gradients still being added; a failure there that lost gradients drops the
@@ -163,6 +211,7 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 	zinf_grad_clip_compute(sumsq / (double)(e->gas * e->gas), loss_scale, e->max_norm, &clip);
 	out->grad_norm = clip.norm;
 	out->loss_scale = loss_scale;
+	e->scaler_before = e->scaler;
 	if (e->fp16) {
 		rc = zinf_loss_scaler_update(&e->scaler, clip.overflow);
 		if (rc)
@@ -188,6 +237,8 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 		engine_opt_submit(e, &info);
 	} else {
 		rc = engine_update(e, &info);
+		if (rc && !e->update_touched) /* nothing changed: the step can be repeated */
+			e->scaler = e->scaler_before;
 		if (rc)
 			return rc;
 	}
@@ -262,5 +313,12 @@ int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_pro
 	e->scaler.last_overflow_iter = in->scaler_last_overflow_iter;
 	e->scaler.hysteresis_left = in->scaler_hysteresis_left;
 	e->scaler.overflows = in->skipped;
+	if (e->torn && !e->n_torn) {
+		/* every module loaded whole since the failure: the gradients left from the
+		 * torn step, and any added since, belong to no state the engine now holds */
+		clear_grads(e);
+		e->grads_lost = false;
+		e->torn = false;
+	}
 	return 0;
 }

@@ -130,7 +130,8 @@ int zinf_param_load_ranges(struct zinf_engine *e, uint32_t n, const struct zinf_
  * it back, holding at most a chunk's elements at a time. */
 uint64_t zinf_param_chunk_elems(const struct zinf_engine *e, uint32_t param, uint64_t first_elem,
 				uint64_t *chunk);
-/* Write a parameter's value (from the fp32 master) to dst as dst_dtype. */
+/* Write a parameter's value (from the fp32 master) to dst as dst_dtype. Refused with
+ * ZINF_ESTATE while the engine is torn (zinf_step), as zinf_param_state_save is. */
 int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_dtype dst_dtype);
 
 /* Training state, for checkpoints that resume bit-identically: elements [first_elem,
@@ -165,7 +166,8 @@ struct zinf_engine_progress {
 /* Read, or set (to resume; after finalize, with no module held), the progress. Set
  * checks the values (a loss scale > 0, finite and, dynamic, not below
  * fp16.min_loss_scale; an overflow iteration before the iteration; hysteresis within
- * fp16.hysteresis): -EINVAL with the field named, nothing changed. */
+ * fp16.hysteresis): -EINVAL with the field named, nothing changed. Set on a torn engine
+ * (zinf_step) whose modules have all been loaded whole since makes it whole again. */
 int zinf_engine_progress_get(struct zinf_engine *e, struct zinf_engine_progress *out);
 int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_progress *in);
 uint64_t zinf_param_elems(const struct zinf_engine *e, uint32_t param);
@@ -251,7 +253,14 @@ struct zinf_step_result {
  * that failed refuses the step (its error, nothing changed), and the step repeated
  * writes that sub-group again. After a failure of the background gradient additions
  * (even one already reported) the accumulated gradients are incomplete: the step is
- * dropped with -EIO and the accumulators cleared. */
+ * dropped with -EIO and the accumulators cleared. An update that fails before changing
+ * anything (NVMe state: no sub-group's new state in place, no module home) is undone
+ * (step count, fp16 scaler) and can be repeated with the same gradients; one that
+ * fails after leaves the engine torn: zinf_step, zinf_param_save and
+ * zinf_param_state_save are then refused (ZINF_ESTATE, naming the failed step) until
+ * every module has been loaded whole (zinf_module_load or zinf_module_load_state) and
+ * the progress set, which also drops the gradients accumulated meanwhile (see
+ * docs/engine.md, "A step that fails"). */
 int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
 
 /* With zinf.overlap_optimizer (the default) zinf_step computes the norm and returns; the
@@ -263,9 +272,8 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
  * load write is written again by the next step or save). That error is returned by fetches of the modules the
  * update did not write, and once by the first call that waits for the whole update
  * (zinf_engine_sync, zinf_step, zinf_param_load/_range/_ranges/save/state_save,
- * zinf_module_load and _load_state, zinf_engine_progress_get/_set); after that
- * the engine is usable again, the modules not written keeping their old values (as after
- * a failed synchronous step). */
+ * zinf_module_load and _load_state, zinf_engine_progress_get/_set); after that the
+ * engine is as after a failed synchronous step (zinf_step: undone, or torn). */
 int zinf_engine_sync(struct zinf_engine *e);
 
 /* ---- counters ------------------------------------------------------------------------- */

@@ -1,8 +1,10 @@
 /* A background optimizer update that fails (an NVMe write error while the new parameters
  * go home) is reported, never hangs, and does not leave the engine unusable: the fetch of
  * a module the update did not write fails with the error, the first call that waits for
- * the whole update (zinf_engine_sync) returns it once, and afterwards sync, save, fetch
- * and another step work again, the unwritten module keeping its old values. */
+ * the whole update (zinf_engine_sync) returns it once, and afterwards sync and fetches
+ * work again. The update had changed module 0's master and moments before its write
+ * failed, so the engine is torn: steps and saves are refused, on one line, until both
+ * modules are loaded whole again and the progress is set; then a step works. */
 #include <math.h>
 #include <unistd.h>
 
@@ -44,6 +46,9 @@ int main(void)
 	struct zinf_engine *e;
 	struct zinf_step_result r;
 	float *before = malloc(ELEMS * 4), *after = malloc(ELEMS * 4);
+	const void *srcs[1] = {before};
+	const enum zinf_dtype f32[1] = {ZINF_DTYPE_F32};
+	struct zinf_engine_progress progress;
 	int rc;
 
 	T_CHECK(dir && before && after, "setup");
@@ -75,6 +80,7 @@ int main(void)
 	for (int m = 0; m < N_MOD; m++)
 		T_CHECK_RC(zinf_param_load(e, par[m], before, ZINF_DTYPE_F32));
 
+	T_CHECK_RC(zinf_engine_progress_get(e, &progress));
 	pass(e);
 	/* every write of the update fails: module 0, written first, is not written */
 	zinf_io_fault_set(IO_FAULT_ERRNO, 1000000, EIO, 0, 1u << ZINF_IO_WRITE);
@@ -87,10 +93,24 @@ int main(void)
 	T_CHECK(rc != 0, "sync did not report the failed update");
 	zinf_io_fault_clear();
 	T_CHECK(zinf_engine_sync(e) == 0, "the error was reported twice: %s", zinf_last_error(e));
-	T_CHECK(zinf_param_save(e, par[0], after, ZINF_DTYPE_F32) == 0,
-		"save after the failure: %s", zinf_last_error(e));
-	pass(e); /* fetches work again (old values for module 0) */
-	T_CHECK(zinf_step(e, &r) == 0, "step after the failure: %s", zinf_last_error(e));
+	pass(e); /* fetches work again */
+	rc = zinf_param_save(e, par[0], after, ZINF_DTYPE_F32);
+	T_CHECK(rc == ZINF_ESTATE && strstr(zinf_last_error(e), "part way") &&
+			!strchr(zinf_last_error(e), '\n'),
+		"save of a torn engine returned %d: %s", rc, zinf_last_error(e));
+	rc = zinf_step(e, &r);
+	T_CHECK(rc == ZINF_ESTATE && strstr(zinf_last_error(e), "step 1's update failed part way"),
+		"step of a torn engine returned %d: %s", rc, zinf_last_error(e));
+	T_CHECK_RC(zinf_module_load(e, mod[0], 1, srcs, f32));
+	T_CHECK_RC(zinf_engine_progress_set(e, &progress));
+	rc = zinf_step(e, &r);
+	T_CHECK(rc == ZINF_ESTATE && strstr(zinf_last_error(e), "1 not yet"),
+		"step with module 1 not loaded again returned %d: %s", rc, zinf_last_error(e));
+	T_CHECK_RC(zinf_module_load(e, mod[1], 1, srcs, f32));
+	T_CHECK_RC(zinf_engine_progress_set(e, &progress));
+	pass(e);
+	T_CHECK(zinf_step(e, &r) == 0 && r.step == 1, "step after the reload: %s",
+		zinf_last_error(e));
 	T_CHECK(zinf_engine_sync(e) == 0, "sync after a good step: %s", zinf_last_error(e));
 	zinf_engine_destroy(e);
 	zinf_config_destroy(cfg);
