@@ -28,6 +28,7 @@
 #include "budget.h"
 #include "clip.h"
 #include "device.h"
+#include "host_limits.h"
 #include "optim.h"
 #include "zinf/config.h"
 #include "zinf/error.h"
@@ -332,10 +333,10 @@ static int host_adam_update(struct zinf_stream *zs, const struct zinf_adam_args 
 	host_stream_synchronize(zs);
 	pthread_mutex_lock(&hd->adam_lock);
 	if (!hd->adam && !hd->adam_tried) {
-		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		unsigned ncpu = zinf_cpu_count();
 		struct zinf_adam_opts o;
 		zinf_adam_opts_init(&o);
-		o.threads = ncpu < 1 ? 1 : ncpu > 1024 ? 1024 : (unsigned)ncpu;
+		o.threads = ncpu > 1024 ? 1024 : ncpu;
 		hd->adam_tried = true;
 		if (zinf_adam_create(&hd->adam, &o)) { /* the loop runs here alone */
 			hd->adam = NULL;
@@ -625,7 +626,7 @@ int zinf_device_host_open(const struct zinf_device_opts *opts, struct zinf_devic
 			  size_t errlen)
 {
 	uint64_t limit = opts->memory_limit ? opts->memory_limit : host_auto_limit();
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned ncpu = zinf_cpu_count();
 	struct host_device *hd;
 	char lim[32];
 	void *heap;
@@ -643,8 +644,7 @@ int zinf_device_host_open(const struct zinf_device_opts *opts, struct zinf_devic
 		snprintf(err, errlen, "host device: out of host memory");
 		return -ENOMEM;
 	}
-	hd->nthreads = opts->copy_threads ? opts->copy_threads
-					  : (ncpu < 4 ? (ncpu < 1 ? 1 : (unsigned)ncpu) : 4);
+	hd->nthreads = opts->copy_threads ? opts->copy_threads : (ncpu < 4 ? ncpu : 4);
 	hd->depth = opts->stream_depth;
 	heap = mmap(NULL, limit, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

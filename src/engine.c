@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine_internal.h"
+#include "host_limits.h"
 #include "prefetch.h"
 #include "tier_opts.h"
 #include "timeline.h"
@@ -54,7 +55,7 @@ static int create_optimizer(struct zinf_engine *e, char *err, size_t errlen)
 {
 	const struct zinf_config_values *v = &e->cfg->v;
 	struct zinf_adam_opts o;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned cpus = zinf_cpu_count();
 	int rc;
 
 	zinf_adam_opts_init(&o);
@@ -65,7 +66,7 @@ static int create_optimizer(struct zinf_engine *e, char *err, size_t errlen)
 	o.beta2 = v->optimizer.betas[1];
 	o.eps = v->optimizer.eps;
 	o.bias_correction = v->optimizer.bias_correction;
-	o.threads = cpus > 0 ? (unsigned)cpus : 1;
+	o.threads = cpus;
 	o.weight_decay = v->optimizer.weight_decay;
 	rc = zinf_adam_create(&e->adam_decay, &o);
 	if (!rc) {

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "budget.h"
 #include "zinf/config.h"
@@ -78,13 +77,6 @@ char *zinf_format_bytes(uint64_t bytes, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%.2f %s", v, names[u]);
 	return buf;
-}
-
-uint64_t zinf_host_memory_bytes(void)
-{
-	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-
-	return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
 int zinf_budget_fits_host(const char *what, const char *key, uint64_t bytes, const char *why,

@@ -129,8 +129,10 @@ char *zinf_format_bytes(uint64_t bytes, char *buf, size_t len);
  * (configs, config.json, safetensors headers and indexes, its state manifest) is checked
  * with it, so what zinf reads, they read. Thread-safe. */
 const char *zinf_json_raw_control(const char *text, size_t len);
-/* This host's physical memory in bytes (0 when the system does not say): the measure
- * of the host-memory defaults ("auto") and checks. */
+/* The host memory this process may use, in bytes: the physical memory, or less where
+ * its control group (v1 or v2: a container's, a batch job's) has a lower memory limit
+ * (0 when the system does not say). The measure of the host-memory defaults ("auto")
+ * and checks. */
 uint64_t zinf_host_memory_bytes(void);
 
 /* Write the reference of every key zinf knows as a Markdown table (key, type, default,
