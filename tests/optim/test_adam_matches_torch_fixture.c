@@ -98,16 +98,18 @@ static void run(const char *path, enum zinf_adam_isa isa)
 	size_t gsize;
 	double worst;
 
-	load(path, &fx);
 	zinf_adam_opts_init(&o);
+	o.isa = isa;
+	if (zinf_adam_create(&adam, &o) == -ENOTSUP)
+		return; /* this CPU lacks isa; scalar always runs */
+	zinf_adam_destroy(adam);
+	load(path, &fx);
 	o.type = fx.type ? ZINF_ADAM : ZINF_ADAMW;
 	o.beta1 = fx.beta1;
 	o.beta2 = fx.beta2;
 	o.eps = fx.eps;
 	o.weight_decay = fx.wd;
-	o.isa = isa;
-	if (zinf_adam_create(&adam, &o) == -ENOTSUP)
-		return; /* this CPU lacks isa; scalar always runs */
+	T_CHECK_RC(zinf_adam_create(&adam, &o));
 	gsize = fx.grad_dtype == ZINF_DTYPE_F32 ? 4 : 2;
 	p = malloc(fx.n * 4ul);
 	m = calloc(fx.n, 4);
