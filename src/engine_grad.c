@@ -474,6 +474,12 @@ int engine_grad_add(struct zinf_engine *e, struct eparam *p, const float *src)
 	return 0;
 }
 
+void engine_grad_writes_wait(struct zinf_engine *e)
+{
+	if (e->grads_nvme)
+		(void)writes_drain(e, false);
+}
+
 int engine_grad_sumsq(struct zinf_engine *e, double *sumsq)
 {
 	double sum = 0;

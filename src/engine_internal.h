@@ -517,6 +517,9 @@ bool engine_grads_async_fits(struct zinf_engine *e);
 int engine_grad_add(struct zinf_engine *e, struct eparam *p, const float *g);
 /* The sum of squares of every accumulator (closes the open sub-groups first). */
 int engine_grad_sumsq(struct zinf_engine *e, double *sumsq);
+/* Wait for the gradient writes under way (after the queue's adds); one that failed leaves
+ * its sum open in host memory, with a warning, for the step to write again. */
+void engine_grad_writes_wait(struct zinf_engine *e);
 /* Forget every gradient of this step (a skipped step). */
 void engine_grad_clear(struct zinf_engine *e);
 /* The step (its thread): sub-group s of group gi's gradient, read ahead from NVMe when it

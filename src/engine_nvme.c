@@ -366,6 +366,7 @@ static int write_stepped_modules(struct step_progress *pr)
 			const struct eparam *p = &e->params[mod->first_param + k];
 			e->srcs[k] = p->out ? p->out : e->sub_out; /* no elements: not read */
 		}
+		e->update_touched = true; /* a write that fails part way leaves chunks changed */
 		rc = zinf_store_module_write(e->store, mod->store_id, e->srcs);
 		if (rc) {
 			pr->own_message = true;

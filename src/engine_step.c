@@ -139,6 +139,8 @@ int zinf_engine_sync(struct zinf_engine *e)
 	int rc2 = engine_opt_drain(e);
 	int rc3 = engine_nvme_loads_wait(e);
 
+	engine_grad_writes_wait(e);
+
 	return rc ? rc : rc2 ? rc2 : rc3;
 }
 
@@ -263,6 +265,8 @@ int zinf_engine_progress_get(struct zinf_engine *e, struct zinf_engine_progress 
 
 	memset(out, 0, sizeof(*out));
 	rc = engine_opt_drain(e);
+	if (!rc) /* a mix of two steps has no step count to checkpoint with */
+		rc = engine_check_torn(e, "progress read");
 	if (rc)
 		return rc;
 	out->steps = e->steps;
@@ -315,7 +319,9 @@ int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_pro
 	e->scaler.overflows = in->skipped;
 	if (e->torn && !e->n_torn) {
 		/* every module loaded whole since the failure: the gradients left from the
-		 * torn step, and any added since, belong to no state the engine now holds */
+		 * torn step, and any added since, belong to no state the engine now holds;
+		 * the queue's adds land first so that none arrives after the clear */
+		(void)engine_gq_drain(e);
 		clear_grads(e);
 		e->grads_lost = false;
 		e->torn = false;

@@ -166,8 +166,10 @@ struct zinf_engine_progress {
 /* Read, or set (to resume; after finalize, with no module held), the progress. Set
  * checks the values (a loss scale > 0, finite and, dynamic, not below
  * fp16.min_loss_scale; an overflow iteration before the iteration; hysteresis within
- * fp16.hysteresis): -EINVAL with the field named, nothing changed. Set on a torn engine
- * (zinf_step) whose modules have all been loaded whole since makes it whole again. */
+ * fp16.hysteresis): -EINVAL with the field named, nothing changed. Read is refused
+ * (ZINF_ESTATE) while the engine is torn (zinf_step): its modules are a mix of two steps.
+ * Set on a torn engine whose modules have all been loaded whole since makes it whole
+ * again and drops the gradients accumulated since the failed step. */
 int zinf_engine_progress_get(struct zinf_engine *e, struct zinf_engine_progress *out);
 int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_progress *in);
 uint64_t zinf_param_elems(const struct zinf_engine *e, uint32_t param);
@@ -254,10 +256,11 @@ struct zinf_step_result {
  * writes that sub-group again. After a failure of the background gradient additions
  * (even one already reported) the accumulated gradients are incomplete: the step is
  * dropped with -EIO and the accumulators cleared. An update that fails before changing
- * anything (NVMe state: no sub-group's new state in place, no module home) is undone
+ * anything (NVMe state: no sub-group's new state in place, no module home, no gradient
+ * sub-group on NVMe consumed) is undone
  * (step count, fp16 scaler) and can be repeated with the same gradients; one that
- * fails after leaves the engine torn: zinf_step, zinf_param_save and
- * zinf_param_state_save are then refused (ZINF_ESTATE, naming the failed step) until
+ * fails after leaves the engine torn: zinf_step, zinf_param_save,
+ * zinf_param_state_save and zinf_engine_progress_get are then refused (ZINF_ESTATE, naming the failed step) until
  * every module has been loaded whole (zinf_module_load or zinf_module_load_state) and
  * the progress set, which also drops the gradients accumulated meanwhile (see
  * docs/engine.md, "A step that fails"). */
@@ -266,9 +269,10 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
 /* With zinf.overlap_optimizer (the default) zinf_step computes the norm and returns; the
  * updates run in the background, module by module in forward order, and a fetch waits
  * only for its own module. Wait until the gradients handed over are all added
- * (zinf.overlap_gradients), the last step's updates are all home, and the optimizer
- * state that loads wrote to NVMe is written (those writes go on after the load calls
- * return); returns 0 or the error of a failed addition, update or write (a failed
+ * (zinf.overlap_gradients) and, with gradients on NVMe, written (a failed write keeps
+ * the sum in host memory, with a warning, and the step writes it again), the last step's
+ * updates are all home, and the optimizer state that loads wrote to NVMe is written
+ * (those writes go on after the load calls return); returns 0 or the error of a failed addition, update or write (a failed
  * load write is written again by the next step or save). That error is returned by fetches of the modules the
  * update did not write, and once by the first call that waits for the whole update
  * (zinf_engine_sync, zinf_step, zinf_param_load/_range/_ranges/save/state_save,

@@ -1,9 +1,10 @@
 /* A step whose update fails after it has changed some state (here every write after the
  * first fails: module 0 goes home to NVMe, or the first sub-group's optimizer state is
- * written, and then a write fails; the optimizer state in host memory, on NVMe and on
- * the device; the update in the background and not) leaves the modules a mix of two
- * steps. The engine is then torn: the step, the weights' save and the state's
- * save are refused with ZINF_ESTATE on one line naming the failed step, while fetches
+ * written, and then a write fails; the optimizer state in host memory, on NVMe (its
+ * gradient accumulators in host memory or on NVMe too) and on the device; the update in
+ * the background and not) leaves the modules a mix of two
+ * steps. The engine is then torn: the step, the weights' save, the state's save and
+ * the progress read are refused with ZINF_ESTATE on one line naming the failed step, while fetches
  * still work; loading all but one module whole and setting the progress is not enough
  * (the message counts the module left); once every module is loaded whole and the
  * progress set, the next step gives the bits of a fresh engine loaded with the same
@@ -80,19 +81,24 @@ static void expect_refused(struct lf_engine *le, int rc, const char *what, const
 		"%s: %s of a torn engine returned %d: %s", label, what, rc, msg);
 }
 
-static void run(const char *opt_home, bool overlap, const char *dir, const char *dir_b)
+static void run(const char *opt_home, bool overlap, bool grads_nvme, const char *dir,
+		const char *dir_b)
 {
 	struct lf_engine a, b;
 	struct state st;
-	struct zinf_engine_progress pg;
+	struct zinf_engine_progress pg, bad;
 	struct zinf_step_result r;
-	char label[64];
+	char label[96], extra[128];
 	float *got, *want, one[3];
 	int rc;
 
-	snprintf(label, sizeof(label), "optimizer %s, overlap %d", opt_home, overlap);
-	lf_extra_zinf =
-		overlap ? ", \"overlap_optimizer\": true" : ", \"overlap_optimizer\": false";
+	snprintf(label, sizeof(label), "optimizer %s, overlap %d, gradients on nvme %d", opt_home,
+		 overlap, grads_nvme);
+	snprintf(extra, sizeof(extra), ", \"overlap_optimizer\": %s%s", overlap ? "true" : "false",
+		 !strcmp(opt_home, "nvme") ? (grads_nvme ? ", \"offload_gradients\": \"nvme\""
+							 : ", \"offload_gradients\": \"cpu\"")
+					   : "");
+	lf_extra_zinf = extra;
 	lf_create(&a, "nvme", opt_home, ZINF_DTYPE_BF16, dir, SUB);
 	for (int m = 0; m < LF_N_MOD; m++) {
 		void *s[2] = {lf_source(m, 0, lf_src_dtype(m, 0), 0),
@@ -109,6 +115,7 @@ static void run(const char *opt_home, bool overlap, const char *dir, const char 
 	T_CHECK_RC(zinf_engine_progress_get(a.e, &pg));
 
 	micro(&a);
+	T_CHECK_RC(zinf_engine_sync(a.e)); /* the gradients' writes done (on NVMe) */
 	/* the first write goes through: module 0 home, or the first sub-group's state */
 	zinf_io_fault_set(IO_FAULT_ERRNO, 1000000, EIO, 0, 1u << ZINF_IO_WRITE);
 	zinf_io_fault_pass(1);
@@ -122,6 +129,9 @@ static void run(const char *opt_home, bool overlap, const char *dir, const char 
 		       "save refused", "", label);
 	expect_refused(&a, zinf_param_state_save(a.e, a.par[1][1], 0, 1, one, one + 1, one + 2),
 		       "state save refused", "", label);
+	expect_refused(&a, zinf_engine_progress_get(a.e, &bad), "progress read refused", "", label);
+	T_CHECK(bad.steps == 0 && bad.loss_scale == 0, "%s: a refused progress read filled it",
+		label);
 	micro(&a); /* fetches work; these gradients go with the reload */
 
 	for (int m = 0; m < LF_N_MOD - 1; m++)
@@ -160,7 +170,9 @@ int main(void)
 	zinf_log_set_level(ZINF_LOG_ERROR);
 	for (int h = 0; h < 3; h++)
 		for (int overlap = 0; overlap < 2; overlap++)
-			run(homes[h], overlap, dir, dir_b);
+			run(homes[h], overlap, false, dir, dir_b);
+	for (int overlap = 0; overlap < 2; overlap++)
+		run("nvme", overlap, true, dir, dir_b);
 	t_rmrf(dir);
 	t_rmrf(dir_b);
 	return T_EXIT_PASS;
