@@ -18,6 +18,8 @@
 
 #include "engine_internal.h"
 #include "host_limits.h"
+#include "optim.h"
+#include "pool.h"
 #include "prefetch.h"
 #include "tier_opts.h"
 #include "timeline.h"
@@ -815,6 +817,32 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 	return rc;
 }
 
+/* The fewest elements a thread of the optimizer's pool adds (below twice this the
+ * calling thread adds alone), and slices start on 64-byte lines (16 floats). */
+#define ADD_MIN_SLICE_ELEMS (1u << 16)
+#define ADD_SLICE_ALIGN_ELEMS 16u
+
+struct add_loop {
+	float *dst;
+	const float *src;
+};
+
+static void add_slice(void *ctx, uint64_t begin, uint64_t end)
+{
+	const struct add_loop *l = ctx;
+
+	for (uint64_t i = begin; i < end; i++)
+		l->dst[i] += l->src[i];
+}
+
+void engine_add_f32(struct zinf_engine *e, float *dst, const float *src, uint64_t n)
+{
+	struct add_loop l = {dst, src};
+
+	zinf_pool_for(zinf_adam_pool(e->adam_decay), n, ADD_MIN_SLICE_ELEMS, ADD_SLICE_ALIGN_ELEMS,
+		      add_slice, &l);
+}
+
 int engine_grads_add(struct zinf_engine *e, uint32_t module, const void *stage)
 {
 	const struct emodule *m = &e->modules[module];
@@ -831,8 +859,7 @@ int engine_grads_add(struct zinf_engine *e, uint32_t module, const void *stage)
 			}
 			continue;
 		}
-		for (uint64_t k = 0; k < p->elems; k++)
-			p->grad_acc[k] += g[k];
+		engine_add_f32(e, p->grad_acc, g, p->elems);
 	}
 	return 0;
 }

@@ -459,8 +459,7 @@ int engine_grad_add(struct zinf_engine *e, struct eparam *p, const float *src)
 				return rc;
 		}
 		dst = gr->acc[s] + pc->sub_off;
-		for (uint64_t i = 0; i < pc->elems; i++)
-			dst[i] += x[i];
+		engine_add_f32(e, dst, x, pc->elems);
 		if (pc->gstamp != gr->serial[s]) { /* each piece counted once per opening */
 			pc->gstamp = gr->serial[s];
 			gr->filled[s] += pc->elems;

@@ -387,6 +387,9 @@ char *engine_msg(struct zinf_engine *e);
 /* Add module m's gradients (stage: its device buffer's layout, in host memory) to the
  * accumulators. A failure on NVMe gradients marks the step's gradients lost. */
 int engine_grads_add(struct zinf_engine *e, uint32_t m, const void *stage);
+/* dst[i] += src[i] for n floats, spread over the optimizer's threads (each element is
+ * added once, by one thread: the bits do not depend on how many). */
+void engine_add_f32(struct zinf_engine *e, float *dst, const float *src, uint64_t n);
 
 /* engine_gradq.c: the gradient worker. start at finalize (gq.on); submit queues the copy
  * of module m's gradients (grads, its device buffer, complete) into a pinned stage and

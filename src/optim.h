@@ -61,9 +61,14 @@ void zinf_adam_args_of(const struct zinf_adam *adam, const struct zinf_adam_shar
 
 /* Run prepared arguments over elements [0, n) on adam's loop and threads, as
  * zinf_adam_step runs a shard (adam's options are not read): the host device backend's
- * update, spread over the cores as a GPU's is over its SMs. One run or step at a time
- * per handle. */
+ * update, spread over the cores as a GPU's is over its SMs. Runs and steps from several
+ * threads take turns. */
 void zinf_adam_run(struct zinf_adam *adam, const struct zinf_adam_args *a, uint64_t n);
+struct zinf_pool;
+/* adam's threads (NULL for NULL), for other element-wise loops over host memory (the
+ * gradient sums): a loop there waits for a run or step of adam in progress, and the
+ * other way round. */
+struct zinf_pool *zinf_adam_pool(struct zinf_adam *adam);
 
 /* One update loop: elements [begin, end) of a. */
 typedef void (*zinf_adam_update_fn)(const struct zinf_adam_args *a, uint64_t begin, uint64_t end);

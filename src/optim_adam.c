@@ -1,18 +1,18 @@
 /*
  * CPU Adam / AdamW (include/zinf/optim.h): options, the per-step scalars, the scalar
- * reference loop, run-time choice of the loop by cpuid, and the worker pool that splits
- * one step across threads bound near the data (hwloc).
+ * reference loop, run-time choice of the loop by cpuid, and the thread pool (pool.h)
+ * that splits one step across threads bound near the data (hwloc).
  */
 #include <errno.h>
 #include <hwloc.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cast.h"
 #include "optim.h"
+#include "pool.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
 
@@ -23,30 +23,10 @@
  * same cache line of any buffer (64 bytes = 32 bf16 elements). */
 #define ADAM_SLICE_ALIGN_ELEMS 64u
 
-struct adam_worker {
-	struct zinf_adam *adam;
-	pthread_t thread;
-	unsigned index; /* slice index; the calling thread takes the last slice */
-};
-
 struct zinf_adam {
 	struct zinf_adam_opts opts;
 	const struct zinf_adam_kernel *kernel;
-
-	/* The job of the step in progress, read by workers after they see generation move. */
-	struct zinf_adam_args args;
-	uint64_t n_elems;
-	unsigned n_slices;
-
-	pthread_mutex_t lock;
-	pthread_cond_t start; /* generation moved or quit set */
-	pthread_cond_t done;  /* pending reached 0 */
-	uint64_t generation;
-	unsigned pending;
-	bool quit;
-
-	unsigned n_workers;
-	struct adam_worker *workers; /* (n_workers) */
+	struct zinf_pool *pool; /* opts.threads - 1 workers */
 	char last_error[256];
 };
 
@@ -205,47 +185,6 @@ const char *zinf_adam_isa_name(const struct zinf_adam *adam)
 
 /* ---- the worker pool ---------------------------------------------------------------- */
 
-static void adam_run_slice(struct zinf_adam *adam, unsigned slice)
-{
-	uint64_t per = adam->n_elems / adam->n_slices;
-	uint64_t begin, end;
-
-	per = (per + ADAM_SLICE_ALIGN_ELEMS - 1) / ADAM_SLICE_ALIGN_ELEMS * ADAM_SLICE_ALIGN_ELEMS;
-	begin = per * slice;
-	end = slice + 1 == adam->n_slices ? adam->n_elems : begin + per;
-	if (begin > adam->n_elems)
-		begin = adam->n_elems;
-	if (end > adam->n_elems)
-		end = adam->n_elems;
-	if (begin < end)
-		adam->kernel->update(&adam->args, begin, end);
-}
-
-static void *adam_worker_main(void *arg)
-{
-	struct adam_worker *w = arg;
-	struct zinf_adam *adam = w->adam;
-	uint64_t seen = 0;
-
-	pthread_mutex_lock(&adam->lock);
-	for (;;) {
-		while (!adam->quit && adam->generation == seen)
-			pthread_cond_wait(&adam->start, &adam->lock);
-		if (adam->quit)
-			break;
-		seen = adam->generation;
-		if (w->index + 1 >= adam->n_slices) /* no slice for this one this time */
-			continue;
-		pthread_mutex_unlock(&adam->lock);
-		adam_run_slice(adam, w->index);
-		pthread_mutex_lock(&adam->lock);
-		if (--adam->pending == 0)
-			pthread_cond_signal(&adam->done);
-	}
-	pthread_mutex_unlock(&adam->lock);
-	return NULL;
-}
-
 /* Bind each worker to one core of NUMA node `node`, round robin. Binding is advice:
  * a failure is logged, not fatal. */
 static void adam_bind_workers(struct zinf_adam *adam, int node)
@@ -265,12 +204,12 @@ static void adam_bind_workers(struct zinf_adam *adam, int node)
 		goto out_topo;
 	}
 	n_cores = hwloc_get_nbobjs_inside_cpuset_by_type(topo, numa->cpuset, HWLOC_OBJ_CORE);
-	for (unsigned i = 0; n_cores > 0 && i < adam->n_workers; i++) {
+	for (unsigned i = 0; n_cores > 0 && i + 1 < zinf_pool_threads(adam->pool); i++) {
 		hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(
 			topo, numa->cpuset, HWLOC_OBJ_CORE, i % (unsigned)n_cores);
 
-		if (core &&
-		    hwloc_set_thread_cpubind(topo, adam->workers[i].thread, core->cpuset, 0) < 0)
+		if (core && hwloc_set_thread_cpubind(topo, zinf_pool_worker(adam->pool, i),
+						     core->cpuset, 0) < 0)
 			zinf_logf(ZINF_LOG_WARN,
 				  "adam: cannot bind worker %u to core %u of node %d", i,
 				  core->logical_index, node);
@@ -330,37 +269,14 @@ int zinf_adam_create(struct zinf_adam **out, const struct zinf_adam_opts *opts)
 		goto out_free;
 	}
 	threads = opts->threads ? opts->threads : 1;
-	adam->n_workers = threads - 1;
-	pthread_mutex_init(&adam->lock, NULL);
-	pthread_cond_init(&adam->start, NULL);
-	pthread_cond_init(&adam->done, NULL);
-	adam->workers = calloc(adam->n_workers + 1, sizeof(*adam->workers));
-	if (!adam->workers) {
-		rc = -ENOMEM;
-		goto out_sync;
-	}
-	for (unsigned i = 0; i < adam->n_workers; i++) {
-		adam->workers[i].adam = adam;
-		adam->workers[i].index = i;
-		rc = -pthread_create(&adam->workers[i].thread, NULL, adam_worker_main,
-				     &adam->workers[i]);
-		if (rc) {
-			zinf_logf(ZINF_LOG_ERROR, "adam: cannot start worker thread %u of %u: %s",
-				  i + 1, adam->n_workers, zinf_strerror(rc));
-			adam->n_workers = i;
-			zinf_adam_destroy(adam);
-			return rc;
-		}
-	}
+	rc = zinf_pool_create(threads, &adam->pool); /* a failure is logged */
+	if (rc)
+		goto out_free;
 	if (opts->numa_node >= 0)
 		adam_bind_workers(adam, opts->numa_node);
 	*out = adam;
 	return 0;
 
-out_sync:
-	pthread_cond_destroy(&adam->done);
-	pthread_cond_destroy(&adam->start);
-	pthread_mutex_destroy(&adam->lock);
 out_free:
 	free(adam);
 	return rc;
@@ -370,16 +286,7 @@ void zinf_adam_destroy(struct zinf_adam *adam)
 {
 	if (!adam)
 		return;
-	pthread_mutex_lock(&adam->lock);
-	adam->quit = true;
-	pthread_cond_broadcast(&adam->start);
-	pthread_mutex_unlock(&adam->lock);
-	for (unsigned i = 0; i < adam->n_workers; i++)
-		pthread_join(adam->workers[i].thread, NULL);
-	free(adam->workers);
-	pthread_cond_destroy(&adam->done);
-	pthread_cond_destroy(&adam->start);
-	pthread_mutex_destroy(&adam->lock);
+	zinf_pool_destroy(adam->pool);
 	free(adam);
 }
 
@@ -443,31 +350,27 @@ int zinf_adam_step(struct zinf_adam *adam, const struct zinf_adam_shard *shard,
 	return 0;
 }
 
+struct adam_loop {
+	const struct zinf_adam_kernel *kernel;
+	const struct zinf_adam_args *args;
+};
+
+static void adam_slice(void *ctx, uint64_t begin, uint64_t end)
+{
+	const struct adam_loop *l = ctx;
+
+	l->kernel->update(l->args, begin, end);
+}
+
 void zinf_adam_run(struct zinf_adam *adam, const struct zinf_adam_args *a, uint64_t n)
 {
-	/* a slice of ADAM_MIN_PARALLEL_ELEMS at least: the first workers take one each,
-	 * the calling thread the last */
-	uint64_t slices = n / ADAM_MIN_PARALLEL_ELEMS;
+	struct adam_loop l = {adam->kernel, a};
 
-	if (slices > adam->n_workers + 1)
-		slices = adam->n_workers + 1;
-	adam->args = *a;
-	adam->n_elems = n;
-	adam->n_slices = slices ? (unsigned)slices : 1;
-	if (adam->n_slices == 1) {
-		adam_run_slice(adam, 0);
-		return;
-	}
-	pthread_mutex_lock(&adam->lock);
-	adam->pending = adam->n_slices - 1;
-	adam->generation++;
-	pthread_cond_broadcast(&adam->start);
-	pthread_mutex_unlock(&adam->lock);
+	zinf_pool_for(adam->pool, n, ADAM_MIN_PARALLEL_ELEMS, ADAM_SLICE_ALIGN_ELEMS, adam_slice,
+		      &l);
+}
 
-	adam_run_slice(adam, adam->n_slices - 1);
-
-	pthread_mutex_lock(&adam->lock);
-	while (adam->pending)
-		pthread_cond_wait(&adam->done, &adam->lock);
-	pthread_mutex_unlock(&adam->lock);
+struct zinf_pool *zinf_adam_pool(struct zinf_adam *adam)
+{
+	return adam ? adam->pool : NULL;
 }
