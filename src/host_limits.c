@@ -261,7 +261,7 @@ uint64_t zinf_host_memory_bytes(void)
 	return ram;
 }
 
-unsigned zinf_cpu_count(void)
+unsigned zinf_host_cpus(unsigned *mask)
 {
 	long online = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned n = online > 0 ? (unsigned)online : 1;
@@ -270,8 +270,15 @@ unsigned zinf_cpu_count(void)
 
 	if (!sched_getaffinity(0, sizeof(set), &set) && CPU_COUNT(&set) > 0)
 		n = (unsigned)CPU_COUNT(&set);
+	if (mask)
+		*mask = n;
 	zinf_host_limits_read("", &lim);
 	if (lim.cpus > 0 && ceil(lim.cpus) < (double)n)
 		n = (unsigned)ceil(lim.cpus);
 	return n ? n : 1;
+}
+
+unsigned zinf_cpu_count(void)
+{
+	return zinf_host_cpus(NULL);
 }

@@ -10,10 +10,14 @@
 const char cmd_version_usage[] =
 	"usage: zinf version\n"
 	"Print the version of the zinf library this CLI is linked with, the OpenBLAS\n"
-	"kernel set (core) its CPU model runs on, and how OpenMP's idle threads wait.\n";
+	"kernel set (core) its CPU model runs on, how OpenMP's idle threads wait, the CPUs\n"
+	"this process may use and the threads OpenMP and OpenBLAS run.\n";
 
 int cmd_version(int argc, char **argv)
 {
+	unsigned cpus, mask;
+	int omp, blas;
+
 	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
 		fputs(cmd_version_usage, stdout);
 		return ZINF_EXIT_OK;
@@ -29,5 +33,10 @@ int cmd_version(int argc, char **argv)
 	else
 		printf("OpenMP wait policy libgomp's default (GOMP_SPINCOUNT=%s)\n",
 		       getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "unset");
+	cpus = zinf_host_cpus(&mask);
+	zinf_cpu_model_threads(&omp, &blas);
+	printf("CPUs %u (affinity mask %u%s)\n", cpus, mask,
+	       cpus < mask ? ", fewer by the control group's CPU quota" : "");
+	printf("threads OpenMP %d, OpenBLAS %d\n", omp, blas);
 	return ZINF_EXIT_OK;
 }

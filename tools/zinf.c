@@ -70,24 +70,40 @@ static int cmd_help(int argc, char **argv)
  *   it is set);
  * - OMP_WAIT_POLICY=passive, when neither it nor GOMP_SPINCOUNT is set: libgomp's
  *   default spins its idle workers, which then hold the cores the engine's copy, I/O and
- *   OpenBLAS threads need (the demo took 6.6x as long on 2 cores, docs/benchmarks.md).
- * Both are set once, so this happens at most once. Not when started through the dynamic
+ *   OpenBLAS threads need (the demo took 6.6x as long on 2 cores, docs/benchmarks.md);
+ * - OMP_NUM_THREADS and OPENBLAS_NUM_THREADS, the CPUs this process may use, when a
+ *   control group's CPU quota (a container's, a batch job's) allows fewer than the
+ *   affinity mask holds and the user set none of them (nor GOTO_NUM_THREADS): both
+ *   libraries would start a thread per CPU of the mask, and the quota would throttle
+ *   them all.
+ * Each is set once, so this happens at most once. Not when started through the dynamic
  * loader named as the program (no interpreter base: /proc/self/exe is then the loader).
  * If the exec fails, go on as we are. */
 static void rerun_with_fast_defaults(char **argv)
 {
 	const char *core = zinf_blas_core_suggested();
 	bool passive = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
+	unsigned mask, cpus = zinf_host_cpus(&mask);
+	bool threads = cpus < mask && !getenv("OMP_NUM_THREADS") &&
+		       !getenv("OPENBLAS_NUM_THREADS") && !getenv("GOTO_NUM_THREADS");
+	char n[16];
 
-	if ((!core && !passive) || !getauxval(AT_BASE))
+	if ((!core && !passive && !threads) || !getauxval(AT_BASE))
 		return;
+	snprintf(n, sizeof(n), "%u", cpus);
 	if ((!core || !setenv("OPENBLAS_CORETYPE", core, 1)) &&
-	    (!passive || !setenv("OMP_WAIT_POLICY", "passive", 1)))
+	    (!passive || !setenv("OMP_WAIT_POLICY", "passive", 1)) &&
+	    (!threads ||
+	     (!setenv("OMP_NUM_THREADS", n, 1) && !setenv("OPENBLAS_NUM_THREADS", n, 1))))
 		execv("/proc/self/exe", argv);
 	if (core)
 		unsetenv("OPENBLAS_CORETYPE");
 	if (passive)
 		unsetenv("OMP_WAIT_POLICY");
+	if (threads) {
+		unsetenv("OMP_NUM_THREADS");
+		unsetenv("OPENBLAS_NUM_THREADS");
+	}
 }
 
 /* The soft limit on open files up to the hard one (as Go's runtime does): a checkpoint

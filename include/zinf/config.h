@@ -134,6 +134,10 @@ const char *zinf_json_raw_control(const char *text, size_t len);
  * (0 when the system does not say). The measure of the host-memory defaults ("auto")
  * and checks. */
 uint64_t zinf_host_memory_bytes(void);
+/* The CPUs this process may use: those of its affinity mask, fewer where its control
+ * group has a lower CPU quota (rounded up); at least 1. mask, when not NULL, gets the
+ * affinity mask's count alone: what OpenMP and OpenBLAS start a thread per. */
+unsigned zinf_host_cpus(unsigned *mask);
 
 /* Write the reference of every key zinf knows as a Markdown table (key, type, default,
  * accepted values, meaning): the table in docs/config.md. Returns 0 or -EIO. */

@@ -242,6 +242,12 @@ const char *zinf_blas_core(void);
  * NULL otherwise. It takes effect only as OPENBLAS_CORETYPE in the environment of a
  * process that has not loaded OpenBLAS yet: the zinf CLI re-executes itself with it. */
 const char *zinf_blas_core_suggested(void);
+/* The threads the CPU model's parallel loops (OpenMP) and matrix products (OpenBLAS)
+ * run on. Both libraries count the CPUs of the affinity mask as they load, not a control
+ * group's CPU quota (zinf_host_cpus): under a lower quota the zinf CLI re-executes itself
+ * with OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set to the quota's CPUs, where the user
+ * set neither. */
+void zinf_cpu_model_threads(int *openmp, int *openblas);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@
  * products, which the model does not use).
  */
 #include <cblas.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,12 @@ const char *zinf_blas_core_suggested(void)
 	if (!best || vector_core(zinf_blas_core()))
 		return NULL;
 	return best;
+}
+
+void zinf_cpu_model_threads(int *openmp, int *openblas)
+{
+	*openmp = omp_get_max_threads();
+	*openblas = openblas_get_num_threads();
 }
 
 static void warn_once(void)
