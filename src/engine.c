@@ -73,7 +73,7 @@ static int create_optimizer(struct zinf_engine *e, char *err, size_t errlen)
 	rc = zinf_adam_create(&e->adam_decay, &o);
 	if (!rc) {
 		o.weight_decay = 0;
-		rc = zinf_adam_create(&e->adam_no_decay, &o);
+		rc = zinf_adam_create_sharing(&e->adam_no_decay, &o, e->adam_decay);
 	}
 	if (rc)
 		snprintf(err, errlen, "optimizer: cannot start (%s)", zinf_strerror(rc));
@@ -271,8 +271,8 @@ void zinf_engine_destroy(struct zinf_engine *e)
 	zinf_prefetch_destroy(e->prefetch);
 	engine_nvme_destroy(e);
 	engine_dstate_free(e);
+	zinf_adam_destroy(e->adam_no_decay); /* on adam_decay's threads */
 	zinf_adam_destroy(e->adam_decay);
-	zinf_adam_destroy(e->adam_no_decay);
 	zinf_store_destroy(e->store);
 	zinf_stream_destroy(e->d2h);
 	zinf_stream_destroy(e->zero);
@@ -818,7 +818,9 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 }
 
 /* The fewest elements a thread of the optimizer's pool adds (below twice this the
- * calling thread adds alone), and slices start on 64-byte lines (16 floats). */
+ * calling thread adds alone), and slices start 64 bytes (16 floats) apart from the
+ * start (on a 64-byte-aligned buffer, no line is written by two threads; on another,
+ * at most one line at each slice boundary, no harm but a shared line). */
 #define ADD_MIN_SLICE_ELEMS (1u << 16)
 #define ADD_SLICE_ALIGN_ELEMS 16u
 

@@ -475,8 +475,15 @@ int engine_grad_add(struct zinf_engine *e, struct eparam *p, const float *src)
 
 void engine_grad_writes_wait(struct zinf_engine *e)
 {
-	if (e->grads_nvme)
-		(void)writes_drain(e, false);
+	char kept[sizeof(e->last_error)];
+
+	if (!e->grads_nvme)
+		return;
+	/* a failed write is only a warning (logged by the drain): the error the caller
+	 * reports, if any, stays the one it names */
+	memcpy(kept, e->last_error, sizeof(kept));
+	if (writes_drain(e, false))
+		memcpy(e->last_error, kept, sizeof(kept));
 }
 
 int engine_grad_sumsq(struct zinf_engine *e, double *sumsq)

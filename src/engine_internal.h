@@ -520,8 +520,9 @@ bool engine_grads_async_fits(struct zinf_engine *e);
 int engine_grad_add(struct zinf_engine *e, struct eparam *p, const float *g);
 /* The sum of squares of every accumulator (closes the open sub-groups first). */
 int engine_grad_sumsq(struct zinf_engine *e, double *sumsq);
-/* Wait for the gradient writes under way (after the queue's adds); one that failed leaves
- * its sum open in host memory, with a warning, for the step to write again. */
+/* The model's thread, the gradient queue drained: wait for the gradient writes under way;
+ * one that failed leaves its sum open in host memory, with a warning, for the step to
+ * write again (zinf_last_error is left as it was). */
 void engine_grad_writes_wait(struct zinf_engine *e);
 /* Forget every gradient of this step (a skipped step). */
 void engine_grad_clear(struct zinf_engine *e);

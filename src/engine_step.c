@@ -136,10 +136,11 @@ void engine_module_reloaded(struct zinf_engine *e, uint32_t m)
 int zinf_engine_sync(struct zinf_engine *e)
 {
 	int rc = engine_gq_drain(e);
-	int rc2 = engine_opt_drain(e);
-	int rc3 = engine_nvme_loads_wait(e);
+	int rc2, rc3;
 
 	engine_grad_writes_wait(e);
+	rc2 = engine_opt_drain(e);
+	rc3 = engine_nvme_loads_wait(e);
 
 	return rc ? rc : rc2 ? rc2 : rc3;
 }

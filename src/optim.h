@@ -61,10 +61,15 @@ void zinf_adam_args_of(const struct zinf_adam *adam, const struct zinf_adam_shar
 
 /* Run prepared arguments over elements [0, n) on adam's loop and threads, as
  * zinf_adam_step runs a shard (adam's options are not read): the host device backend's
- * update, spread over the cores as a GPU's is over its SMs. Runs and steps from several
- * threads take turns. */
+ * update, spread over the cores as a GPU's is over its SMs. Runs from several threads
+ * take turns (steps on one handle do not: one at a time). */
 void zinf_adam_run(struct zinf_adam *adam, const struct zinf_adam_args *a, uint64_t n);
 struct zinf_pool;
+/* zinf_adam_create on with's threads instead of a pool of its own (opts.threads and
+ * opts.numa_node are not read): the engine's two handles (weight decay and none) share
+ * one pool, whose loops take turns. with must be destroyed after the new handle. */
+int zinf_adam_create_sharing(struct zinf_adam **out, const struct zinf_adam_opts *opts,
+			     struct zinf_adam *with);
 /* adam's threads (NULL for NULL), for other element-wise loops over host memory (the
  * gradient sums): a loop there waits for a run or step of adam in progress, and the
  * other way round. */

@@ -26,7 +26,8 @@
 struct zinf_adam {
 	struct zinf_adam_opts opts;
 	const struct zinf_adam_kernel *kernel;
-	struct zinf_pool *pool; /* opts.threads - 1 workers */
+	struct zinf_pool *pool; /* opts.threads - 1 workers, or another handle's */
+	bool owns_pool;
 	char last_error[256];
 };
 
@@ -246,7 +247,10 @@ static int adam_check_opts(const struct zinf_adam_opts *o)
 	return -EINVAL;
 }
 
-int zinf_adam_create(struct zinf_adam **out, const struct zinf_adam_opts *opts)
+/* A handle on with's threads (opts.threads and numa_node not read), or, with NULL, on a
+ * pool of its own. */
+static int adam_create(struct zinf_adam **out, const struct zinf_adam_opts *opts,
+		       struct zinf_adam *with)
 {
 	static const char *const isa_names[] = {"auto", "scalar", "avx2", "avx512"};
 	struct zinf_adam *adam;
@@ -268,6 +272,12 @@ int zinf_adam_create(struct zinf_adam **out, const struct zinf_adam_opts *opts)
 		rc = -ENOTSUP;
 		goto out_free;
 	}
+	if (with) {
+		adam->pool = with->pool;
+		*out = adam;
+		return 0;
+	}
+	adam->owns_pool = true;
 	threads = opts->threads ? opts->threads : 1;
 	rc = zinf_pool_create(threads, &adam->pool); /* a failure is logged */
 	if (rc)
@@ -282,11 +292,23 @@ out_free:
 	return rc;
 }
 
+int zinf_adam_create(struct zinf_adam **out, const struct zinf_adam_opts *opts)
+{
+	return adam_create(out, opts, NULL);
+}
+
+int zinf_adam_create_sharing(struct zinf_adam **out, const struct zinf_adam_opts *opts,
+			     struct zinf_adam *with)
+{
+	return adam_create(out, opts, with);
+}
+
 void zinf_adam_destroy(struct zinf_adam *adam)
 {
 	if (!adam)
 		return;
-	zinf_pool_destroy(adam->pool);
+	if (adam->owns_pool)
+		zinf_pool_destroy(adam->pool);
 	free(adam);
 }
 

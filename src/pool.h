@@ -27,8 +27,9 @@ pthread_t zinf_pool_worker(const struct zinf_pool *p, unsigned i);
 
 /* Run fn over [0, n) and return when all of it has run: one contiguous slice per thread
  * at most, as many as slices of min_slice elements fill (under 2 * min_slice the caller
- * alone), each but the first starting on a multiple of align elements (so that no two
- * threads write one cache line; the rounding can leave the last slice shorter, or a
+ * alone), each but the first starting on a multiple of align elements from the loop's
+ * start (so that, over a buffer aligned to align elements, no two threads write one cache
+ * line; the rounding can leave the last slice shorter, or a
  * thread with none). Calls from several threads take turns. p may be NULL: the caller
  * runs it all. */
 void zinf_pool_for(struct zinf_pool *p, uint64_t n, uint64_t min_slice, uint64_t align,

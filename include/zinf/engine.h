@@ -256,8 +256,8 @@ struct zinf_step_result {
  * writes that sub-group again. After a failure of the background gradient additions
  * (even one already reported) the accumulated gradients are incomplete: the step is
  * dropped with -EIO and the accumulators cleared. An update that fails before changing
- * anything (NVMe state: no sub-group's new state in place, no module home, no gradient
- * sub-group on NVMe consumed) is undone
+ * anything (NVMe state: no sub-group's new state in place, no module write begun, no
+ * gradient sub-group on NVMe consumed) is undone
  * (step count, fp16 scaler) and can be repeated with the same gradients; one that
  * fails after leaves the engine torn: zinf_step, zinf_param_save,
  * zinf_param_state_save and zinf_engine_progress_get are then refused (ZINF_ESTATE, naming the failed step) until
