@@ -2,10 +2,13 @@
  * Global-norm gradient clipping (clip.h): per-shard sums of squares and the combined
  * grad factor.
  *
- * The sum of squares has one fixed summation order on every instruction set, so a
- * shard's sum is the same bits whichever loop runs: element i goes to accumulator
- * i mod 16 (a double), and the 16 accumulators are added in index order at the end.
- * Squares of fp32 values are exact in double, so fused and unfused adds agree too.
+ * The sum of squares has one fixed summation order on every instruction set and thread
+ * count, so a shard's sum is the same bits whichever loop runs on however many threads:
+ * the shard is cut into blocks of SUMSQ_BLOCK elements; in a block, element i goes to
+ * accumulator i mod 16 (a double) and the 16 accumulators are added in index order; the
+ * blocks' sums are added in block order. Squares of fp32 values are exact in double, so
+ * fused and unfused adds agree too. Blocks are what threads share out
+ * (zinf_grad_sumsq_pool).
  */
 #include <immintrin.h>
 #include <math.h>
@@ -13,6 +16,12 @@
 #include "cast.h"
 #include "clip.h"
 #include "optim.h"
+#include "pool.h"
+
+/* Elements a block holds (a multiple of the 16 lanes); the blocks' sums a round of
+ * zinf_grad_sumsq_pool keeps (on the stack). */
+#define SUMSQ_BLOCK (1ull << 16)
+#define SUMSQ_ROUND_BLOCKS 64u
 
 #define LANES 16
 
@@ -130,8 +139,9 @@ __attribute__((target("avx2,fma,f16c"))) static double sumsq_avx2(const void *g,
 	return lanes_total(acc);
 }
 
-double zinf_grad_sumsq_isa(const void *grad, enum zinf_dtype dtype, uint64_t n_elems,
-			   enum zinf_adam_isa isa)
+typedef double (*sumsq_fn)(const void *g, enum zinf_dtype dt, uint64_t n);
+
+static sumsq_fn sumsq_loop(enum zinf_adam_isa isa)
 {
 	__builtin_cpu_init();
 	if (isa == ZINF_ADAM_ISA_AUTO)
@@ -139,15 +149,75 @@ double zinf_grad_sumsq_isa(const void *grad, enum zinf_dtype dtype, uint64_t n_e
 		      : zinf_adam_kernel_avx2.supported() ? ZINF_ADAM_ISA_AVX2
 							  : ZINF_ADAM_ISA_SCALAR;
 	if (isa == ZINF_ADAM_ISA_AVX512 && __builtin_cpu_supports("avx512f"))
-		return sumsq_avx512(grad, dtype, n_elems);
+		return sumsq_avx512;
 	if (isa == ZINF_ADAM_ISA_AVX2 && zinf_adam_kernel_avx2.supported())
-		return sumsq_avx2(grad, dtype, n_elems);
-	return sumsq_scalar(grad, dtype, n_elems);
+		return sumsq_avx2;
+	return sumsq_scalar;
+}
+
+/* Block b's sum. */
+static double block_sum(sumsq_fn fn, const void *g, enum zinf_dtype dt, uint64_t n, uint64_t b)
+{
+	uint64_t first = b * SUMSQ_BLOCK, len = n - first < SUMSQ_BLOCK ? n - first : SUMSQ_BLOCK;
+	size_t size = dt == ZINF_DTYPE_F32 ? 4 : 2;
+
+	return fn((const char *)g + first * size, dt, len);
+}
+
+double zinf_grad_sumsq_isa(const void *grad, enum zinf_dtype dtype, uint64_t n_elems,
+			   enum zinf_adam_isa isa)
+{
+	sumsq_fn fn = sumsq_loop(isa);
+	uint64_t blocks = (n_elems + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
+	double total = 0;
+
+	if (blocks <= 1)
+		return fn(grad, dtype, n_elems);
+	for (uint64_t b = 0; b < blocks; b++)
+		total += block_sum(fn, grad, dtype, n_elems, b);
+	return total;
 }
 
 double zinf_grad_sumsq(const void *grad, enum zinf_dtype dtype, uint64_t n_elems)
 {
 	return zinf_grad_sumsq_isa(grad, dtype, n_elems, ZINF_ADAM_ISA_AUTO);
+}
+
+struct sumsq_round {
+	sumsq_fn fn;
+	const void *g;
+	enum zinf_dtype dt;
+	uint64_t n, first_block;
+	double *sums; /* (the round's blocks) */
+};
+
+static void round_slice(void *ctx, uint64_t begin, uint64_t end)
+{
+	const struct sumsq_round *r = ctx;
+
+	for (uint64_t k = begin; k < end; k++)
+		r->sums[k] = block_sum(r->fn, r->g, r->dt, r->n, r->first_block + k);
+}
+
+double zinf_grad_sumsq_pool(struct zinf_pool *pool, const void *grad, enum zinf_dtype dtype,
+			    uint64_t n_elems)
+{
+	double sums[SUMSQ_ROUND_BLOCKS], total = 0;
+	struct sumsq_round r = {sumsq_loop(ZINF_ADAM_ISA_AUTO), grad, dtype, n_elems, 0, sums};
+	uint64_t blocks = (n_elems + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
+
+	if (blocks < 2 || zinf_pool_threads(pool) < 2)
+		return zinf_grad_sumsq(grad, dtype, n_elems);
+	for (; r.first_block < blocks; r.first_block += SUMSQ_ROUND_BLOCKS) {
+		uint64_t count = blocks - r.first_block < SUMSQ_ROUND_BLOCKS
+					 ? blocks - r.first_block
+					 : SUMSQ_ROUND_BLOCKS;
+		/* a block a thread at least; the blocks' sums added in order, as above */
+		zinf_pool_for(pool, count, 1, 1, round_slice, &r);
+		for (uint64_t k = 0; k < count; k++)
+			total += sums[k];
+	}
+	return total;
 }
 
 void zinf_grad_clip_compute(double total_sumsq, double loss_scale, double max_norm,

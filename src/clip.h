@@ -19,13 +19,20 @@
 
 #include "zinf/optim.h"
 
+struct zinf_pool;
+
 /* Sum of squares of n_elems grads of dtype (F32, BF16, F16), accumulated in double.
  * Returns inf or nan when any element is inf or nan. Thread-safe (pure). */
 double zinf_grad_sumsq(const void *grad, enum zinf_dtype dtype, uint64_t n_elems);
 /* The same with the loop named (tests); an ISA the CPU lacks falls back to scalar. Every
- * loop returns the same bits (one summation order: 16 double lanes, i mod 16). */
+ * loop returns the same bits (one summation order: blocks of 64Ki elements added in
+ * order, 16 double lanes, i mod 16, within each). */
 double zinf_grad_sumsq_isa(const void *grad, enum zinf_dtype dtype, uint64_t n_elems,
 			   enum zinf_adam_isa isa);
+/* zinf_grad_sumsq with the blocks shared out among pool's threads (NULL: the caller's
+ * alone): the same bits on any number of threads. */
+double zinf_grad_sumsq_pool(struct zinf_pool *pool, const void *grad, enum zinf_dtype dtype,
+			    uint64_t n_elems);
 
 struct zinf_grad_clip {
 	double norm;	  /* the global L2 norm of the unscaled grads */

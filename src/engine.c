@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clip.h"
 #include "engine_internal.h"
 #include "host_limits.h"
 #include "optim.h"
@@ -843,6 +844,11 @@ void engine_add_f32(struct zinf_engine *e, float *dst, const float *src, uint64_
 
 	zinf_pool_for(zinf_adam_pool(e->adam_decay), n, ADD_MIN_SLICE_ELEMS, ADD_SLICE_ALIGN_ELEMS,
 		      add_slice, &l);
+}
+
+double engine_sumsq_f32(struct zinf_engine *e, const float *src, uint64_t n)
+{
+	return zinf_grad_sumsq_pool(zinf_adam_pool(e->adam_decay), src, ZINF_DTYPE_F32, n);
 }
 
 int engine_grads_add(struct zinf_engine *e, uint32_t module, const void *stage)

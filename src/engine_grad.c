@@ -400,7 +400,7 @@ static int grad_close(struct zinf_engine *e, struct egroup *g, int gi, uint64_t 
 	uint64_t n = engine_sub_len(g, s);
 	int rc;
 
-	gr->sumsq[s] = zinf_grad_sumsq(gr->acc[s], ZINF_DTYPE_F32, n);
+	gr->sumsq[s] = engine_sumsq_f32(e, gr->acc[s], n);
 	for (int i = 0; i < EGRAD_WRITES; i++)
 		if (e->grad_wr[i].gi < 0 && !w)
 			w = &e->grad_wr[i];
@@ -493,8 +493,7 @@ int engine_grad_sumsq(struct zinf_engine *e, double *sumsq)
 
 	if (!e->grads_nvme) {
 		for (uint32_t i = 0; i < e->n_params; i++)
-			sum += zinf_grad_sumsq(e->params[i].grad_acc, ZINF_DTYPE_F32,
-					       e->params[i].elems);
+			sum += engine_sumsq_f32(e, e->params[i].grad_acc, e->params[i].elems);
 		*sumsq = sum;
 		return 0;
 	}

@@ -390,6 +390,8 @@ int engine_grads_add(struct zinf_engine *e, uint32_t m, const void *stage);
 /* dst[i] += src[i] for n floats, spread over the optimizer's threads (each element is
  * added once, by one thread: the bits do not depend on how many). */
 void engine_add_f32(struct zinf_engine *e, float *dst, const float *src, uint64_t n);
+/* zinf_grad_sumsq of n floats on the same threads (the same bits on any number). */
+double engine_sumsq_f32(struct zinf_engine *e, const float *src, uint64_t n);
 
 /* engine_gradq.c: the gradient worker. start at finalize (gq.on); submit queues the copy
  * of module m's gradients (grads, its device buffer, complete) into a pinned stage and

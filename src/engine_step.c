@@ -197,7 +197,7 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 			const struct eparam *p = &e->params[i];
 			double s;
 			if (!engine_on_dev(e, p->module)) {
-				sumsq += zinf_grad_sumsq(p->grad_acc, ZINF_DTYPE_F32, p->elems);
+				sumsq += engine_sumsq_f32(e, p->grad_acc, p->elems);
 				continue;
 			}
 			rc = engine_dstate_sumsq(e, p, &s);
