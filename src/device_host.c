@@ -30,6 +30,7 @@
 #include "device.h"
 #include "host_limits.h"
 #include "optim.h"
+#include "pool.h"
 #include "zinf/config.h"
 #include "zinf/error.h"
 #include "zinf/log.h"
@@ -85,7 +86,8 @@ struct host_device {
 	unsigned nthreads;
 	pthread_t *threads;
 	bool stopping;
-	/* the update's threads (one a core), started at the first zinf_device_adam_update */
+	/* the device's threads (one a core: the update, gradient sums and norms), started
+	 * by the first loop that uses them (host_threads) */
 	pthread_mutex_t adam_lock;
 	struct zinf_adam *adam;
 	bool adam_tried;
@@ -307,31 +309,14 @@ static int host_stream_synchronize(struct zinf_stream *zs)
 }
 
 /* Compute on device memory: this backend's device memory is host memory, and its
- * "kernels" are the CPU loops, run on the calling thread once the stream has run what
- * was queued before (so they keep its order); the update on a thread a core. */
-static int host_add_f32(struct zinf_stream *zs, float *dst, const float *src, uint64_t n)
-{
-	host_stream_synchronize(zs);
-	for (uint64_t i = 0; i < n; i++)
-		dst[i] += src[i];
-	return 0;
-}
+ * "kernels" are the CPU loops, run from the calling thread once the stream has run what
+ * was queued before (so they keep its order), on a thread a core (as a GPU's run on its
+ * SMs), with the same bits as on one. */
 
-static int host_sumsq_f32(struct zinf_stream *zs, const float *src, uint64_t n, void *parts,
-			  double *out)
+/* The device's threads (one a core; the update's handle), started by the first loop that
+ * uses them; NULL if they did not start (the loops run on the caller). adam_lock held. */
+static struct zinf_adam *host_threads(struct host_device *hd)
 {
-	(void)parts;
-	host_stream_synchronize(zs);
-	*out = zinf_grad_sumsq(src, ZINF_DTYPE_F32, n);
-	return 0;
-}
-
-static int host_adam_update(struct zinf_stream *zs, const struct zinf_adam_args *a, uint64_t n)
-{
-	struct host_device *hd = to_hd(zs->dev);
-
-	host_stream_synchronize(zs);
-	pthread_mutex_lock(&hd->adam_lock);
 	if (!hd->adam && !hd->adam_tried) {
 		unsigned ncpu = zinf_cpu_count();
 		struct zinf_adam_opts o;
@@ -341,11 +326,45 @@ static int host_adam_update(struct zinf_stream *zs, const struct zinf_adam_args 
 		if (zinf_adam_create(&hd->adam, &o)) { /* the loop runs here alone */
 			hd->adam = NULL;
 			zinf_logf(ZINF_LOG_WARN,
-				  "host device: the optimizer update runs on one thread (its "
-				  "threads did not start)");
+				  "host device: the optimizer update, gradient sums and norms run "
+				  "on one thread (its threads did not start)");
 		}
 	}
-	if (hd->adam)
+	return hd->adam;
+}
+
+static int host_add_f32(struct zinf_stream *zs, float *dst, const float *src, uint64_t n)
+{
+	struct host_device *hd = to_hd(zs->dev);
+
+	host_stream_synchronize(zs);
+	pthread_mutex_lock(&hd->adam_lock);
+	zinf_pool_add_f32(zinf_adam_pool(host_threads(hd)), dst, src, n);
+	pthread_mutex_unlock(&hd->adam_lock);
+	return 0;
+}
+
+static int host_sumsq_f32(struct zinf_stream *zs, const float *src, uint64_t n, void *parts,
+			  double *out)
+{
+	struct host_device *hd = to_hd(zs->dev);
+
+	(void)parts;
+	host_stream_synchronize(zs);
+	pthread_mutex_lock(&hd->adam_lock);
+	/* the same bits as zinf_grad_sumsq on any number of threads */
+	*out = zinf_grad_sumsq_pool(zinf_adam_pool(host_threads(hd)), src, ZINF_DTYPE_F32, n);
+	pthread_mutex_unlock(&hd->adam_lock);
+	return 0;
+}
+
+static int host_adam_update(struct zinf_stream *zs, const struct zinf_adam_args *a, uint64_t n)
+{
+	struct host_device *hd = to_hd(zs->dev);
+
+	host_stream_synchronize(zs);
+	pthread_mutex_lock(&hd->adam_lock);
+	if (host_threads(hd))
 		zinf_adam_run(hd->adam, a, n);
 	else
 		zinf_adam_kernel_for(ZINF_ADAM_ISA_AUTO)->update(a, 0, n);

@@ -818,32 +818,9 @@ int zinf_module_grads_ready(struct zinf_engine *e, uint32_t module)
 	return rc;
 }
 
-/* The fewest elements a thread of the optimizer's pool adds (below twice this the
- * calling thread adds alone), and slices start 64 bytes (16 floats) apart from the
- * start (on a 64-byte-aligned buffer, no line is written by two threads; on another,
- * at most one line at each slice boundary, no harm but a shared line). */
-#define ADD_MIN_SLICE_ELEMS (1u << 16)
-#define ADD_SLICE_ALIGN_ELEMS 16u
-
-struct add_loop {
-	float *dst;
-	const float *src;
-};
-
-static void add_slice(void *ctx, uint64_t begin, uint64_t end)
-{
-	const struct add_loop *l = ctx;
-
-	for (uint64_t i = begin; i < end; i++)
-		l->dst[i] += l->src[i];
-}
-
 void engine_add_f32(struct zinf_engine *e, float *dst, const float *src, uint64_t n)
 {
-	struct add_loop l = {dst, src};
-
-	zinf_pool_for(zinf_adam_pool(e->adam_decay), n, ADD_MIN_SLICE_ELEMS, ADD_SLICE_ALIGN_ELEMS,
-		      add_slice, &l);
+	zinf_pool_add_f32(zinf_adam_pool(e->adam_decay), dst, src, n);
 }
 
 double engine_sumsq_f32(struct zinf_engine *e, const float *src, uint64_t n)

@@ -35,4 +35,9 @@ pthread_t zinf_pool_worker(const struct zinf_pool *p, unsigned i);
 void zinf_pool_for(struct zinf_pool *p, uint64_t n, uint64_t min_slice, uint64_t align,
 		   zinf_pool_fn fn, void *ctx);
 
+/* dst[i] += src[i] for n floats on p's threads (p NULL: the caller's alone): slices of
+ * 64Ki elements at least, 64 bytes apart from the start; each element added by one
+ * thread, so the bits do not depend on how many. */
+void zinf_pool_add_f32(struct zinf_pool *p, float *dst, const float *src, uint64_t n);
+
 #endif /* ZINF_SRC_POOL_H */
