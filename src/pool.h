@@ -1,6 +1,6 @@
 /*
  * A fixed pool of worker threads for element-wise loops over host memory (src/pool.c):
- * the CPU Adam's step, the gradient accumulation. A loop over [0, n) is cut into
+ * the CPU Adam's step, the gradient sums and their sums of squares. A loop over [0, n) is cut into
  * contiguous slices, one per thread at most, the calling thread taking the last; so a
  * loop whose elements are independent gives the same bits on any number of threads.
  */
@@ -29,9 +29,8 @@ pthread_t zinf_pool_worker(const struct zinf_pool *p, unsigned i);
  * at most, as many as slices of min_slice elements fill (under 2 * min_slice the caller
  * alone), each but the first starting on a multiple of align elements from the loop's
  * start (so that, over a buffer aligned to align elements, no two threads write one cache
- * line; the rounding can leave the last slice shorter, or a
- * thread with none). Calls from several threads take turns. p may be NULL: the caller
- * runs it all. */
+ * line; the rounding can leave the last slice shorter, or a thread with none). Calls
+ * from several threads take turns. p may be NULL: the caller runs it all. */
 void zinf_pool_for(struct zinf_pool *p, uint64_t n, uint64_t min_slice, uint64_t align,
 		   zinf_pool_fn fn, void *ctx);
 

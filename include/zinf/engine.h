@@ -257,13 +257,12 @@ struct zinf_step_result {
  * (even one already reported) the accumulated gradients are incomplete: the step is
  * dropped with -EIO and the accumulators cleared. An update that fails before changing
  * anything (NVMe state: no sub-group's new state in place, no module write begun, no
- * gradient sub-group on NVMe consumed) is undone
- * (step count, fp16 scaler) and can be repeated with the same gradients; one that
- * fails after leaves the engine torn: zinf_step, zinf_param_save,
- * zinf_param_state_save and zinf_engine_progress_get are then refused (ZINF_ESTATE, naming the failed step) until
- * every module has been loaded whole (zinf_module_load or zinf_module_load_state) and
- * the progress set, which also drops the gradients accumulated meanwhile (see
- * docs/engine.md, "A step that fails"). */
+ * gradient sub-group on NVMe consumed) is undone (step count, fp16 scaler) and can be
+ * repeated with the same gradients; one that fails after leaves the engine torn:
+ * zinf_step, zinf_param_save, zinf_param_state_save and zinf_engine_progress_get are
+ * then refused (ZINF_ESTATE, naming the failed step) until every module has been loaded
+ * whole (zinf_module_load or zinf_module_load_state) and the progress set, which also
+ * drops the gradients accumulated meanwhile (see docs/engine.md, "A step that fails"). */
 int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
 
 /* With zinf.overlap_optimizer (the default) zinf_step computes the norm and returns; the
@@ -272,9 +271,10 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
  * (zinf.overlap_gradients) and, with gradients on NVMe, written (a failed write keeps
  * the sum in host memory, with a warning, and the step writes it again), the last step's
  * updates are all home, and the optimizer state that loads wrote to NVMe is written
- * (those writes go on after the load calls return); returns 0 or the error of a failed addition, update or write (a failed
- * load write is written again by the next step or save). That error is returned by fetches of the modules the
- * update did not write, and once by the first call that waits for the whole update
+ * (those writes go on after the load calls return); returns 0 or the error of a failed
+ * addition, update or write (a failed load write is written again by the next step or
+ * save). That error is returned by fetches of the modules the update did not write, and
+ * once by the first call that waits for the whole update
  * (zinf_engine_sync, zinf_step, zinf_param_load/_range/_ranges/save/state_save,
  * zinf_module_load and _load_state, zinf_engine_progress_get/_set); after that the
  * engine is as after a failed synchronous step (zinf_step: undone, or torn). */
