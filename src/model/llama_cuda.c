@@ -17,7 +17,7 @@
  * cuBLAS's own (outside the budget, inside the device's memory_reserve).
  *
  * Every CUDA and cuBLAS call is checked; a failure becomes one line naming the call, the
- * runtime op and its step, e.g. "model runtime (cuda): cublasSgemm_v2 failed in layer 3
+ * runtime op and its step, e.g. "model runtime (cuda): cublasSgemm failed in layer 3
  * backward, o_proj: CUBLAS_STATUS_EXECUTION_FAILED".
  */
 #include <cublas_v2.h>
@@ -93,7 +93,7 @@ int crt_blas_fail(struct cuda_rt *m, cublasStatus_t st, const char *call, const 
 		st == CUBLAS_STATUS_ALLOC_FAILED || e == cudaErrorMemoryAllocation ? -ENOMEM
 										   : ZINF_EDEVICE,
 		"model runtime (cuda): %s failed in %s%s%s: %s%s%s%s%s", call, m->op,
-		step ? ", " : "", step ? step : "", cublasGetStatusString(st),
+		step ? ", " : "", step ? step : "", m->blas_api->GetStatusString(st),
 		e != cudaSuccess ? " (CUDA: " : "", e != cudaSuccess ? cudaGetErrorName(e) : "",
 		e != cudaSuccess ? ")" : "", fault_note(e));
 }
@@ -268,7 +268,7 @@ static void cuda_destroy(struct llama_rt *rt)
 		cudaStreamSynchronize(m->stream);
 	dev_free(m, m->arena);
 	if (m->blas)
-		cublasDestroy(m->blas);
+		m->blas_api->Destroy(m->blas);
 	if (m->stream)
 		cudaStreamDestroy(m->stream);
 	free(m->h_rowloss);
@@ -285,6 +285,7 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 	uint64_t tbytes = (uint64_t)m->T * half * sizeof(float);
 	cudaError_t ce = cudaGetDeviceCount(&ndev);
 	float *cos_t, *sin_t, *inv_freq;
+	char why[400];
 	int rc;
 
 	if (ce != cudaSuccess || ndev == 0) {
@@ -296,12 +297,15 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 	m->ordinal = ordinal < 0 ? 0 : ordinal;
 	CU(cudaSetDevice, (m->ordinal), NULL);
 	CU(cudaStreamCreateWithFlags, (&m->stream, cudaStreamNonBlocking), NULL);
-	BLAS(cublasCreate, (&m->blas), NULL);
-	BLAS(cublasSetStream, (m->blas, m->stream), NULL);
+	m->blas_api = crt_blas(why, sizeof(why));
+	if (!m->blas_api)
+		return crt_fail(m, ZINF_EDEVICE, "model runtime (cuda): %s", why);
+	BLAS(Create, (&m->blas), NULL);
+	BLAS(SetStream, (m->blas, m->stream), NULL);
 	/* fp32 products, no TF32 (unless asked): results stay within rounding of the CPU
 	 * runtime */
-	BLAS(cublasSetMathMode,
-	     (m->blas, m->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), NULL);
+	BLAS(SetMathMode, (m->blas, m->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+	     NULL);
 	TRY(dev_alloc(m, runtime_layout(m, NULL), &m->arena, "runtime buffers"));
 	runtime_layout(m, m->arena);
 	m->h_rowloss = malloc((size_t)m->N * sizeof(double));

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "llama_backend.h"
+#include "llama_cuda_blas.h"
 
 struct cuda_rt {
 	struct llama_rt base;
@@ -22,6 +23,7 @@ struct cuda_rt {
 	int layer;     /* of the last bind: selects the attention window */
 	bool tf32;     /* cuBLAS math mode CUBLAS_TF32_TENSOR_OP_MATH */
 	cudaStream_t stream;
+	const struct crt_blas_api *blas_api; /* cuBLAS, loaded by the first runtime */
 	cublasHandle_t blas;
 	void *arena; /* device: the buffers below */
 	float *rope_cos, *rope_sin;
@@ -75,11 +77,13 @@ int crt_copy(struct cuda_rt *m, void *dst, const void *src, uint64_t bytes,
 			return crt_cuda_fail(m, cu_e_, #fn, step);                                 \
 	} while (0)
 
+/* BLAS(Fn, (args), step): the cuBLAS call cublasFn through m->blas_api; returns on
+ * failure. */
 #define BLAS(fn, args, step)                                                                       \
 	do {                                                                                       \
-		cublasStatus_t bl_s_ = fn args;                                                    \
+		cublasStatus_t bl_s_ = m->blas_api->fn args;                                       \
 		if (bl_s_ != CUBLAS_STATUS_SUCCESS)                                                \
-			return crt_blas_fail(m, bl_s_, #fn, step);                                 \
+			return crt_blas_fail(m, bl_s_, "cublas" #fn, step);                        \
 	} while (0)
 
 #define TRY(call)                                                                                  \

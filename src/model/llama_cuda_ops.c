@@ -27,10 +27,10 @@ static int gemm(struct cuda_rt *m, const char *step, bool ta, bool tb, int M, in
 	cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
 
 	if (batch == 1)
-		BLAS(cublasSgemm, (m->blas, ob, oa, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc),
+		BLAS(Sgemm, (m->blas, ob, oa, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc),
 		     step);
 	else
-		BLAS(cublasSgemmStridedBatched,
+		BLAS(SgemmStridedBatched,
 		     (m->blas, ob, oa, N, M, K, &alpha, B, ldb, sB, A, lda, sA, &beta, C, ldc, sC,
 		      batch),
 		     step);
