@@ -492,16 +492,25 @@ int zinf_device_add_f32(struct zinf_stream *s, float *dst, const float *src, uin
 int zinf_device_sumsq_f32(struct zinf_stream *s, const float *src, uint64_t n, void *parts,
 			  double *out)
 {
-	struct zinf_device *dev = s->dev;
-	int rc = check_owned(dev, "sum of squares", "source", src, 4 * n);
+	return zinf_device_sumsq_f32_many(s, 1, &src, &n, parts, out);
+}
 
-	*out = 0;
-	if (!rc)
+int zinf_device_sumsq_f32_many(struct zinf_stream *s, uint32_t count, const float *const *src,
+			       const uint64_t *n, void *parts, double *out)
+{
+	struct zinf_device *dev = s->dev;
+	int rc = 0;
+
+	for (uint32_t i = 0; i < count; i++)
+		out[i] = 0;
+	for (uint32_t i = 0; i < count && !rc; i++)
+		rc = check_owned(dev, "sum of squares", "source", src[i], 4 * n[i]);
+	if (!rc && count)
 		rc = check_owned(dev, "sum of squares", "partial sums", parts,
-				 ZINF_DEVICE_SUMSQ_BYTES);
-	if (rc || !n)
+				 (uint64_t)count * ZINF_DEVICE_SUMSQ_BYTES);
+	if (rc || !count)
 		return rc;
-	return dev->ops->sumsq_f32(s, src, n, parts, out);
+	return dev->ops->sumsq_f32_many(s, count, src, n, parts, out);
 }
 
 int zinf_device_adam_update(struct zinf_stream *s, const struct zinf_adam_args *a, uint64_t n)

@@ -179,7 +179,7 @@ int zinf_device_synchronize(struct zinf_device *dev);
 
 /* ---- compute on device memory (the optimizer state on the device) ---------------------- */
 
-/* Device memory sumsq_f32 may use for its partial sums. */
+/* Device memory for the partial sums of one sum of zinf_device_sumsq_f32(_many). */
 #define ZINF_DEVICE_SUMSQ_BYTES 2048u
 
 /* dst[i] += src[i] for i < n, fp32 device memory, in order on stream s (the host
@@ -192,6 +192,12 @@ int zinf_device_add_f32(struct zinf_stream *s, float *dst, const float *src, uin
  * run to run. */
 int zinf_device_sumsq_f32(struct zinf_stream *s, const float *src, uint64_t n, void *parts,
 			  double *out);
+/* out[i] = the sum of squares of src[i][0..n[i]) for i < count, each the bits
+ * zinf_device_sumsq_f32 gives it, with one wait for them all (a GPU: count kernels, one
+ * copy of their partial sums, one synchronization). parts: count x ZINF_DEVICE_SUMSQ_BYTES
+ * of device memory. */
+int zinf_device_sumsq_f32_many(struct zinf_stream *s, uint32_t count, const float *const *src,
+			       const uint64_t *n, void *parts, double *out);
 /* One Adam/AdamW update (src/optim.h) of a's buffers, all device memory, on stream s:
  * bit-identical to the CPU loop (kernels/adamw.cu). */
 int zinf_device_adam_update(struct zinf_stream *s, const struct zinf_adam_args *a, uint64_t n);
@@ -221,8 +227,8 @@ struct zinf_device_ops {
 	int (*memset_async)(struct zinf_stream *s, void *dst, int value, uint64_t len);
 	/* the compute on device memory below, arguments checked */
 	int (*add_f32)(struct zinf_stream *s, float *dst, const float *src, uint64_t n);
-	int (*sumsq_f32)(struct zinf_stream *s, const float *src, uint64_t n, void *parts,
-			 double *out);
+	int (*sumsq_f32_many)(struct zinf_stream *s, uint32_t count, const float *const *src,
+			      const uint64_t *n, void *parts, double *out);
 	int (*adam_update)(struct zinf_stream *s, const struct zinf_adam_args *a, uint64_t n);
 	int (*synchronize)(struct zinf_device *dev);
 	int (*host_register)(struct zinf_device *dev, void *ptr, uint64_t len);

@@ -41,6 +41,10 @@ struct cuda_stream {
 	pthread_mutex_t lock; /* the timing ring */
 	struct cuda_timing slot[TIMING_SLOTS];
 	uint32_t head, count;
+	/* host memory the sums of squares' partial sums come back to (sumsq_f32_many),
+	 * grown to the largest batch; the stream's user is one thread at a time */
+	double *parts_host;
+	uint32_t parts_cap; /* sums it holds */
 	struct cuda_stream *next_all;
 };
 
@@ -179,6 +183,7 @@ static void stream_free(struct zinf_device *dev, struct cuda_stream *cs, int nsl
 		cudaStreamDestroy(cs->s);
 	(void)cudaGetLastError();
 	pthread_mutex_destroy(&cs->lock);
+	free(cs->parts_host);
 	free(cs);
 }
 
@@ -410,25 +415,46 @@ static int cuda_add_f32(struct zinf_stream *zs, float *dst, const float *src, ui
 	return rc;
 }
 
-static int cuda_sumsq_f32(struct zinf_stream *zs, const float *src, uint64_t n, void *parts,
-			  double *out)
+/* Each sum's kernel writes its ZINF_CUDA_SUMSQ_PARTS partial sums to its own slot of
+ * parts; one copy brings them all back, and each sum adds its slot's in order. */
+static int cuda_sumsq_f32_many(struct zinf_stream *zs, uint32_t count, const float *const *src,
+			       const uint64_t *n, void *parts, double *out)
 {
-	cudaStream_t s = ((struct cuda_stream *)zs)->s;
-	double host[ZINF_CUDA_SUMSQ_PARTS], sum = 0;
-	int rc = set_device(zs->dev);
+	enum { SLOT = ZINF_DEVICE_SUMSQ_BYTES / sizeof(double) };
+	struct cuda_stream *cs = (struct cuda_stream *)zs;
+	cudaStream_t s = cs->s;
+	double *host;
+	int rc;
+
+	if (count > cs->parts_cap) { /* the first step's batch; later steps reuse it */
+		host = realloc(cs->parts_host, (size_t)count * ZINF_DEVICE_SUMSQ_BYTES);
+		if (!host)
+			return zinf_device_set_error(zs->dev, -ENOMEM,
+						     "sum of squares: out of host memory");
+		cs->parts_host = host;
+		cs->parts_cap = count;
+	}
+	host = cs->parts_host;
+	rc = set_device(zs->dev);
 
 	_Static_assert(ZINF_CUDA_SUMSQ_PARTS * sizeof(double) <= ZINF_DEVICE_SUMSQ_BYTES,
 		       "the partial sums fit the buffer");
-	if (!rc)
-		rc = kernel_status(zs->dev, zinf_cuda_sumsq_f32(src, n, parts, s), "sumsq_f32");
+	for (uint32_t i = 0; i < count && !rc; i++)
+		rc = kernel_status(zs->dev,
+				   zinf_cuda_sumsq_f32(src[i], n[i], (double *)parts + i * SLOT, s),
+				   "sumsq_f32");
 	if (!rc)
 		rc = CU(zs->dev, cudaMemcpyAsync,
-			(host, parts, sizeof(host), cudaMemcpyDeviceToHost, s));
+			(host, parts, (size_t)count * ZINF_DEVICE_SUMSQ_BYTES,
+			 cudaMemcpyDeviceToHost, s));
 	if (!rc)
 		rc = CU(zs->dev, cudaStreamSynchronize, (s));
-	for (int i = 0; !rc && i < ZINF_CUDA_SUMSQ_PARTS; i++)
-		sum += host[i];
-	*out = sum;
+	for (uint32_t i = 0; !rc && i < count; i++) {
+		double sum = 0;
+		for (int b = 0; b < ZINF_CUDA_SUMSQ_PARTS; b++)
+			sum += host[i * SLOT + b];
+		out[i] = sum;
+	}
 	return rc;
 }
 
@@ -546,7 +572,7 @@ static const struct zinf_device_ops cuda_ops = {
 	.memcpy_async = cuda_memcpy_async,
 	.memset_async = cuda_memset_async,
 	.add_f32 = cuda_add_f32,
-	.sumsq_f32 = cuda_sumsq_f32,
+	.sumsq_f32_many = cuda_sumsq_f32_many,
 	.adam_update = cuda_adam_update,
 	.synchronize = cuda_synchronize,
 	.host_register = cuda_host_register,

@@ -344,8 +344,8 @@ static int host_add_f32(struct zinf_stream *zs, float *dst, const float *src, ui
 	return 0;
 }
 
-static int host_sumsq_f32(struct zinf_stream *zs, const float *src, uint64_t n, void *parts,
-			  double *out)
+static int host_sumsq_f32_many(struct zinf_stream *zs, uint32_t count, const float *const *src,
+			       const uint64_t *n, void *parts, double *out)
 {
 	struct host_device *hd = to_hd(zs->dev);
 
@@ -353,7 +353,10 @@ static int host_sumsq_f32(struct zinf_stream *zs, const float *src, uint64_t n, 
 	host_stream_synchronize(zs);
 	pthread_mutex_lock(&hd->adam_lock);
 	/* the same bits as zinf_grad_sumsq on any number of threads */
-	*out = zinf_grad_sumsq_pool(zinf_adam_pool(host_threads(hd)), src, ZINF_DTYPE_F32, n);
+	for (uint32_t i = 0; i < count; i++)
+		out[i] = n[i] ? zinf_grad_sumsq_pool(zinf_adam_pool(host_threads(hd)), src[i],
+						     ZINF_DTYPE_F32, n[i])
+			      : 0;
 	pthread_mutex_unlock(&hd->adam_lock);
 	return 0;
 }
@@ -624,7 +627,7 @@ static const struct zinf_device_ops host_ops = {
 	.memcpy_async = host_memcpy_async,
 	.memset_async = host_memset_async,
 	.add_f32 = host_add_f32,
-	.sumsq_f32 = host_sumsq_f32,
+	.sumsq_f32_many = host_sumsq_f32_many,
 	.adam_update = host_adam_update,
 	.synchronize = host_synchronize,
 	.host_register = host_host_register,

@@ -30,11 +30,14 @@ static char *block(const struct zinf_engine *e, const struct emodule *m, int whi
 
 uint64_t engine_dstate_bytes(const struct zinf_engine *e)
 {
-	uint64_t b = ZINF_DEVICE_SUMSQ_BYTES;
+	uint64_t b = 0;
+	uint32_t n = 0;
 
-	for (uint32_t m = e->dev_first; m < e->n_modules; m++)
+	for (uint32_t m = e->dev_first; m < e->n_modules; m++) {
 		b += 4 * e->modules[m].grad_bytes;
-	return b;
+		n += e->modules[m].n_params;
+	}
+	return b + engine_dparts_bytes(n);
 }
 
 static int dev_fail(struct zinf_engine *e, int rc, const char *what)
@@ -120,10 +123,22 @@ int engine_dstate_grads_add(struct zinf_engine *e, struct emodule *m)
 	return rc ? dev_fail(e, rc, "adding gradients") : 0;
 }
 
-int engine_dstate_sumsq(struct zinf_engine *e, const struct eparam *p, double *sumsq)
+int engine_dstate_sumsq(struct zinf_engine *e, const struct eparam *const *ps, uint32_t count,
+			double *out)
 {
-	int rc = zinf_device_sumsq_f32(e->d2h, p->grad_acc, p->elems, e->dparts, sumsq);
+	const float *src[ENGINE_NORM_BATCH];
+	uint64_t n[ENGINE_NORM_BATCH];
+	int rc = 0;
 
+	/* a batch at a time: e->dparts holds at most ENGINE_NORM_BATCH sums' parts */
+	for (uint32_t first = 0; first < count && !rc; first += ENGINE_NORM_BATCH) {
+		uint32_t k = count - first < ENGINE_NORM_BATCH ? count - first : ENGINE_NORM_BATCH;
+		for (uint32_t i = 0; i < k; i++) {
+			src[i] = ps[first + i]->grad_acc;
+			n[i] = ps[first + i]->elems;
+		}
+		rc = zinf_device_sumsq_f32_many(e->d2h, k, src, n, e->dparts, out + first);
+	}
 	return rc ? dev_fail(e, rc, "the gradient norm") : 0;
 }
 

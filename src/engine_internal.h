@@ -420,21 +420,32 @@ bool engine_opt_on_worker(const struct zinf_engine *e);
  * through fp32, as a load into the fp32 master and a copy from it would. */
 void engine_convert(void *dst, enum zinf_dtype dt, const void *src, enum zinf_dtype st, uint64_t n);
 
+#define ENGINE_NORM_BATCH 64u /* accumulators per wait in the step's norm */
+/* The norm's partial sums for n parameters' accumulators on the device (a batch's worth,
+ * at least one sum's). */
+static inline uint64_t engine_dparts_bytes(uint32_t n)
+{
+	uint32_t slots = n < 1 ? 1 : n < ENGINE_NORM_BATCH ? n : ENGINE_NORM_BATCH;
+
+	return (uint64_t)slots * ZINF_DEVICE_SUMSQ_BYTES;
+}
+
 /* engine_dstate.c, the optimizer state of modules [dev_first, n) on the device. bytes:
- * what alloc takes (4 x each of their gradient buffers, and ZINF_DEVICE_SUMSQ_BYTES),
- * known at finalize once dev_first is; alloc points their eparams' state there (before
- * anything else is laid out: ZINF_EBUDGET with the numbers when it does not fit).
- * grads_add: add m's gradient buffer to its accumulators; sumsq: the sum of squares of
- * p's accumulator; clear: zero them all; out_alloc: device memory for the step's 16-bit
- * copies of the largest module (NULL when none is 16-bit; free it with
- * zinf_store_free_scratch); step_module: update m there, write its new copies home
- * through staging, clear its accumulators; load/save: as engine_nvme_load/_save,
- * through host memory. */
+ * what alloc takes (4 x each of their gradient buffers, and engine_dparts_bytes of their
+ * parameter count), known at finalize once dev_first is; alloc points their eparams'
+ * state there (before anything else is laid out: ZINF_EBUDGET with the numbers when it
+ * does not fit). grads_add: add m's gradient buffer to its accumulators; sumsq: out[i] =
+ * the sum of squares of ps[i]'s accumulator, i < count, one wait per ENGINE_NORM_BATCH;
+ * clear: zero them all; out_alloc: device memory for the step's 16-bit copies of the
+ * largest module (NULL when none is 16-bit; free it with zinf_store_free_scratch);
+ * step_module: update m there, write its new copies home through staging, clear its
+ * accumulators; load/save: as engine_nvme_load/_save, through host memory. */
 uint64_t engine_dstate_bytes(const struct zinf_engine *e);
 int engine_dstate_alloc(struct zinf_engine *e);
 void engine_dstate_free(struct zinf_engine *e);
 int engine_dstate_grads_add(struct zinf_engine *e, struct emodule *m);
-int engine_dstate_sumsq(struct zinf_engine *e, const struct eparam *p, double *sumsq);
+int engine_dstate_sumsq(struct zinf_engine *e, const struct eparam *const *ps, uint32_t count,
+			double *out);
 int engine_dstate_clear(struct zinf_engine *e);
 int engine_dstate_out_alloc(struct zinf_engine *e, void **out);
 int engine_dstate_step_module(struct zinf_engine *e, struct emodule *m, void *out,

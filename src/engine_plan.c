@@ -26,6 +26,7 @@
 
 struct plan_module {
 	uint64_t elems, packed, dev_bytes, grad_bytes;
+	uint32_t n_params;
 	int32_t partner; /* out with this module (a tied head's embedding), or -1 */
 };
 
@@ -104,6 +105,7 @@ int zinf_plan_param_add(struct zinf_plan *p, uint32_t module, enum zinf_dtype dt
 	/* the store's packing; gradients fp32, each GRAD_ALIGN aligned (zinf_param_add) */
 	m = &p->modules[module];
 	m->elems += elems;
+	m->n_params++;
 	m->packed = zinf_store_pack_param(m->packed, elems * engine_dtype_bytes(dtype));
 	p->total_dev -= m->dev_bytes;
 	m->dev_bytes = zinf_store_buffer_bytes(m->packed);
@@ -310,9 +312,12 @@ static int device_figures(const struct zinf_plan *p, const struct zinf_config *c
 	 * gradient buffers */
 	out->device_base = mc->runtime_device_bytes + (homes ? p->total_dev : persistent);
 	if (first < p->n_modules) { /* engine_dstate_bytes */
-		out->device_base += ZINF_DEVICE_SUMSQ_BYTES;
-		for (uint32_t m = first; m < p->n_modules; m++)
+		uint32_t dev_params = 0;
+		for (uint32_t m = first; m < p->n_modules; m++) {
 			out->device_base += 4 * p->modules[m].grad_bytes;
+			dev_params += p->modules[m].n_params;
+		}
+		out->device_base += engine_dparts_bytes(dev_params);
 	}
 	for (uint32_t m = 0; m < p->n_modules; m++) {
 		const struct plan_module *mod = &p->modules[m];

@@ -145,6 +145,35 @@ int zinf_engine_sync(struct zinf_engine *e)
 	return rc ? rc : rc2 ? rc2 : rc3;
 }
 
+/* The gradients' sum of squares, parameter by parameter in order wherever each
+ * accumulator is (host memory or the device), added in that order: runs of accumulators
+ * on the device are summed ENGINE_NORM_BATCH at a time, one wait each. */
+static int grads_sumsq(struct zinf_engine *e, double *sumsq)
+{
+	const struct eparam *run[ENGINE_NORM_BATCH];
+	double s[ENGINE_NORM_BATCH];
+	uint32_t n = 0;
+	int rc;
+
+	for (uint32_t i = 0; i <= e->n_params; i++) {
+		const struct eparam *p = i < e->n_params ? &e->params[i] : NULL;
+		bool dev = p && engine_on_dev(e, p->module);
+		if (n && (!dev || n == ENGINE_NORM_BATCH)) { /* the run so far, in order */
+			rc = engine_dstate_sumsq(e, run, n, s);
+			if (rc)
+				return rc;
+			for (uint32_t k = 0; k < n; k++)
+				*sumsq += s[k];
+			n = 0;
+		}
+		if (dev)
+			run[n++] = p;
+		else if (p)
+			*sumsq += engine_sumsq_f32(e, p->grad_acc, p->elems);
+	}
+	return 0;
+}
+
 int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 {
 	double t0 = engine_now_seconds(), sumsq = 0, loss_scale = zinf_loss_scale(e);
@@ -192,19 +221,9 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
 		if (rc)
 			return rc;
 	} else {
-		/* parameter by parameter in order, wherever each accumulator is */
-		for (uint32_t i = 0; i < e->n_params; i++) {
-			const struct eparam *p = &e->params[i];
-			double s;
-			if (!engine_on_dev(e, p->module)) {
-				sumsq += engine_sumsq_f32(e, p->grad_acc, p->elems);
-				continue;
-			}
-			rc = engine_dstate_sumsq(e, p, &s);
-			if (rc)
-				return rc;
-			sumsq += s;
-		}
+		rc = grads_sumsq(e, &sumsq);
+		if (rc)
+			return rc;
 	}
 	/* The step ends the prefetcher's window; nothing may stay fetched ahead while the
 	 * parameters are rewritten. */

@@ -4,7 +4,8 @@
  * bf16 or fp16 copy, or none) to the bit, the sum of squares to the bit on the host
  * backend and within 1e-12 on a GPU (its own order of summation, the same bits run to
  * run), for lengths from 0 to past one block of every part, with inf and NaN carried to
- * the sum. Pointers outside device memory are refused with a one-line error naming the
+ * the sum; several sums at once (one wait) give each one's bits alone, also when one is
+ * empty. Pointers outside device memory are refused with a one-line error naming the
  * operation and the buffer, and nothing runs. With --device=cuda the same on the CUDA
  * backend (label gpu; skips without a GPU).
  */
@@ -29,7 +30,7 @@ static float value(uint64_t i, int salt)
 struct bufs {
 	float *p, *m, *v, *g, *acc;
 	uint16_t *out;
-	void *parts;
+	void *parts, *parts_many; /* one sum's partial sums; N_LENS sums' */
 };
 
 static void put(struct zinf_stream *s, void *dst, const void *src, uint64_t bytes)
@@ -146,6 +147,40 @@ static void check_sums(struct zinf_stream *s, const struct bufs *d, uint64_t n, 
 	free(got);
 }
 
+/* Sums of lens[i] elements from different places of two buffers, all at once: each is
+ * the bits of the same sum alone. */
+static void check_sums_many(struct zinf_stream *s, const struct bufs *d)
+{
+	float *a = malloc(MAX_N * 4);
+	const float *src[N_LENS];
+	uint64_t n[N_LENS];
+	double alone[N_LENS], many[N_LENS];
+
+	T_CHECK(a != NULL, "malloc");
+	for (uint64_t i = 0; i < MAX_N; i++)
+		a[i] = value(i, 9);
+	put(s, d->acc, a, MAX_N * 4);
+	put(s, d->g, a, MAX_N * 4);
+	for (size_t i = 0; i < N_LENS; i++) {
+		n[i] = lens[N_LENS - 1 - i]; /* the longest first, then shorter ones past it */
+		src[i] = (i % 2 ? d->g : d->acc) + (MAX_N - n[i]) / (i + 1);
+		T_CHECK_RC(zinf_device_sumsq_f32(s, src[i], n[i], d->parts, &alone[i]));
+	}
+	T_CHECK_RC(zinf_device_sumsq_f32_many(s, N_LENS, src, n, d->parts_many, many));
+	for (size_t i = 0; i < N_LENS; i++)
+		T_CHECK(memcmp(&alone[i], &many[i], sizeof(double)) == 0,
+			"sum %zu of %llu elements: %.17g alone, %.17g with the others", i,
+			(unsigned long long)n[i], alone[i], many[i]);
+	T_CHECK(many[N_LENS - 1] == 0 && many[0] > 0, "the empty sum %g, the longest %g",
+		many[N_LENS - 1], many[0]);
+	/* partial sums too small for the count: refused, nothing summed */
+	T_CHECK(zinf_device_sumsq_f32_many(s, 2, src, n, d->parts, many) == -EINVAL &&
+			many[0] == 0 && many[1] == 0 &&
+			strstr(zinf_device_last_error(s->dev), "of 4096 bytes: partial sums"),
+		"two sums in one sum's partial sums: %s", zinf_device_last_error(s->dev));
+	free(a);
+}
+
 static void check_refusals(struct zinf_device *dev, struct zinf_stream *s, const struct bufs *d)
 {
 	static float host[64];
@@ -196,12 +231,14 @@ int main(int argc, char **argv)
 	T_CHECK_RC(zinf_device_alloc(dev, MAX_N * 4, (void **)&d.acc));
 	T_CHECK_RC(zinf_device_alloc(dev, MAX_N * 2, (void **)&d.out));
 	T_CHECK_RC(zinf_device_alloc(dev, ZINF_DEVICE_SUMSQ_BYTES, &d.parts));
+	T_CHECK_RC(zinf_device_alloc(dev, N_LENS * ZINF_DEVICE_SUMSQ_BYTES, &d.parts_many));
 	for (size_t i = 0; i < N_LENS; i++) {
 		check_sums(s, &d, lens[i], !cuda);
 		check_adam(s, &d, lens[i], ZINF_DTYPE_BF16, true);
 		check_adam(s, &d, lens[i], ZINF_DTYPE_F16, false);
 		check_adam(s, &d, lens[i], ZINF_DTYPE_NONE, true);
 	}
+	check_sums_many(s, &d);
 	check_refusals(dev, s, &d);
 	zinf_stream_destroy(s);
 	T_CHECK_RC(zinf_device_free(dev, d.p));
@@ -211,6 +248,7 @@ int main(int argc, char **argv)
 	T_CHECK_RC(zinf_device_free(dev, d.acc));
 	T_CHECK_RC(zinf_device_free(dev, d.out));
 	T_CHECK_RC(zinf_device_free(dev, d.parts));
+	T_CHECK_RC(zinf_device_free(dev, d.parts_many));
 	zinf_device_destroy(dev);
 	return T_EXIT_PASS;
 }
