@@ -52,8 +52,8 @@ const char cmd_train_usage[] =
 	"  --save-total-limit N     keep the newest N checkpoint-<step> (with --save-every)\n"
 	"  --log-json FILE          one JSON object per line per optimizer step\n"
 	"  -q, --quiet              no progress output\n"
-	"SIGINT (Ctrl-C) or SIGTERM: stop after the step in progress, clean up, then end by\n"
-	"the signal (status 130/143 in a shell).\n";
+	"SIGINT (Ctrl-C) or SIGTERM: stop at the next module (a step in progress is dropped),\n"
+	"clean up, then end by the signal (status 130/143 in a shell).\n";
 
 struct progress {
 	FILE *f;
@@ -138,13 +138,14 @@ static void on_step(const struct zinf_train_step *s, void *user)
 
 static volatile sig_atomic_t stop_signal;
 
-/* SIGINT, SIGTERM: the run stops before its next step and tears down (its NVMe run
- * directory removed, so the next run is not refused); the handler then gives the signal
- * back its default action, so a second one stops the process at once. */
+/* SIGINT, SIGTERM: the run stops at the next module it would fetch (dropping a step in
+ * progress) and tears down (its NVMe run directory removed, so the next run is not
+ * refused); the handler then gives the signal back its default action, so a second one
+ * stops the process at once. */
 static void on_stop_signal(int sig)
 {
 	static const char msg[] =
-		"\nzinf train: stopping after this step (the same signal again: at once)\n";
+		"\nzinf train: stopping at the next module (the same signal again: at once)\n";
 
 	stop_signal = sig;
 	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)

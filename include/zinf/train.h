@@ -118,10 +118,13 @@ struct zinf_train_opts {
 	zinf_train_step_fn on_step;
 	void *on_step_user;
 	/* When non-NULL: once *stop is nonzero (a signal handler may set it: a
-	 * volatile sig_atomic_t, an int on Linux) the run stops
-	 * before its next step (the one in progress, with its report and snapshot, ends
-	 * first), without the final save, tears down as at the end (the NVMe run directory
-	 * removed) and returns -EINTR with result->stopped set. */
+	 * volatile sig_atomic_t, an int on Linux) the run stops at the next module its
+	 * forward or backward would fetch (a step in progress there is dropped, nothing
+	 * of it applied; an evaluation after a step ends after that step's report), or
+	 * before its next step when set between steps; then, without the final save, it
+	 * tears down as at the end (the NVMe run directory removed; an optimizer update
+	 * running in the background finishes first) and returns -EINTR with
+	 * result->stopped set. */
 	const volatile int *stop;
 };
 

@@ -477,6 +477,8 @@ static int start(struct train_run *r, char *err, size_t errlen)
 		rc = train_pass_create(&r->pass, &r->tm, r->e, (int)r->B, (int)r->o->seq_len, &po,
 				       err, errlen);
 	if (!rc)
+		r->pass.stop = r->o->stop;
+	if (!rc)
 		rc = check_device_room(r, err, errlen);
 	return rc;
 }

@@ -333,6 +333,9 @@ struct train_pass {
 	float *xs;	/* (L + 1, N, C) fp32 layer inputs, the last the head's input */
 	float *host_xs; /* cpu_ckpt: (L - 1, N, C) in host memory, layer l's input at l */
 	float *d;	/* (N, C) fp32 gradient flowing backward */
+	/* zinf_train_opts.stop: once set, the next fetch refuses (-EINTR), so a stop asked
+	 * for in the middle of a pass ends it at the next module */
+	const volatile int *stop;
 };
 
 struct train_pass_opts {

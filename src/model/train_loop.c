@@ -249,6 +249,23 @@ static int stop_asked(const struct zinf_train_opts *o, uint64_t step, char *err,
 	return -EINTR;
 }
 
+/* Whether rc is a pass's stop at a fetch because opts.stop was set (train_pass.c). */
+static bool stopped_in_pass(const struct zinf_train_opts *o, int rc)
+{
+	return rc == -EINTR && o->stop && *o->stop;
+}
+
+/* Step step's figures into the run's result. */
+static void account(const struct train_run *r, struct zinf_train_result *res,
+		    const struct zinf_train_step *s, uint64_t step)
+{
+	if (step == r->first_step)
+		res->first_loss = s->loss;
+	res->last_loss = s->loss;
+	res->steps = step - r->first_step + 1;
+	res->tokens += s->tokens;
+}
+
 int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
@@ -266,6 +283,11 @@ int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err
 		s.loss = NAN;
 		s.has_eval = true;
 		rc = evaluate(r, &s.eval_loss, err, errlen);
+		if (stopped_in_pass(o, rc))
+			snprintf(err, errlen,
+				 "stopped before step %llu of %llu, in the evaluation before it "
+				 "(asked to stop)",
+				 (unsigned long long)r->first_step, (unsigned long long)o->steps);
 		if (rc)
 			return rc;
 		res->first_eval_loss = res->last_eval_loss = s.eval_loss;
@@ -275,8 +297,15 @@ int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err
 		rc = stop_asked(o, step, err, errlen);
 		if (!rc)
 			rc = zinf_token_scan_check(r->scan, err, errlen);
-		if (!rc)
+		if (!rc) {
 			rc = train_step(r, step, &s, err, errlen);
+			if (stopped_in_pass(o,
+					    rc)) /* in its forward or backward: nothing updated */
+				snprintf(err, errlen,
+					 "stopped before step %llu of %llu, in its forward and "
+					 "backward (asked to stop; the step is dropped)",
+					 (unsigned long long)step, (unsigned long long)o->steps);
+		}
 		if (rc)
 			return rc;
 		s.elapsed_seconds = train_now_seconds() - t0;
@@ -284,6 +313,21 @@ int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err
 		    ((o->eval_every && step % o->eval_every == 0) || step == o->steps)) {
 			s.has_eval = true;
 			rc = evaluate(r, &s.eval_loss, err, errlen);
+			if (stopped_in_pass(o, rc)) {
+				/* the step is done: its report, without the evaluation */
+				s.has_eval = false;
+				account(r, res, &s, step);
+				rc = report(r, &s, err, errlen);
+				if (!rc) {
+					rc = -EINTR;
+					snprintf(
+						err, errlen,
+						"stopped after step %llu of %llu, in the evaluation "
+						"after it (asked to stop)",
+						(unsigned long long)step,
+						(unsigned long long)o->steps);
+				}
+			}
 			if (rc)
 				return rc;
 			res->last_eval_loss = s.eval_loss;
@@ -294,11 +338,7 @@ int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err
 				return rc;
 			s.saved = true;
 		}
-		if (step == r->first_step)
-			res->first_loss = s.loss;
-		res->last_loss = s.loss;
-		res->steps = step - r->first_step + 1;
-		res->tokens += s.tokens;
+		account(r, res, &s, step);
 		rc = report(r, &s, err, errlen);
 		if (rc)
 			return rc;

@@ -12,6 +12,7 @@
  * zinf_module_release.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -224,8 +225,13 @@ static int bind(struct train_pass *p, int mod, const float **w, char *err, size_
 static int fetch(struct train_pass *p, int mod, char *err, size_t errlen)
 {
 	uint32_t id = p->tm->module[mod];
-	int rc = zinf_module_fetch(p->e, id);
+	int rc;
 
+	if (p->stop && *p->stop) {
+		snprintf(err, errlen, "asked to stop, at module %d", mod);
+		return -EINTR;
+	}
+	rc = zinf_module_fetch(p->e, id);
 	if (!rc)
 		rc = zinf_module_wait(p->e, id);
 	return rc ? engine_fail(p, rc, "fetch", mod, err, errlen) : 0;

@@ -1,9 +1,12 @@
-/* zinf train stopped by SIGINT or SIGTERM (Ctrl-C, a scheduler's stop) ends the step in
- * progress and stops before the next, then ends by the signal (a shell's 130, 143: it
- * cleans up first, then raises the signal again with its default action), one line naming
- * the step it stopped before, every step before it in --log-json, no --save directory
- * (nothing saved, the directory it made removed) and its NVMe run directory removed; the
- * next run on the same NVMe path starts.
+/* zinf train stopped by SIGINT or SIGTERM (Ctrl-C, a scheduler's stop) stops at the next
+ * module it would fetch (a step in its forward and backward is dropped; between steps it
+ * stops before the next), then ends by the signal (a shell's 130, 143: it cleans up first,
+ * then raises the signal again with its default action), one line naming the step it
+ * stopped before, every step before it in --log-json, no --save directory (nothing saved,
+ * the directory it made removed) and its NVMe run directory removed; the next run on the
+ * same NVMe path starts. A signal sent well inside a long step (400 micro-batches) stops
+ * it there, one inside a long evaluation after a step (300 batches) stops after that
+ * step's report: the line says so.
  *
  * Usage: test_train_stops_cleanly_on_a_signal ZINF_BIN */
 #include <dirent.h>
@@ -41,9 +44,17 @@ static int entries(const char *dir)
 	return n;
 }
 
-/* A long run, sent sig once its log has a step; checks what it left. */
-static void stop_with(int sig)
+enum when { BETWEEN, MID_STEP, MID_EVAL };
+
+/* A long run, sent sig once its log has a step (MID_STEP: 50 ms later, inside the next
+ * step's forward and backward; MID_EVAL: the same inside the evaluation of 300 batches
+ * after the next step); checks what it left. */
+static void stop_with(int sig, enum when when)
 {
+	static const char *const extra[] = {
+		[BETWEEN] = "",
+		[MID_STEP] = "--set gradient_accumulation_steps=400",
+		[MID_EVAL] = "--eval-every 1 --eval-batches 300 --eval-data"};
 	char cmd[2048], log[300], save[300], errpath[300], *text;
 	const char *at;
 	unsigned long before;
@@ -51,28 +62,46 @@ static void stop_with(int sig)
 	int status;
 	pid_t pid;
 
-	snprintf(log, sizeof(log), "%s/log-%d.jsonl", d.root, sig);
-	snprintf(save, sizeof(save), "%s/save-%d", d.root, sig);
-	snprintf(errpath, sizeof(errpath), "%s/stderr-%d.txt", d.root, sig);
+	snprintf(log, sizeof(log), "%s/log-%d-%d.jsonl", d.root, sig, when);
+	snprintf(save, sizeof(save), "%s/save-%d-%d", d.root, sig, when);
+	snprintf(errpath, sizeof(errpath), "%s/stderr-%d-%d.txt", d.root, sig, when);
 	snprintf(cmd, sizeof(cmd),
 		 "exec '%s' train --init '%s' --config '%s' --data '%s' --data-format text "
-		 "--seq-len 16 --steps 1000000 -q --log-json '%s' --save '%s' >/dev/null 2>'%s'",
-		 zinf_bin, d.model, d.ds, d.data, log, save, errpath);
+		 "--seq-len 16 --steps 1000000 -q --log-json '%s' --save '%s' %s %s >/dev/null "
+		 "2>'%s'",
+		 zinf_bin, d.model, d.ds, d.data, log, save, extra[when],
+		 when == MID_EVAL ? d.data : "", errpath);
 	pid = tf_spawn(cmd);
 	while (count_lines(log) < 1) {
 		T_CHECK(waitpid(pid, &status, WNOHANG) == 0, "the run ended before a step");
 		usleep(1000);
 	}
 	T_CHECK(entries(d.nvme) > 0, "the run has no NVMe run directory to remove");
+	if (when != BETWEEN)
+		usleep(50000);
 	kill(pid, sig);
 	T_CHECK(waitpid(pid, &status, 0) == pid, "wait");
 	T_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == sig,
 		"signal %d: status %#x, expected an end by the signal", sig, status);
 	tf_read_all(errpath, &text, &len);
-	at = strstr(text, "zinf train: stopped before step ");
-	T_CHECK(at && sscanf(at, "zinf train: stopped before step %lu", &before) == 1,
-		"signal %d: stderr does not say where it stopped:\n%s", sig, text);
+	if (when == MID_EVAL) { /* the step before it is done and logged */
+		at = strstr(text, "zinf train: stopped after step ");
+		T_CHECK(at && sscanf(at, "zinf train: stopped after step %lu", &before) == 1 &&
+				strstr(at, "in the evaluation after it (asked to stop)\n"),
+			"signal %d in an evaluation: not stopped there:\n%s", sig, text);
+		before++;
+	} else {
+		at = strstr(text, "zinf train: stopped before step ");
+		T_CHECK(at && sscanf(at, "zinf train: stopped before step %lu", &before) == 1,
+			"signal %d: stderr does not say where it stopped:\n%s", sig, text);
+		T_CHECK(when != MID_STEP || strstr(at, "in its forward and backward (asked to "
+						       "stop; the step is dropped)\n"),
+			"signal %d in a step's forward and backward: not stopped there:\n%s", sig,
+			text);
+	}
 	fprintf(stderr, "signal %d: stopped before step %lu\n", sig, before);
+	T_CHECK(strchr(at, '\n') && strchr(at, '\n')[1] == '\0',
+		"signal %d: more than the one line after the stop:\n%s", sig, text);
 	T_CHECK((unsigned long)count_lines(log) == before - 1,
 		"%d steps logged, stopped before %lu", count_lines(log), before);
 	free(text);
@@ -88,8 +117,10 @@ int main(int argc, char **argv)
 	zinf_bin = argv[1];
 	tf_setup(&d, NULL);
 	tf_write_ds(&d, "nvme", "nvme", true);
-	stop_with(SIGINT);
-	stop_with(SIGTERM);
+	stop_with(SIGINT, BETWEEN);
+	stop_with(SIGTERM, BETWEEN);
+	stop_with(SIGTERM, MID_STEP);
+	stop_with(SIGINT, MID_EVAL);
 	/* the next run on the same NVMe path starts */
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' train --init '%s' --config '%s' --data '%s' --data-format text "
