@@ -285,7 +285,7 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 	uint64_t tbytes = (uint64_t)m->T * half * sizeof(float);
 	cudaError_t ce = cudaGetDeviceCount(&ndev);
 	float *cos_t, *sin_t, *inv_freq;
-	char why[400];
+	char why[CRT_BLAS_ERR_LEN];
 	int rc;
 
 	if (ce != cudaSuccess || ndev == 0) {

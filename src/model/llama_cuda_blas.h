@@ -23,14 +23,21 @@ struct crt_blas_api {
 	__typeof__(cublasGetStatusString) *GetStatusString;
 };
 
-/* The calls, loaded once per process (thread-safe); NULL with one line in err (naming the
- * library and the loader's reason) when the library or a symbol cannot be loaded. The
- * outcome is kept: a failed load is not retried. */
+/* Room for crt_blas's message. */
+#define CRT_BLAS_ERR_LEN 512
+
+/* The calls, loaded once per process (thread-safe) from crt_blas_names; NULL with one line
+ * in err (each library tried and the loader's reason) when none loads. The outcome is
+ * kept: a failed load is not retried. (llama_cuda_blas.c) */
 const struct crt_blas_api *crt_blas(char *err, size_t errlen);
 
-/* Load the calls from the first of names (NULL-terminated; file names searched as dlopen
- * searches, or paths) that opens, into api; 0, or -1 with one line in err. For crt_blas and
- * its tests; the simulator's build fills api from its stand-in and ignores names. */
+/* Load the calls into api from the first of names (NULL-terminated; file names searched
+ * as dlopen searches, or paths) that opens and has them all; 0, or -1 with api zeroed and
+ * one line in err naming each candidate's failure. The build's loader defines it and
+ * crt_blas_names, the candidates crt_blas tries: llama_cuda_blas_dl.c (the toolkit's
+ * soname, then its path), or llama_cuda_blas_sim.c (the simulator's stand-in, linked:
+ * names ignored, none listed). */
 int crt_blas_load(const char *const *names, struct crt_blas_api *api, char *err, size_t errlen);
+extern const char *const crt_blas_names[];
 
 #endif /* ZINF_MODEL_LLAMA_CUDA_BLAS_H */

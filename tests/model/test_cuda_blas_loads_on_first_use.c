@@ -1,8 +1,10 @@
 /*
  * cuBLAS is loaded by the first cuda model runtime, not at program start: a CUDA build's
  * programs (the CLI, this test) start without libcublas mapped; crt_blas loads it once and
- * returns every call the runtime makes; a library that cannot be loaded gives one line
- * naming it. In the CUDA simulator's build the calls are the simulator's, linked.
+ * returns every call the runtime makes. A library that cannot be loaded, or that lacks a
+ * call, gives one line naming each candidate's failure and leaves no call behind; the
+ * next candidate is tried after either. In the CUDA simulator's build the calls are the
+ * simulator's, linked.
  */
 #include <stdio.h>
 #include <string.h>
@@ -24,25 +26,46 @@ static int mapped(const char *needle)
 	return found;
 }
 
+/* Whether every call of api is NULL. */
+static int no_calls(const struct crt_blas_api *api)
+{
+	return !api->Create && !api->Destroy && !api->SetStream && !api->SetMathMode &&
+	       !api->Sgemm && !api->SgemmStridedBatched && !api->GetStatusString;
+}
+
+#ifndef ZINF_CUBLAS_SIM
+/* The loader's failures and its fallback: a missing library, one without the calls
+ * (libm), then the real one after a missing one. */
+static void check_loader(void)
+{
+	const char *const missing[] = {"libzinf-no-such-cublas.so.0", "libm.so.6", NULL};
+	const char *const fallback[] = {"libzinf-no-such-cublas.so.0", ZINF_CUBLAS_SONAME, NULL};
+	struct crt_blas_api api;
+	char err[512] = "";
+
+	memset(&api, 0xa5, sizeof(api));
+	T_CHECK(crt_blas_load(missing, &api, err, sizeof(err)) == -1, "a missing library loaded");
+	T_CHECK(strstr(err, "libzinf-no-such-cublas.so.0") && strstr(err, "cublasCreate_v2") &&
+			!strchr(err, '\n'),
+		"not one line naming both candidates' failures: %s", err);
+	T_CHECK(no_calls(&api), "a failed load left calls behind");
+	T_CHECK(!mapped("libcublas"), "a failed load mapped libcublas");
+	memset(&api, 0, sizeof(api));
+	T_CHECK(crt_blas_load(fallback, &api, err, sizeof(err)) == 0,
+		"the second candidate did not load: %s", err);
+	T_CHECK(api.Create && api.Sgemm && api.GetStatusString, "the fallback's calls are missing");
+	T_CHECK(mapped("libcublas"), "the fallback loaded but libcublas is not mapped");
+}
+#endif
+
 int main(void)
 {
-	const char *const bogus[] = {"libzinf-no-such-cublas.so.0", NULL};
-	struct crt_blas_api api;
 	const struct crt_blas_api *b;
 	char err[512] = "";
 
 #ifndef ZINF_CUBLAS_SIM
 	T_CHECK(!mapped("libcublas"), "libcublas is mapped before any model runtime asked for it");
-#endif
-	memset(&api, 0, sizeof(api));
-#ifndef ZINF_CUBLAS_SIM
-	T_CHECK(crt_blas_load(bogus, &api, err, sizeof(err)) == -1, "a missing library loaded");
-	T_CHECK(strstr(err, "libzinf-no-such-cublas.so.0") && !strchr(err, '\n'),
-		"not one line naming the library: %s", err);
-	T_CHECK(api.Create == NULL && api.Sgemm == NULL, "a failed load left calls behind");
-	T_CHECK(!mapped("libcublas"), "a failed load mapped libcublas");
-#else
-	(void)bogus;
+	check_loader();
 #endif
 	err[0] = '\0';
 	b = crt_blas(err, sizeof(err));
