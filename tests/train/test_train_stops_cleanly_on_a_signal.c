@@ -17,6 +17,14 @@
 
 static const char *zinf_bin;
 static struct tf_dir d;
+static pid_t running; /* the run under test, until reaped */
+
+/* A failed check exits at once: a run of a million steps must not outlive the test. */
+static void kill_running(void)
+{
+	if (running > 0)
+		kill(running, SIGKILL);
+}
 
 static int count_lines(const char *path)
 {
@@ -71,9 +79,12 @@ static void stop_with(int sig, enum when when)
 		 "2>'%s'",
 		 zinf_bin, d.model, d.ds, d.data, log, save, extra[when],
 		 when == MID_EVAL ? d.data : "", errpath);
-	pid = tf_spawn(cmd);
+	pid = running = tf_spawn(cmd);
 	while (count_lines(log) < 1) {
-		T_CHECK(waitpid(pid, &status, WNOHANG) == 0, "the run ended before a step");
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			running = 0; /* reaped: its pid may be reused */
+		T_CHECK(w == 0, "the run ended before a step");
 		usleep(1000);
 	}
 	T_CHECK(entries(d.nvme) > 0, "the run has no NVMe run directory to remove");
@@ -81,6 +92,7 @@ static void stop_with(int sig, enum when when)
 		usleep(50000);
 	kill(pid, sig);
 	T_CHECK(waitpid(pid, &status, 0) == pid, "wait");
+	running = 0;
 	T_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == sig,
 		"signal %d: status %#x, expected an end by the signal", sig, status);
 	tf_read_all(errpath, &text, &len);
@@ -115,6 +127,7 @@ int main(int argc, char **argv)
 
 	T_CHECK(argc == 2, "usage: %s ZINF_BIN", argv[0]);
 	zinf_bin = argv[1];
+	atexit(kill_running);
 	tf_setup(&d, NULL);
 	tf_write_ds(&d, "nvme", "nvme", true);
 	stop_with(SIGINT, BETWEEN);
