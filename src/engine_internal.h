@@ -284,6 +284,11 @@ struct zinf_engine {
 	 * is set. An update that failed untouched changed nothing: the step is undone
 	 * (steps, and the fp16 scaler from scaler_before) and can be repeated. */
 	bool update_touched, torn;
+	/* zinf_engine_set_stop's flag, read before each module or NVMe sub-group an update
+	 * starts (engine_update_stop_asked); stopped: an update was cut short by it (set on
+	 * the updating thread, read atomically) */
+	const volatile int *stop;
+	bool stopped;
 	uint8_t *torn_mods;
 	uint32_t n_torn;
 	char torn_msg[512];
@@ -377,6 +382,9 @@ void engine_module_updated(struct zinf_engine *e, uint32_t m);
 /* engine_step.c: ZINF_ESTATE naming what and why while the engine is torn, else 0.
  * Call after engine_opt_drain (the update that tears it may be running). */
 int engine_check_torn(struct zinf_engine *e, const char *what);
+/* On the updating thread, before a module or sub-group: -ECANCELED (message set,
+ * e->stopped) when zinf_engine_set_stop's flag is up, else 0. */
+int engine_update_stop_asked(struct zinf_engine *e);
 /* A whole-module load of m succeeded: it is no longer torn. */
 void engine_module_reloaded(struct zinf_engine *e, uint32_t m);
 

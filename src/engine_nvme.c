@@ -403,8 +403,10 @@ static int sub_buffers(void *user, uint64_t i, const void **grad, void **param_o
 {
 	struct step_progress *pr = user;
 	const float *g = NULL;
-	int rc = engine_grad_for_step(pr->e, pr->group, i, &g);
+	int rc = engine_update_stop_asked(pr->e);
 
+	if (!rc)
+		rc = engine_grad_for_step(pr->e, pr->group, i, &g);
 	if (rc)
 		pr->own_message = true;
 	*grad = g;

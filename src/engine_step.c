@@ -85,6 +85,9 @@ static int update_modules(struct zinf_engine *e, const struct zinf_adam_step_inf
 	for (uint32_t m = 0; m < e->n_modules && !rc; m++) {
 		if (!e->modules[m].n_params) /* nothing to update or write home */
 			continue;
+		rc = engine_update_stop_asked(e);
+		if (rc)
+			break;
 		if (engine_on_dev(e, m)) {
 			rc = engine_dstate_step_module(e, &e->modules[m], out, info);
 			continue;
@@ -100,6 +103,25 @@ static int update_modules(struct zinf_engine *e, const struct zinf_adam_step_inf
 					 zinf_store_last_error(e->store));
 	}
 	return rc;
+}
+
+int engine_update_stop_asked(struct zinf_engine *e)
+{
+	if (!e->stop || !*e->stop)
+		return 0;
+	__atomic_store_n(&e->stopped, true, __ATOMIC_RELEASE);
+	return engine_fail(e, -ECANCELED,
+			   "update stopped part way: asked to stop (zinf_engine_set_stop)");
+}
+
+void zinf_engine_set_stop(struct zinf_engine *e, const volatile int *stop)
+{
+	e->stop = stop;
+}
+
+bool zinf_engine_stopped(const struct zinf_engine *e)
+{
+	return __atomic_load_n(&e->stopped, __ATOMIC_ACQUIRE);
 }
 
 int engine_update(struct zinf_engine *e, const struct zinf_adam_step_info *info)

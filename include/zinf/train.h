@@ -121,10 +121,10 @@ struct zinf_train_opts {
 	 * volatile sig_atomic_t, an int on Linux) the run stops at the next module its
 	 * forward or backward would fetch (a step in progress there is dropped, nothing
 	 * of it applied; an evaluation after a step ends after that step's report), or
-	 * before its next step when set between steps; then, without the final save, it
-	 * tears down as at the end (the NVMe run directory removed; an optimizer update
-	 * running in the background finishes first) and returns -EINTR with
-	 * result->stopped set. */
+	 * before its next step when set between steps; an optimizer update under way is
+	 * cut short (zinf_engine_set_stop: the step is not reported). Then, without the
+	 * final save, it tears down as at the end (the NVMe run directory removed) and
+	 * returns -EINTR with result->stopped set. */
 	const volatile int *stop;
 };
 

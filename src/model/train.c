@@ -458,6 +458,8 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	int rc;
 
 	rc = zinf_engine_create(r->cfg, &r->e, err, errlen);
+	if (!rc) /* a stop cuts an optimizer update short: the run saves nothing after it */
+		zinf_engine_set_stop(r->e, r->o->stop);
 	if (!rc)
 		rc = train_model_register(&r->tm, r->e, err, errlen);
 	if (!rc && r->o->resume_dir)

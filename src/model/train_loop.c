@@ -255,6 +255,20 @@ static bool stopped_in_pass(const struct zinf_train_opts *o, int rc)
 	return rc == -EINTR && o->stop && *o->stop;
 }
 
+/* A failure of step's update (or of a wait for it) because opts.stop made the engine cut
+ * it short (zinf_engine_set_stop): the run stops (-EINTR) before that step's report. */
+static int stopped_in_update(const struct train_run *r, int rc, uint64_t step, char *err,
+			     size_t errlen)
+{
+	if (!rc || !r->o->stop || !*r->o->stop || !zinf_engine_stopped(r->e))
+		return rc;
+	snprintf(err, errlen,
+		 "stopped before step %llu of %llu, in its optimizer update (asked to stop; the "
+		 "update is cut short)",
+		 (unsigned long long)step, (unsigned long long)r->o->steps);
+	return -EINTR;
+}
+
 /* Step step's figures into the run's result. */
 static void account(const struct train_run *r, struct zinf_train_result *res,
 		    const struct zinf_train_step *s, uint64_t step)
@@ -299,12 +313,14 @@ int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err
 			rc = zinf_token_scan_check(r->scan, err, errlen);
 		if (!rc) {
 			rc = train_step(r, step, &s, err, errlen);
-			if (stopped_in_pass(o,
-					    rc)) /* in its forward or backward: nothing updated */
+			/* in its forward or backward: nothing updated */
+			if (stopped_in_pass(o, rc))
 				snprintf(err, errlen,
 					 "stopped before step %llu of %llu, in its forward and "
 					 "backward (asked to stop; the step is dropped)",
 					 (unsigned long long)step, (unsigned long long)o->steps);
+			else
+				rc = stopped_in_update(r, rc, step, err, errlen);
 		}
 		if (rc)
 			return rc;
@@ -333,7 +349,8 @@ int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err
 			res->last_eval_loss = s.eval_loss;
 		}
 		if (o->save_every && step % o->save_every == 0 && step < o->steps) {
-			rc = save_snapshot(r, step, err, errlen);
+			rc = stopped_in_update(r, save_snapshot(r, step, err, errlen), step, err,
+					       errlen);
 			if (rc)
 				return rc;
 			s.saved = true;
