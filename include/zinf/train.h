@@ -119,7 +119,7 @@ struct zinf_train_opts {
 	void *on_step_user;
 	/* When non-NULL: once *stop is nonzero (a signal handler may set it: a
 	 * volatile sig_atomic_t, an int on Linux) the run stops at the next module its
-	 * forward or backward would fetch (a step in progress there is dropped, nothing
+	 * load would load or its forward or backward would fetch (a step in progress there is dropped, nothing
 	 * of it applied; an evaluation after a step ends after that step's report), or
 	 * before its next step when set between steps; an optimizer update under way is
 	 * cut short (zinf_engine_set_stop: the step is not reported). Then, without the

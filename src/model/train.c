@@ -460,6 +460,7 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	rc = zinf_engine_create(r->cfg, &r->e, err, errlen);
 	if (!rc) /* a stop cuts an optimizer update short: the run saves nothing after it */
 		zinf_engine_set_stop(r->e, r->o->stop);
+	r->tm.stop = r->o->stop; /* and a load, at its next module */
 	if (!rc)
 		rc = train_model_register(&r->tm, r->e, err, errlen);
 	if (!rc && r->o->resume_dir)
@@ -545,6 +546,10 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 		rc = -errno;
 		snprintf(err, errlen, "%s: --log-json: cannot empty it: %s", opts->log_json_path,
 			 strerror(errno));
+	}
+	if (rc == -EINTR && opts->stop && *opts->stop) { /* in a load */
+		res->stopped = true;
+		goto out;
 	}
 	if (rc) {
 		/* Everything up to here is a check of the input, except running out of

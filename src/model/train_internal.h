@@ -33,6 +33,9 @@ struct train_model {
 	uint32_t (*param)[ZINF_LLAMA_MAX_PARAMS];
 	uint64_t param_elems;
 	uint64_t largest_tensor_elems;
+	/* zinf_train_opts.stop: once it is up, a load stops before its next module (-EINTR,
+	 * train_load_module) */
+	const volatile int *stop;
 };
 
 /* Whether module mod's parameter slot s holds an engine parameter, and its name, shape

@@ -9,6 +9,7 @@
  * piece: read from a checkpoint, or drawn by the seeded init.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,6 +103,13 @@ int train_load_module(struct train_model *tm, struct zinf_engine *e, int mod,
 	uint64_t batch_chunk = 0;
 	int rc = 0;
 
+	if (tm->stop && *tm->stop) {
+		snprintf(err, errlen,
+			 "stopped while loading, before module %d of %d (asked to stop; nothing "
+			 "trained or saved)",
+			 mod + 1, tm->L + 2);
+		return -EINTR;
+	}
 	b->moments = moments;
 	for (int s = 0; s < ZINF_LLAMA_MAX_PARAMS && !rc; s++) {
 		struct zinf_llama_param_info info;

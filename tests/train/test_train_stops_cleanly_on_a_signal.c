@@ -6,7 +6,8 @@
  * the directory it made removed) and its NVMe run directory removed; the next run on the
  * same NVMe path starts. A signal sent well inside a long step (400 micro-batches) stops
  * it there, one inside a long evaluation after a step (300 batches) stops after that
- * step's report: the line says so.
+ * step's report, and one as a 300-layer model's load begins stops that load: the line
+ * says so.
  *
  * Usage: test_train_stops_cleanly_on_a_signal ZINF_BIN */
 #include <dirent.h>
@@ -52,17 +53,34 @@ static int entries(const char *dir)
 	return n;
 }
 
-enum when { BETWEEN, MID_STEP, MID_EVAL };
+enum when { BETWEEN, MID_STEP, MID_EVAL, LOADING };
+
+static char deep_model[300]; /* 300 layers: its load takes a while */
+
+static void write_deep_model(void)
+{
+	FILE *f;
+
+	snprintf(deep_model, sizeof(deep_model), "%s/deep300.json", d.root);
+	f = fopen(deep_model, "w");
+	T_CHECK(f != NULL, "write %s", deep_model);
+	fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 32,"
+		   " \"intermediate_size\": 64, \"num_hidden_layers\": 300,"
+		   " \"num_attention_heads\": 4, \"max_position_embeddings\": 64}\n");
+	fclose(f);
+}
 
 /* A long run, sent sig once its log has a step (MID_STEP: 50 ms later, inside the next
  * step's forward and backward; MID_EVAL: the same inside the evaluation of 300 batches
- * after the next step); checks what it left. */
+ * after the next step; LOADING: as soon as its NVMe run directory appears, in the load of
+ * a 300-layer model); checks what it left. */
 static void stop_with(int sig, enum when when)
 {
-	static const char *const extra[] = {
-		[BETWEEN] = "",
-		[MID_STEP] = "--set gradient_accumulation_steps=400",
-		[MID_EVAL] = "--eval-every 1 --eval-batches 300 --eval-data"};
+	static const char *const extra[] = {[BETWEEN] = "",
+					    [MID_STEP] = "--set gradient_accumulation_steps=400",
+					    [MID_EVAL] =
+						    "--eval-every 1 --eval-batches 300 --eval-data",
+					    [LOADING] = ""};
 	char cmd[2048], log[300], save[300], errpath[300], *text;
 	const char *at;
 	unsigned long before;
@@ -77,10 +95,10 @@ static void stop_with(int sig, enum when when)
 		 "exec '%s' train --init '%s' --config '%s' --data '%s' --data-format text "
 		 "--seq-len 16 --steps 1000000 -q --log-json '%s' --save '%s' %s %s >/dev/null "
 		 "2>'%s'",
-		 zinf_bin, d.model, d.ds, d.data, log, save, extra[when],
-		 when == MID_EVAL ? d.data : "", errpath);
+		 zinf_bin, when == LOADING ? deep_model : d.model, d.ds, d.data, log, save,
+		 extra[when], when == MID_EVAL ? d.data : "", errpath);
 	pid = running = tf_spawn(cmd);
-	while (count_lines(log) < 1) {
+	while (when == LOADING ? entries(d.nvme) == 0 : count_lines(log) < 1) {
 		pid_t w = waitpid(pid, &status, WNOHANG);
 		if (w == pid)
 			running = 0; /* reaped: its pid may be reused */
@@ -96,7 +114,12 @@ static void stop_with(int sig, enum when when)
 	T_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == sig,
 		"signal %d: status %#x, expected an end by the signal", sig, status);
 	tf_read_all(errpath, &text, &len);
-	if (when == MID_EVAL) { /* the step before it is done and logged */
+	if (when == LOADING) { /* nothing trained, nothing logged */
+		at = strstr(text, "zinf train: stopped while loading, before module ");
+		T_CHECK(at && strstr(at, "(asked to stop; nothing trained or saved)\n"),
+			"signal %d in the load: not stopped there:\n%s", sig, text);
+		before = 1;
+	} else if (when == MID_EVAL) { /* the step before it is done and logged */
 		at = strstr(text, "zinf train: stopped after step ");
 		T_CHECK(at && sscanf(at, "zinf train: stopped after step %lu", &before) == 1 &&
 				strstr(at, "in the evaluation after it (asked to stop)\n"),
@@ -134,6 +157,8 @@ int main(int argc, char **argv)
 	stop_with(SIGTERM, BETWEEN);
 	stop_with(SIGTERM, MID_STEP);
 	stop_with(SIGINT, MID_EVAL);
+	write_deep_model();
+	stop_with(SIGTERM, LOADING);
 	/* the next run on the same NVMe path starts */
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' train --init '%s' --config '%s' --data '%s' --data-format text "
