@@ -107,7 +107,8 @@ static int update_modules(struct zinf_engine *e, const struct zinf_adam_step_inf
 
 int engine_update_stop_asked(struct zinf_engine *e)
 {
-	if (!e->stop || !*e->stop)
+	/* read on the updating thread; a signal handler may set it on any thread */
+	if (!e->stop || !__atomic_load_n(e->stop, __ATOMIC_RELAXED))
 		return 0;
 	__atomic_store_n(&e->stopped, true, __ATOMIC_RELEASE);
 	return engine_fail(e, -ECANCELED,

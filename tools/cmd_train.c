@@ -52,8 +52,9 @@ const char cmd_train_usage[] =
 	"  --save-total-limit N     keep the newest N checkpoint-<step> (with --save-every)\n"
 	"  --log-json FILE          one JSON object per line per optimizer step\n"
 	"  -q, --quiet              no progress output\n"
-	"SIGINT (Ctrl-C) or SIGTERM: stop at the next module (a step in progress is dropped),\n"
-	"clean up, then end by the signal (status 130/143 in a shell).\n";
+	"SIGINT (Ctrl-C) or SIGTERM: stop at the next module (a step caught in its forward and\n"
+	"backward is dropped; a save under way finishes), clean up, then end by the signal\n"
+	"(status 130/143 in a shell).\n";
 
 struct progress {
 	FILE *f;

@@ -281,13 +281,17 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
 int zinf_engine_sync(struct zinf_engine *e);
 
 /* For a run that ends without saving (Ctrl-C, a scheduler's SIGTERM): once *stop is
- * nonzero (a signal handler may set it: a volatile sig_atomic_t, an int on Linux), an
- * update (zinf_step's, in the background or not) stops before its next module or NVMe
+ * nonzero (a signal handler may set it, on any thread: a volatile sig_atomic_t, an int on
+ * Linux; the engine reads it atomically, on whichever thread updates), an update
+ * (zinf_step's, in the background or not) stops before its next module or NVMe
  * sub-group and fails with -ECANCELED ("update stopped part way: asked to stop"), so
  * that zinf_engine_destroy waits for one module, not the rest of the update. An update
- * stopped after it changed state leaves the engine torn (zinf_step): steps and saves are
- * refused until every parameter is loaded again. NULL (the default) turns it off.
- * zinf_engine_stopped: whether an update has been stopped so. */
+ * stopped before it changed anything is undone, and may be repeated once the flag is
+ * down again; one stopped after leaves the engine torn (zinf_step): steps and saves are
+ * refused until every module is loaded whole again and the progress set. Set (or NULL,
+ * the default: off) while no update runs: before the first zinf_step, or after
+ * zinf_engine_sync. zinf_engine_stopped: whether an update has ever been stopped so
+ * (it stays true). */
 void zinf_engine_set_stop(struct zinf_engine *e, const volatile int *stop);
 bool zinf_engine_stopped(const struct zinf_engine *e);
 

@@ -117,14 +117,16 @@ struct zinf_train_opts {
 	const char *log_json_path;
 	zinf_train_step_fn on_step;
 	void *on_step_user;
-	/* When non-NULL: once *stop is nonzero (a signal handler may set it: a
-	 * volatile sig_atomic_t, an int on Linux) the run stops at the next module its
-	 * load would load or its forward or backward would fetch (a step in progress there is dropped, nothing
-	 * of it applied; an evaluation after a step ends after that step's report), or
-	 * before its next step when set between steps; an optimizer update under way is
-	 * cut short (zinf_engine_set_stop: the step is not reported). Then, without the
-	 * final save, it tears down as at the end (the NVMe run directory removed) and
-	 * returns -EINTR with result->stopped set. */
+	/* When non-NULL: once *stop is nonzero (a signal handler may set it, on any thread:
+	 * a volatile sig_atomic_t, an int on Linux) the run stops at the next module its
+	 * load would load or its forward or backward would fetch (a step in progress there
+	 * is dropped, nothing of it applied; an evaluation after a step ends after that
+	 * step's report), or before its next step when set between steps; an optimizer
+	 * update under way is cut short (zinf_engine_set_stop), that of a step already
+	 * reported included; a --save-every snapshot under way, and the final save, finish
+	 * first. Then, without the final save, it tears down as at the end (the NVMe run
+	 * directory removed) and returns -EINTR with result->stopped set; nothing is saved
+	 * after a stop. docs/train.md lists the messages. */
 	const volatile int *stop;
 };
 

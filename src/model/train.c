@@ -547,7 +547,7 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 		snprintf(err, errlen, "%s: --log-json: cannot empty it: %s", opts->log_json_path,
 			 strerror(errno));
 	}
-	if (rc == -EINTR && opts->stop && *opts->stop) { /* in a load */
+	if (rc == -EINTR && train_stop_up(opts->stop)) { /* in a load */
 		res->stopped = true;
 		goto out;
 	}
@@ -558,7 +558,7 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 		goto out;
 	}
 	rc = train_run_loop(&r, res, err, errlen);
-	if (rc == -EINTR && opts->stop && *opts->stop) {
+	if (rc == -EINTR && train_stop_up(opts->stop)) {
 		res->stopped = true;
 		goto out;
 	}

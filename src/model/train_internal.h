@@ -21,6 +21,13 @@
 
 /* ---- the model in the engine (train_model.c) --------------------------------------------- */
 
+/* Whether a stop flag (zinf_train_opts.stop; NULL: none) is up. A signal handler may set
+ * it on any thread: read atomically. */
+static inline bool train_stop_up(const volatile int *stop)
+{
+	return stop && __atomic_load_n(stop, __ATOMIC_RELAXED);
+}
+
 struct train_model {
 	struct zinf_hf_config hf;     /* config.json as read (kept for saving) */
 	struct zinf_llama_config lc;  /* the same for the runtime */

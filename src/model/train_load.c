@@ -103,11 +103,11 @@ int train_load_module(struct train_model *tm, struct zinf_engine *e, int mod,
 	uint64_t batch_chunk = 0;
 	int rc = 0;
 
-	if (tm->stop && *tm->stop) {
-		snprintf(err, errlen,
-			 "stopped while loading, before module %d of %d (asked to stop; nothing "
-			 "trained or saved)",
-			 mod + 1, tm->L + 2);
+	if (train_stop_up(tm->stop)) {
+		snprintf(
+			err, errlen,
+			"stopped while loading, before module %d of %d (asked to stop; nothing trained or saved)",
+			mod + 1, tm->L + 2);
 		return -EINTR;
 	}
 	b->moments = moments;

@@ -242,7 +242,7 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 /* opts.stop set: -EINTR, naming the step not run. */
 static int stop_asked(const struct zinf_train_opts *o, uint64_t step, char *err, size_t errlen)
 {
-	if (!o->stop || !*o->stop)
+	if (!train_stop_up(o->stop))
 		return 0;
 	snprintf(err, errlen, "stopped before step %llu of %llu (asked to stop)",
 		 (unsigned long long)step, (unsigned long long)o->steps);
@@ -252,20 +252,22 @@ static int stop_asked(const struct zinf_train_opts *o, uint64_t step, char *err,
 /* Whether rc is a pass's stop at a fetch because opts.stop was set (train_pass.c). */
 static bool stopped_in_pass(const struct zinf_train_opts *o, int rc)
 {
-	return rc == -EINTR && o->stop && *o->stop;
+	return rc == -EINTR && train_stop_up(o->stop);
 }
 
-/* A failure of step's update (or of a wait for it) because opts.stop made the engine cut
- * it short (zinf_engine_set_stop): the run stops (-EINTR) before that step's report. */
+/* A failure in step (or its snapshot) because opts.stop made the engine cut an update
+ * short (zinf_engine_set_stop): this step's, or the previous step's still running in the
+ * background, which the step then waited for. The run stops (-EINTR) before the step's
+ * report. */
 static int stopped_in_update(const struct train_run *r, int rc, uint64_t step, char *err,
 			     size_t errlen)
 {
-	if (!rc || !r->o->stop || !*r->o->stop || !zinf_engine_stopped(r->e))
+	if (!rc || !train_stop_up(r->o->stop) || !zinf_engine_stopped(r->e))
 		return rc;
-	snprintf(err, errlen,
-		 "stopped before step %llu of %llu, in its optimizer update (asked to stop; the "
-		 "update is cut short)",
-		 (unsigned long long)step, (unsigned long long)r->o->steps);
+	snprintf(
+		err, errlen,
+		"stopped before step %llu of %llu, in an optimizer update (asked to stop; the update is cut short, nothing saved)",
+		(unsigned long long)step, (unsigned long long)r->o->steps);
 	return -EINTR;
 }
 
@@ -298,10 +300,10 @@ int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err
 		s.has_eval = true;
 		rc = evaluate(r, &s.eval_loss, err, errlen);
 		if (stopped_in_pass(o, rc))
-			snprintf(err, errlen,
-				 "stopped before step %llu of %llu, in the evaluation before it "
-				 "(asked to stop)",
-				 (unsigned long long)r->first_step, (unsigned long long)o->steps);
+			snprintf(
+				err, errlen,
+				"stopped before step %llu of %llu, in the evaluation before it (asked to stop)",
+				(unsigned long long)r->first_step, (unsigned long long)o->steps);
 		if (rc)
 			return rc;
 		res->first_eval_loss = res->last_eval_loss = s.eval_loss;
@@ -315,10 +317,10 @@ int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err
 			rc = train_step(r, step, &s, err, errlen);
 			/* in its forward or backward: nothing updated */
 			if (stopped_in_pass(o, rc))
-				snprintf(err, errlen,
-					 "stopped before step %llu of %llu, in its forward and "
-					 "backward (asked to stop; the step is dropped)",
-					 (unsigned long long)step, (unsigned long long)o->steps);
+				snprintf(
+					err, errlen,
+					"stopped before step %llu of %llu, in its forward and backward (asked to stop; the step is dropped)",
+					(unsigned long long)step, (unsigned long long)o->steps);
 			else
 				rc = stopped_in_update(r, rc, step, err, errlen);
 		}
@@ -338,8 +340,7 @@ int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err
 					rc = -EINTR;
 					snprintf(
 						err, errlen,
-						"stopped after step %llu of %llu, in the evaluation "
-						"after it (asked to stop)",
+						"stopped after step %llu of %llu, in the evaluation after it (asked to stop)",
 						(unsigned long long)step,
 						(unsigned long long)o->steps);
 				}

@@ -5,7 +5,7 @@
  * stopped before, every step before it in --log-json, no --save directory (nothing saved,
  * the directory it made removed) and its NVMe run directory removed; the next run on the
  * same NVMe path starts. A signal sent well inside a long step (400 micro-batches) stops
- * it there, one inside a long evaluation after a step (300 batches) stops after that
+ * it there, one inside a long evaluation after a step (600 batches) stops after that
  * step's report, and one as a 300-layer model's load begins stops that load: the line
  * says so.
  *
@@ -71,7 +71,7 @@ static void write_deep_model(void)
 }
 
 /* A long run, sent sig once its log has a step (MID_STEP: 50 ms later, inside the next
- * step's forward and backward; MID_EVAL: the same inside the evaluation of 300 batches
+ * step's forward and backward; MID_EVAL: 150 ms later, inside the evaluation of 600 batches
  * after the next step; LOADING: as soon as its NVMe run directory appears, in the load of
  * a 300-layer model); checks what it left. */
 static void stop_with(int sig, enum when when)
@@ -79,7 +79,7 @@ static void stop_with(int sig, enum when when)
 	static const char *const extra[] = {[BETWEEN] = "",
 					    [MID_STEP] = "--set gradient_accumulation_steps=400",
 					    [MID_EVAL] =
-						    "--eval-every 1 --eval-batches 300 --eval-data",
+						    "--eval-every 1 --eval-batches 600 --eval-data",
 					    [LOADING] = ""};
 	char cmd[2048], log[300], save[300], errpath[300], *text;
 	const char *at;
@@ -106,8 +106,8 @@ static void stop_with(int sig, enum when when)
 		usleep(1000);
 	}
 	T_CHECK(entries(d.nvme) > 0, "the run has no NVMe run directory to remove");
-	if (when != BETWEEN)
-		usleep(50000);
+	if (when != BETWEEN) /* the evaluation: after step 2's two micro-batches and update */
+		usleep(when == MID_EVAL ? 150000 : 50000);
 	kill(pid, sig);
 	T_CHECK(waitpid(pid, &status, 0) == pid, "wait");
 	running = 0;
@@ -129,8 +129,9 @@ static void stop_with(int sig, enum when when)
 		at = strstr(text, "zinf train: stopped before step ");
 		T_CHECK(at && sscanf(at, "zinf train: stopped before step %lu", &before) == 1,
 			"signal %d: stderr does not say where it stopped:\n%s", sig, text);
-		T_CHECK(when != MID_STEP || strstr(at, "in its forward and backward (asked to "
-						       "stop; the step is dropped)\n"),
+		T_CHECK(when != MID_STEP ||
+				strstr(at,
+				       "in its forward and backward (asked to stop; the step is dropped)\n"),
 			"signal %d in a step's forward and backward: not stopped there:\n%s", sig,
 			text);
 	}
