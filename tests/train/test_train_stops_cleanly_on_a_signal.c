@@ -6,8 +6,9 @@
  * the directory it made removed) and its NVMe run directory removed; the next run on the
  * same NVMe path starts. A signal sent well inside a long step (400 micro-batches) stops
  * it there, one inside a long evaluation after a step (600 batches) stops after that
- * step's report, and one as a 300-layer model's load begins stops that load: the line
- * says so.
+ * step's report, one as a 300-layer model's load begins stops that load, and one of a
+ * few sent to a run whose steps are mostly their optimizer update (in zinf_step) stops
+ * that update: the line says so.
  *
  * Usage: test_train_stops_cleanly_on_a_signal ZINF_BIN */
 #include <dirent.h>
@@ -53,7 +54,9 @@ static int entries(const char *dir)
 	return n;
 }
 
-enum when { BETWEEN, MID_STEP, MID_EVAL, LOADING };
+enum when { BETWEEN, MID_STEP, MID_EVAL, LOADING, UPDATE };
+
+static useconds_t update_delay; /* UPDATE: after the first step's line */
 
 static char deep_model[300]; /* 300 layers: its load takes a while */
 
@@ -73,24 +76,33 @@ static void write_deep_model(void)
 /* A long run, sent sig once its log has a step (MID_STEP: 50 ms later, inside the next
  * step's forward and backward; MID_EVAL: 150 ms later, inside the evaluation of 600 batches
  * after the next step; LOADING: as soon as its NVMe run directory appears, in the load of
- * a 300-layer model); checks what it left. */
-static void stop_with(int sig, enum when when)
+ * a 300-layer model; UPDATE: update_delay later, in a run whose steps are mostly their
+ * optimizer update); checks what it left. Returns whether it stopped in an update. */
+static bool stop_with(int sig, enum when when)
 {
-	static const char *const extra[] = {[BETWEEN] = "",
-					    [MID_STEP] = "--set gradient_accumulation_steps=400",
-					    [MID_EVAL] =
-						    "--eval-every 1 --eval-batches 600 --eval-data",
-					    [LOADING] = ""};
+	static int serial; /* fresh files for each run */
+	static const char *const extra[] = {
+		[BETWEEN] = "",
+		[MID_STEP] = "--set gradient_accumulation_steps=400",
+		[MID_EVAL] = "--eval-every 1 --eval-batches 600 --eval-data",
+		[LOADING] = "",
+		[UPDATE] = "--set zinf.overlap_optimizer=false --set "
+			   "zero_optimization.sub_group_size=1000 --set "
+			   "gradient_accumulation_steps=1"};
 	char cmd[2048], log[300], save[300], errpath[300], *text;
-	const char *at;
+	const char *at,
+		*in_update =
+			"in an optimizer update (asked to stop; the update is cut short, nothing saved)\n";
+	bool updating = false;
 	unsigned long before;
 	size_t len;
 	int status;
 	pid_t pid;
 
-	snprintf(log, sizeof(log), "%s/log-%d-%d.jsonl", d.root, sig, when);
-	snprintf(save, sizeof(save), "%s/save-%d-%d", d.root, sig, when);
-	snprintf(errpath, sizeof(errpath), "%s/stderr-%d-%d.txt", d.root, sig, when);
+	serial++;
+	snprintf(log, sizeof(log), "%s/log-%d-%d.jsonl", d.root, sig, serial);
+	snprintf(save, sizeof(save), "%s/save-%d-%d", d.root, sig, serial);
+	snprintf(errpath, sizeof(errpath), "%s/stderr-%d-%d.txt", d.root, sig, serial);
 	snprintf(cmd, sizeof(cmd),
 		 "exec '%s' train --init '%s' --config '%s' --data '%s' --data-format text "
 		 "--seq-len 16 --steps 1000000 -q --log-json '%s' --save '%s' %s %s >/dev/null "
@@ -106,8 +118,10 @@ static void stop_with(int sig, enum when when)
 		usleep(1000);
 	}
 	T_CHECK(entries(d.nvme) > 0, "the run has no NVMe run directory to remove");
-	if (when != BETWEEN) /* the evaluation: after step 2's two micro-batches and update */
+	if (when == MID_STEP || when == MID_EVAL) /* the evaluation: after step 2 */
 		usleep(when == MID_EVAL ? 150000 : 50000);
+	else if (when == UPDATE)
+		usleep(update_delay);
 	kill(pid, sig);
 	T_CHECK(waitpid(pid, &status, 0) == pid, "wait");
 	running = 0;
@@ -134,6 +148,7 @@ static void stop_with(int sig, enum when when)
 				       "in its forward and backward (asked to stop; the step is dropped)\n"),
 			"signal %d in a step's forward and backward: not stopped there:\n%s", sig,
 			text);
+		updating = strstr(at, in_update) != NULL;
 	}
 	fprintf(stderr, "signal %d: stopped before step %lu\n", sig, before);
 	T_CHECK(strchr(at, '\n') && strchr(at, '\n')[1] == '\0',
@@ -143,6 +158,7 @@ static void stop_with(int sig, enum when when)
 	free(text);
 	T_CHECK(access(save, F_OK) != 0, "%s was made", save);
 	T_CHECK(entries(d.nvme) == 0, "signal %d: the NVMe run directory is left", sig);
+	return updating;
 }
 
 int main(int argc, char **argv)
@@ -160,6 +176,14 @@ int main(int argc, char **argv)
 	stop_with(SIGINT, MID_EVAL);
 	write_deep_model();
 	stop_with(SIGTERM, LOADING);
+	/* steps of ~2 ms of compute and ~6 ms of update (60 NVMe sub-groups, in zinf_step):
+	 * a signal lands in an update within a few tries */
+	bool hit = false;
+	for (int i = 0; i < 16 && !hit; i++) {
+		update_delay = (useconds_t)(i * 1777 % 9000);
+		hit = stop_with(SIGTERM, UPDATE);
+	}
+	T_CHECK(hit, "16 signals, none stopped an optimizer update");
 	/* the next run on the same NVMe path starts */
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' train --init '%s' --config '%s' --data '%s' --data-format text "
