@@ -128,17 +128,16 @@ int engine_dstate_sumsq(struct zinf_engine *e, const struct eparam *const *ps, u
 {
 	const float *src[ENGINE_NORM_BATCH];
 	uint64_t n[ENGINE_NORM_BATCH];
-	int rc = 0;
+	int rc;
 
-	/* a batch at a time: e->dparts holds at most ENGINE_NORM_BATCH sums' parts */
-	for (uint32_t first = 0; first < count && !rc; first += ENGINE_NORM_BATCH) {
-		uint32_t k = count - first < ENGINE_NORM_BATCH ? count - first : ENGINE_NORM_BATCH;
-		for (uint32_t i = 0; i < k; i++) {
-			src[i] = ps[first + i]->grad_acc;
-			n[i] = ps[first + i]->elems;
-		}
-		rc = zinf_device_sumsq_f32_many(e->d2h, k, src, n, e->dparts, out + first);
+	if (count > ENGINE_NORM_BATCH) /* e->dparts holds that many sums' parts */
+		return engine_fail(e, -EINVAL, "the gradient norm: %u sums at once, at most %u",
+				   count, ENGINE_NORM_BATCH);
+	for (uint32_t i = 0; i < count; i++) {
+		src[i] = ps[i]->grad_acc;
+		n[i] = ps[i]->elems;
 	}
+	rc = zinf_device_sumsq_f32_many(e->d2h, count, src, n, e->dparts, out);
 	return rc ? dev_fail(e, rc, "the gradient norm") : 0;
 }
 

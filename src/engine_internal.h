@@ -443,7 +443,7 @@ static inline uint64_t engine_dparts_bytes(uint32_t n)
  * parameter count), known at finalize once dev_first is; alloc points their eparams'
  * state there (before anything else is laid out: ZINF_EBUDGET with the numbers when it
  * does not fit). grads_add: add m's gradient buffer to its accumulators; sumsq: out[i] =
- * the sum of squares of ps[i]'s accumulator, i < count, one wait per ENGINE_NORM_BATCH;
+ * the sum of squares of ps[i]'s accumulator, i < count <= ENGINE_NORM_BATCH, one wait;
  * clear: zero them all; out_alloc: device memory for the step's 16-bit copies of the
  * largest module (NULL when none is 16-bit; free it with zinf_store_free_scratch);
  * step_module: update m there, write its new copies home through staging, clear its

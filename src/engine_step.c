@@ -175,24 +175,24 @@ static int grads_sumsq(struct zinf_engine *e, double *sumsq)
 {
 	const struct eparam *run[ENGINE_NORM_BATCH];
 	double s[ENGINE_NORM_BATCH];
-	uint32_t n = 0;
+	uint32_t i = 0, n;
 	int rc;
 
-	for (uint32_t i = 0; i <= e->n_params; i++) {
-		const struct eparam *p = i < e->n_params ? &e->params[i] : NULL;
-		bool dev = p && engine_on_dev(e, p->module);
-		if (n && (!dev || n == ENGINE_NORM_BATCH)) { /* the run so far, in order */
-			rc = engine_dstate_sumsq(e, run, n, s);
-			if (rc)
-				return rc;
-			for (uint32_t k = 0; k < n; k++)
-				*sumsq += s[k];
-			n = 0;
+	while (i < e->n_params) {
+		if (!engine_on_dev(e, e->params[i].module)) {
+			*sumsq += engine_sumsq_f32(e, e->params[i].grad_acc, e->params[i].elems);
+			i++;
+			continue;
 		}
-		if (dev)
-			run[n++] = p;
-		else if (p)
-			*sumsq += engine_sumsq_f32(e, p->grad_acc, p->elems);
+		for (n = 0; n < ENGINE_NORM_BATCH && i < e->n_params &&
+			    engine_on_dev(e, e->params[i].module);
+		     n++, i++)
+			run[n] = &e->params[i];
+		rc = engine_dstate_sumsq(e, run, n, s);
+		if (rc)
+			return rc;
+		for (uint32_t k = 0; k < n; k++)
+			*sumsq += s[k];
 	}
 	return 0;
 }

@@ -460,7 +460,7 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	rc = zinf_engine_create(r->cfg, &r->e, err, errlen);
 	if (!rc) /* a stop cuts an optimizer update short: the run saves nothing after it */
 		zinf_engine_set_stop(r->e, r->o->stop);
-	r->tm.stop = r->o->stop; /* and a load, at its next module */
+	r->tm.stop = r->o->stop; /* and a load or a pass, at its next module */
 	if (!rc)
 		rc = train_model_register(&r->tm, r->e, err, errlen);
 	if (!rc && r->o->resume_dir)
@@ -479,8 +479,6 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	if (!rc)
 		rc = train_pass_create(&r->pass, &r->tm, r->e, (int)r->B, (int)r->o->seq_len, &po,
 				       err, errlen);
-	if (!rc)
-		r->pass.stop = r->o->stop;
 	if (!rc)
 		rc = check_device_room(r, err, errlen);
 	return rc;

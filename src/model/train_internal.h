@@ -40,8 +40,8 @@ struct train_model {
 	uint32_t (*param)[ZINF_LLAMA_MAX_PARAMS];
 	uint64_t param_elems;
 	uint64_t largest_tensor_elems;
-	/* zinf_train_opts.stop: once it is up, a load stops before its next module (-EINTR,
-	 * train_load_module) */
+	/* zinf_train_opts.stop: once it is up, a load stops before its next module and a pass
+	 * before its next fetch (-EINTR: train_load_module, train_pass.c) */
 	const volatile int *stop;
 };
 
@@ -343,9 +343,6 @@ struct train_pass {
 	float *xs;	/* (L + 1, N, C) fp32 layer inputs, the last the head's input */
 	float *host_xs; /* cpu_ckpt: (L - 1, N, C) in host memory, layer l's input at l */
 	float *d;	/* (N, C) fp32 gradient flowing backward */
-	/* zinf_train_opts.stop: once set, the next fetch refuses (-EINTR), so a stop asked
-	 * for in the middle of a pass ends it at the next module */
-	const volatile int *stop;
 };
 
 struct train_pass_opts {

@@ -227,7 +227,7 @@ static int fetch(struct train_pass *p, int mod, char *err, size_t errlen)
 	uint32_t id = p->tm->module[mod];
 	int rc;
 
-	if (train_stop_up(p->stop)) {
+	if (train_stop_up(p->tm->stop)) { /* a stop asked for mid-pass: at the next module */
 		snprintf(err, errlen, "asked to stop, at module %d", mod);
 		return -EINTR;
 	}
