@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "llama.h" /* enum zinf_rope_type */
 #include "safetensors.h"
 
 enum zinf_hf_model_type {
@@ -35,15 +36,25 @@ struct zinf_hf_config {
 	uint64_t max_position_embeddings;
 	double rms_norm_eps;
 	double rope_theta;
-	/* rope_scaling: none (null / absent) or Llama 3's frequency-dependent scaling. */
-	bool rope_llama3;
+	/* rope_scaling's rope_type: default (null / absent), linear, dynamic, yarn, llama3 */
+	enum zinf_rope_type rope_type;
 	/* the rotary settings came from rope_parameters (transformers 5) rather than
 	 * rope_theta + rope_scaling: names the key in error messages */
 	bool rope_parameters;
-	double rope_factor;
-	double rope_low_freq_factor;
-	double rope_high_freq_factor;
+	double rope_factor;	      /* linear, dynamic, yarn, llama3 */
+	double rope_low_freq_factor;  /* llama3 */
+	double rope_high_freq_factor; /* llama3 */
+	/* llama3 (required), yarn (0: not given, max_position_embeddings is used); a top-level
+	 * original_max_position_embeddings wins over the rope object's (transformers 5) */
 	uint64_t rope_original_max_position_embeddings;
+	/* yarn's optional keys, 0 when not given: beta_fast (32), beta_slow (1),
+	 * attention_factor (derived), mscale, mscale_all_dim; truncate (default true) */
+	double rope_beta_fast;
+	double rope_beta_slow;
+	double rope_attention_factor;
+	double rope_mscale;
+	double rope_mscale_all_dim;
+	bool rope_truncate;
 	bool tie_word_embeddings;
 	/* Biases: q/k/v projections (llama: attention_bias; qwen2: always), and the output
 	 * projection (llama: attention_bias; qwen2, mistral: never). */
@@ -92,6 +103,12 @@ const char *zinf_hf_torch_dtype_name(enum zinf_st_dtype dtype);
 
 /* Parameters of the model the config describes (embedding, layers, norms, head). */
 uint64_t zinf_hf_config_param_count(const struct zinf_hf_config *cfg);
+
+/* The longest sequence the model is meant for: max_position_embeddings, or with linear,
+ * dynamic or yarn rope scaling the context they scale (yarn's
+ * original_max_position_embeddings, else max_position_embeddings) times factor when that is
+ * larger. */
+uint64_t zinf_hf_config_max_positions(const struct zinf_hf_config *cfg);
 
 /* A key that appears twice in one object anywhere in a JSON document: 1 with its dotted
  * path in dup, 0 when none, -ENOMEM. cJSON keeps both copies and finds the first;

@@ -27,50 +27,74 @@ static bool set_num(cJSON *obj, const char *key, double v)
 	return set_item(obj, key, cJSON_CreateNumber(v));
 }
 
-static cJSON *rope_scaling_json(const struct zinf_hf_config *cfg)
+/* yarn's optional keys, written where they were given (0: not given) */
+static bool set_yarn(cJSON *r, const struct zinf_hf_config *cfg)
 {
-	cJSON *rs;
+	const struct {
+		const char *key;
+		double v;
+	} opt[] = {
+		{"original_max_position_embeddings",
+		 (double)cfg->rope_original_max_position_embeddings},
+		{"beta_fast", cfg->rope_beta_fast},
+		{"beta_slow", cfg->rope_beta_slow},
+		{"attention_factor", cfg->rope_attention_factor},
+		{"mscale", cfg->rope_mscale},
+		{"mscale_all_dim", cfg->rope_mscale_all_dim},
+	};
+	bool ok = true;
 
-	if (!cfg->rope_llama3)
-		return cJSON_CreateNull();
-	rs = cJSON_CreateObject();
-	if (!rs)
-		return NULL;
-	if (!cJSON_AddNumberToObject(rs, "factor", cfg->rope_factor) ||
-	    !cJSON_AddNumberToObject(rs, "high_freq_factor", cfg->rope_high_freq_factor) ||
-	    !cJSON_AddNumberToObject(rs, "low_freq_factor", cfg->rope_low_freq_factor) ||
-	    !cJSON_AddNumberToObject(rs, "original_max_position_embeddings",
-				     (double)cfg->rope_original_max_position_embeddings) ||
-	    !cJSON_AddStringToObject(rs, "rope_type", "llama3")) {
-		cJSON_Delete(rs);
-		return NULL;
+	/* the struct says what holds: a key read earlier but no longer set goes */
+	for (size_t i = 0; ok && i < sizeof(opt) / sizeof(opt[0]); i++) {
+		cJSON_DeleteItemFromObjectCaseSensitive(r, opt[i].key);
+		if (opt[i].v > 0)
+			ok = set_num(r, opt[i].key, opt[i].v);
 	}
-	return rs;
+	cJSON_DeleteItemFromObjectCaseSensitive(r, "truncate");
+	if (ok && !cfg->rope_truncate)
+		ok = set_item(r, "truncate", cJSON_CreateFalse());
+	return ok;
 }
 
-/* transformers 5's form: one object, which keeps the keys zinf does not read. */
-static cJSON *rope_parameters_json(const struct zinf_hf_config *cfg)
+/* The rotary settings in the form they were read in: transformers 5's rope_parameters
+ * (with rope_theta), or rope_scaling (null without scaling). Written over the object they
+ * were read from, so keys zinf does not read survive, and under the type key it used: a
+ * legacy "type" stays "type" (older transformers releases read only that key). */
+static cJSON *rope_json(const struct zinf_hf_config *cfg)
 {
-	const cJSON *old =
-		cfg->json ? cJSON_GetObjectItemCaseSensitive(cfg->json, "rope_parameters") : NULL;
-	cJSON *rp = cJSON_IsObject(old) ? cJSON_Duplicate(old, 1) : cJSON_CreateObject();
-	bool ok = rp != NULL;
+	const char *key = cfg->rope_parameters ? "rope_parameters" : "rope_scaling";
+	const cJSON *old = cfg->json ? cJSON_GetObjectItemCaseSensitive(cfg->json, key) : NULL;
+	const char *type_key;
+	cJSON *r;
+	bool ok;
 
-	ok = ok &&
-	     set_item(rp, "rope_type", cJSON_CreateString(cfg->rope_llama3 ? "llama3" : "default"));
-	ok = ok && set_num(rp, "rope_theta", cfg->rope_theta);
-	if (cfg->rope_llama3) {
-		ok = ok && set_num(rp, "factor", cfg->rope_factor);
-		ok = ok && set_num(rp, "high_freq_factor", cfg->rope_high_freq_factor);
-		ok = ok && set_num(rp, "low_freq_factor", cfg->rope_low_freq_factor);
-		ok = ok && set_num(rp, "original_max_position_embeddings",
+	if (!cfg->rope_parameters && cfg->rope_type == ZINF_ROPE_DEFAULT)
+		return cJSON_CreateNull();
+	r = cJSON_IsObject(old) ? cJSON_Duplicate(old, 1) : cJSON_CreateObject();
+	if (!r)
+		return NULL;
+	type_key = cJSON_GetObjectItemCaseSensitive(r, "type") &&
+				   !cJSON_GetObjectItemCaseSensitive(r, "rope_type")
+			   ? "type"
+			   : "rope_type";
+	ok = set_item(r, type_key, cJSON_CreateString(zinf_rope_type_name(cfg->rope_type)));
+	if (cfg->rope_parameters)
+		ok = ok && set_num(r, "rope_theta", cfg->rope_theta);
+	if (cfg->rope_type != ZINF_ROPE_DEFAULT)
+		ok = ok && set_num(r, "factor", cfg->rope_factor);
+	if (cfg->rope_type == ZINF_ROPE_LLAMA3) {
+		ok = ok && set_num(r, "high_freq_factor", cfg->rope_high_freq_factor);
+		ok = ok && set_num(r, "low_freq_factor", cfg->rope_low_freq_factor);
+		ok = ok && set_num(r, "original_max_position_embeddings",
 				   (double)cfg->rope_original_max_position_embeddings);
 	}
+	if (cfg->rope_type == ZINF_ROPE_YARN)
+		ok = ok && set_yarn(r, cfg);
 	if (!ok) {
-		cJSON_Delete(rp);
+		cJSON_Delete(r);
 		return NULL;
 	}
-	return rp;
+	return r;
 }
 
 static cJSON *config_json(const struct zinf_hf_config *cfg, enum zinf_st_dtype dtype)
@@ -98,10 +122,10 @@ static cJSON *config_json(const struct zinf_hf_config *cfg, enum zinf_st_dtype d
 	ok = ok && set_num(o, "rms_norm_eps", cfg->rms_norm_eps);
 	/* the rotary settings in the form they were read in */
 	if (cfg->rope_parameters) {
-		ok = ok && set_item(o, "rope_parameters", rope_parameters_json(cfg));
+		ok = ok && set_item(o, "rope_parameters", rope_json(cfg));
 	} else {
 		ok = ok && set_num(o, "rope_theta", cfg->rope_theta);
-		ok = ok && set_item(o, "rope_scaling", rope_scaling_json(cfg));
+		ok = ok && set_item(o, "rope_scaling", rope_json(cfg));
 	}
 	ok = ok && set_item(o, "tie_word_embeddings", cJSON_CreateBool(cfg->tie_word_embeddings));
 	ok = ok && set_item(o, "hidden_act", cJSON_CreateString("silu"));

@@ -38,6 +38,9 @@ void zinf_llama_config_init(struct zinf_llama_config *cfg)
 	cfg->rope_low_freq_factor = 1.0f;
 	cfg->rope_high_freq_factor = 4.0f;
 	cfg->rope_original_max_position_embeddings = 8192;
+	cfg->rope_beta_fast = 32.0f;
+	cfg->rope_beta_slow = 1.0f;
+	cfg->rope_truncate = true;
 }
 
 #define CHECK_POSITIVE(field)                                                                      \
@@ -86,19 +89,8 @@ int zinf_llama_config_check(const struct zinf_llama_config *cfg, char *err, size
 			cfg->sliding_window, cfg->max_window_layers);
 		return ZINF_ECONFIG;
 	}
-	if (!cfg->rope_llama3)
-		goto out_ok;
-	CHECK_POSITIVE(rope_factor);
-	CHECK_POSITIVE(rope_low_freq_factor);
-	CHECK_POSITIVE(rope_original_max_position_embeddings);
-	if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor)) {
-		snprintf(
-			err, errlen,
-			"llama config: rope_scaling.high_freq_factor = %g must be > low_freq_factor = %g",
-			(double)cfg->rope_high_freq_factor, (double)cfg->rope_low_freq_factor);
+	if (llama_rope_check(cfg, err, errlen))
 		return ZINF_ECONFIG;
-	}
-out_ok:
 	err[0] = '\0';
 	return 0;
 }
@@ -382,10 +374,8 @@ int zinf_llama_create(const struct zinf_llama_config *cfg, const struct zinf_lla
 		return -ENOMEM;
 	}
 	runtime_layout(m, m->arena);
-	llama_rope_inv_freq(inv_freq, cfg->head_dim, cfg->rope_theta, cfg->rope_llama3,
-			    cfg->rope_factor, cfg->rope_low_freq_factor, cfg->rope_high_freq_factor,
-			    cfg->rope_original_max_position_embeddings);
-	llama_rope_tables(m->rope_cos, m->rope_sin, inv_freq, T, cfg->head_dim);
+	llama_rope_tables(m->rope_cos, m->rope_sin, inv_freq, T, cfg->head_dim,
+			  llama_rope_inv_freq(inv_freq, cfg, T));
 	free(inv_freq);
 	*out = m;
 	return 0;

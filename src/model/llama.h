@@ -23,6 +23,18 @@
 
 /* ---- configuration (the config.json fields the three model types share) ---------------- */
 
+/* Rotary embedding variants (transformers' rope_type). */
+enum zinf_rope_type {
+	ZINF_ROPE_DEFAULT = 0, /* no scaling */
+	ZINF_ROPE_LINEAR,      /* every frequency divided by factor */
+	ZINF_ROPE_DYNAMIC,     /* NTK: theta raised for sequences longer than the context */
+	ZINF_ROPE_YARN,	       /* YaRN: low frequencies interpolated, cos and sin scaled */
+	ZINF_ROPE_LLAMA3,      /* Llama 3.1: three frequency bands */
+};
+
+/* transformers' name of a rope type ("default", "linear", ...), or NULL. */
+const char *zinf_rope_type_name(enum zinf_rope_type type);
+
 struct zinf_llama_config {
 	int vocab_size;		 /* V */
 	int hidden_size;	 /* C */
@@ -44,16 +56,30 @@ struct zinf_llama_config {
 	int sliding_window;
 	int max_window_layers;
 	bool tie_word_embeddings; /* lm_head is embed_tokens */
-	/* rope_scaling {"rope_type": "llama3", ...}; rope_llama3 false means no scaling */
-	bool rope_llama3;
-	float rope_factor;
-	float rope_low_freq_factor;
-	float rope_high_freq_factor;
+	/* Rotary scaling: rope_scaling's (or rope_parameters') rope_type and its fields, as
+	 * transformers 5 computes them (docs/model.md). */
+	enum zinf_rope_type rope_type;
+	float rope_factor;	     /* linear, dynamic, yarn, llama3 */
+	float rope_low_freq_factor;  /* llama3 */
+	float rope_high_freq_factor; /* llama3 */
+	/* llama3, yarn: the pretrained context; dynamic: max_position_embeddings, the length
+	 * beyond which theta grows. zinf_llama_config_init() sets 8192 (Llama 3's): set it
+	 * for any other model. */
 	int rope_original_max_position_embeddings;
+	/* yarn: the rotation counts bounding the ramp between interpolated and kept
+	 * frequencies (32, 1); the scale of cos and sin (0: derived from factor, mscale and
+	 * mscale_all_dim, as transformers does); whether the ramp's ends are rounded out to
+	 * whole dimensions (true) */
+	float rope_beta_fast;
+	float rope_beta_slow;
+	float rope_attention_factor;
+	float rope_mscale;
+	float rope_mscale_all_dim;
+	bool rope_truncate;
 };
 
 /* Defaults of a Llama-2-style config without the dimensions (all dims 0, eps 1e-6,
- * theta 10000, no biases, untied, no rope scaling). */
+ * theta 10000, no biases, untied, no rope scaling; yarn's betas 32 and 1, truncate on). */
 void zinf_llama_config_init(struct zinf_llama_config *cfg);
 
 /* Validate cfg. Returns 0, or ZINF_ECONFIG with a one-line message naming the field in err

@@ -321,10 +321,8 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 		return crt_fail(m, -ENOMEM, "model runtime (cuda): out of host memory");
 	}
 	/* the CPU runtime's tables, bit for bit */
-	llama_rope_inv_freq(inv_freq, cfg->head_dim, cfg->rope_theta, cfg->rope_llama3,
-			    cfg->rope_factor, cfg->rope_low_freq_factor, cfg->rope_high_freq_factor,
-			    cfg->rope_original_max_position_embeddings);
-	llama_rope_tables(cos_t, sin_t, inv_freq, m->T, cfg->head_dim);
+	llama_rope_tables(cos_t, sin_t, inv_freq, m->T, cfg->head_dim,
+			  llama_rope_inv_freq(inv_freq, cfg, m->T));
 	free(inv_freq);
 	/* on the runtime's stream, finished before the first kernel can read them */
 	rc = crt_copy(m, m->rope_cos, cos_t, tbytes, cudaMemcpyHostToDevice);

@@ -119,47 +119,6 @@ void llama_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *
 
 /* ---- RoPE -------------------------------------------------------------------------------- */
 
-void llama_rope_inv_freq(float *inv_freq, int hd, float theta, bool llama3, float factor,
-			 float low_freq_factor, float high_freq_factor, int original_max_pos)
-{
-	for (int i = 0; i < hd / 2; i++) {
-		double f = 1.0 / pow((double)theta, (double)(2 * i) / hd);
-
-		if (llama3) {
-			/* Llama 3.1: long wavelengths are slowed by factor, short ones kept, and
-			 * the band between interpolates smoothly (as transformers computes it). */
-			double old_len = original_max_pos;
-			double low_wavelen = old_len / low_freq_factor;
-			double high_wavelen = old_len / high_freq_factor;
-			double wavelen = 2.0 * M_PI / f;
-
-			if (wavelen > low_wavelen) {
-				f = f / factor;
-			} else if (wavelen >= high_wavelen) {
-				double smooth = (old_len / wavelen - low_freq_factor) /
-						(high_freq_factor - low_freq_factor);
-
-				f = (1.0 - smooth) * f / factor + smooth * f;
-			}
-		}
-		inv_freq[i] = (float)f;
-	}
-}
-
-void llama_rope_tables(float *cos_t, float *sin_t, const float *inv_freq, int T, int hd)
-{
-	int half = hd / 2;
-
-	for (int t = 0; t < T; t++) {
-		for (int i = 0; i < half; i++) {
-			float ang = (float)t * inv_freq[i]; /* the fp32 product, as in HF */
-
-			cos_t[(size_t)t * half + i] = (float)cos((double)ang);
-			sin_t[(size_t)t * half + i] = (float)sin((double)ang);
-		}
-	}
-}
-
 /* out = x * cos + rotate_half(x) * sin, rotate_half(x) = (-x2, x1); sign -1 applies the
  * transpose (inverse) rotation, which is the backward of the forward one. */
 static void rope_apply(float *x, const float *cos_t, const float *sin_t, int B, int T, int nheads,

@@ -11,7 +11,10 @@
 #define ZINF_MODEL_LLAMA_OPS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "llama.h"
 
 /* Warn (once per process) when OpenBLAS runs generic kernels on a CPU it did not
  * recognise, naming the OPENBLAS_CORETYPE that would be faster (blas_core.c). */
@@ -33,12 +36,14 @@ void llama_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w
 void llama_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x, const float *w,
 			    const float *rstd, int n, int c);
 
-/* The inverse frequencies (hd / 2) of Hugging Face's default RoPE, adjusted by Llama-3
- * rope_scaling when llama3 is true. */
-void llama_rope_inv_freq(float *inv_freq, int hd, float theta, bool llama3, float factor,
-			 float low_freq_factor, float high_freq_factor, int original_max_pos);
-/* cos/sin tables (T, hd / 2) for positions 0..T-1. */
-void llama_rope_tables(float *cos_t, float *sin_t, const float *inv_freq, int T, int hd);
+/* llama_rope.c: the rope settings of cfg checked (0, or ZINF_ECONFIG with a message); the
+ * inverse frequencies (hd / 2) of cfg's rotary embedding for sequences of T tokens, returning
+ * the factor that scales cos and sin (yarn's attention factor, else 1); cos/sin tables
+ * (T, hd / 2) for positions 0..T-1, times scale. */
+int llama_rope_check(const struct zinf_llama_config *cfg, char *err, size_t errlen);
+float llama_rope_inv_freq(float *inv_freq, const struct zinf_llama_config *cfg, int T);
+void llama_rope_tables(float *cos_t, float *sin_t, const float *inv_freq, int T, int hd,
+		       float scale);
 /* In place on x (B*T, nheads*hd): each head's vector rotated by position (rotate_half
  * convention: pairs (i, i + hd/2)). backward applies the transpose rotation to gradients. */
 void llama_rope_forward(float *x, const float *cos_t, const float *sin_t, int B, int T, int nheads,

@@ -367,13 +367,9 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 	if (rc)
 		return rc;
 	/* a sliding window does not bound T: attention masks keys beyond it */
-	if (o->seq_len > hf->max_position_embeddings) {
-		snprintf(err, errlen,
-			 "--seq-len %llu: larger than the model's max_position_embeddings %llu",
-			 (unsigned long long)o->seq_len,
-			 (unsigned long long)hf->max_position_embeddings);
-		return ZINF_ECONFIG;
-	}
+	rc = train_model_check_seq_len(hf, o->seq_len, err, errlen);
+	if (rc)
+		return rc;
 	if (o->model_dir || o->resume_dir) {
 		rc = train_model_check_checkpoint(
 			&r->tm, o->model_dir ? o->model_dir : o->resume_dir, err, errlen);

@@ -108,6 +108,10 @@ int train_model_register(struct train_model *tm, struct zinf_engine *e, char *er
 int train_model_load(struct train_model *tm, struct zinf_engine *e, const struct zinf_train_opts *o,
 		     char *err, size_t errlen);
 /* Check a checkpoint directory against tm's config without loading (setup validation). */
+/* --seq-len within 1 .. the positions the model reaches (zinf_hf_config_max_positions):
+ * 0, or ZINF_ECONFIG with a one-line message naming the limit. */
+int train_model_check_seq_len(const struct zinf_hf_config *hf, uint64_t seq_len, char *err,
+			      size_t errlen);
 int train_model_check_checkpoint(struct train_model *tm, const char *dir, char *err, size_t errlen);
 void train_model_free(struct train_model *tm);
 

@@ -48,6 +48,8 @@ static enum zinf_dtype dtype_of_st(enum zinf_st_dtype d)
 /* The runtime's config from config.json's fields. */
 static void llama_config_from_hf(const struct zinf_hf_config *hf, struct zinf_llama_config *lc)
 {
+	uint64_t context;
+
 	zinf_llama_config_init(lc);
 	lc->vocab_size = (int)hf->vocab_size;
 	lc->hidden_size = (int)hf->hidden_size;
@@ -66,14 +68,26 @@ static void llama_config_from_hf(const struct zinf_hf_config *hf, struct zinf_ll
 	lc->max_window_layers =
 		hf->max_window_layers > INT_MAX ? INT_MAX : (int)hf->max_window_layers;
 	lc->tie_word_embeddings = hf->tie_word_embeddings;
-	lc->rope_llama3 = hf->rope_llama3;
-	if (hf->rope_llama3) {
-		lc->rope_factor = (float)hf->rope_factor;
-		lc->rope_low_freq_factor = (float)hf->rope_low_freq_factor;
-		lc->rope_high_freq_factor = (float)hf->rope_high_freq_factor;
-		lc->rope_original_max_position_embeddings =
-			(int)hf->rope_original_max_position_embeddings;
-	}
+	lc->rope_type = hf->rope_type;
+	lc->rope_factor = (float)hf->rope_factor;
+	lc->rope_low_freq_factor = (float)hf->rope_low_freq_factor;
+	lc->rope_high_freq_factor = (float)hf->rope_high_freq_factor;
+	/* dynamic grows theta past max_position_embeddings (clamped to INT_MAX: no sequence
+	 * reaches it); yarn's context defaults to it (validated to fit an int) */
+	context =
+		hf->rope_type == ZINF_ROPE_DYNAMIC || hf->rope_original_max_position_embeddings == 0
+			? hf->max_position_embeddings
+			: hf->rope_original_max_position_embeddings;
+	lc->rope_original_max_position_embeddings = context > INT_MAX ? INT_MAX : (int)context;
+	/* yarn's optional keys: transformers' defaults where not given */
+	if (hf->rope_beta_fast > 0)
+		lc->rope_beta_fast = (float)hf->rope_beta_fast;
+	if (hf->rope_beta_slow > 0)
+		lc->rope_beta_slow = (float)hf->rope_beta_slow;
+	lc->rope_attention_factor = (float)hf->rope_attention_factor;
+	lc->rope_mscale = (float)hf->rope_mscale;
+	lc->rope_mscale_all_dim = (float)hf->rope_mscale_all_dim;
+	lc->rope_truncate = hf->rope_truncate;
 }
 
 static int sink_fail(const struct train_sink *sink, int rc, char *err, size_t errlen)
@@ -222,6 +236,27 @@ static int open_checkpoint(struct train_model *tm, const char *dir, struct zinf_
 	}
 	*out = r;
 	return 0;
+}
+
+int train_model_check_seq_len(const struct zinf_hf_config *hf, uint64_t seq_len, char *err,
+			      size_t errlen)
+{
+	uint64_t max = zinf_hf_config_max_positions(hf);
+
+	if (seq_len >= 1 && seq_len <= max)
+		return 0;
+	if (max == hf->max_position_embeddings)
+		snprintf(err, errlen,
+			 "--seq-len %llu: expected 1 to the model's max_position_embeddings %llu",
+			 (unsigned long long)seq_len, (unsigned long long)max);
+	else
+		snprintf(
+			err, errlen,
+			"--seq-len %llu: expected 1 to the %llu positions the model's %s rope scaling reaches (max_position_embeddings %llu)",
+			(unsigned long long)seq_len, (unsigned long long)max,
+			zinf_rope_type_name(hf->rope_type),
+			(unsigned long long)hf->max_position_embeddings);
+	return ZINF_ECONFIG;
 }
 
 int train_model_check_checkpoint(struct train_model *tm, const char *dir, char *err, size_t errlen)

@@ -292,13 +292,9 @@ static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct 
 	rc = train_model_config(tm, &to, err, errlen);
 	if (rc)
 		return rc;
-	if (!o->seq_len || o->seq_len > tm->hf.max_position_embeddings) {
-		snprintf(err, errlen,
-			 "--seq-len %llu: expected 1 to the model's max_position_embeddings %llu",
-			 (unsigned long long)o->seq_len,
-			 (unsigned long long)tm->hf.max_position_embeddings);
-		return -EINVAL;
-	}
+	rc = train_model_check_seq_len(&tm->hf, o->seq_len, err, errlen);
+	if (rc)
+		return rc;
 	r->host_bytes = o->host_bytes ? o->host_bytes : zinf_host_memory_bytes();
 	snprintf(mb, sizeof(mb), "train_micro_batch_size_per_gpu=%llu",
 		 (unsigned long long)o->micro_batch_size);

@@ -29,17 +29,18 @@ static void compare(const struct zinf_hf_config *a, const struct zinf_hf_config 
 	if (!(SAME(model_type) && SAME(vocab_size) && SAME(hidden_size) &&
 	      SAME(intermediate_size) && SAME(num_hidden_layers) && SAME(num_attention_heads) &&
 	      SAME(num_key_value_heads) && SAME(head_dim) && SAME(max_position_embeddings) &&
-	      SAME(rms_norm_eps) && SAME(rope_theta) && SAME(rope_llama3) &&
-	      SAME(rope_parameters) && SAME(tie_word_embeddings) && SAME(attention_bias) &&
-	      SAME(attention_out_bias) && SAME(mlp_bias) && SAME(sliding_window) &&
-	      SAME(max_window_layers) && SAME(torch_dtype) && SAME(initializer_range) &&
-	      SAME(attention_dropout))) {
+	      SAME(rms_norm_eps) && SAME(rope_theta) && SAME(rope_type) && SAME(rope_parameters) &&
+	      SAME(tie_word_embeddings) && SAME(attention_bias) && SAME(attention_out_bias) &&
+	      SAME(mlp_bias) && SAME(sliding_window) && SAME(max_window_layers) &&
+	      SAME(torch_dtype) && SAME(initializer_range) && SAME(attention_dropout))) {
 		fprintf(stderr, "round trip changed the config\n");
 		abort();
 	}
-	if (a->rope_llama3 &&
+	if (a->rope_type != ZINF_ROPE_DEFAULT &&
 	    !(SAME(rope_factor) && SAME(rope_low_freq_factor) && SAME(rope_high_freq_factor) &&
-	      SAME(rope_original_max_position_embeddings))) {
+	      SAME(rope_original_max_position_embeddings) && SAME(rope_beta_fast) &&
+	      SAME(rope_beta_slow) && SAME(rope_attention_factor) && SAME(rope_mscale) &&
+	      SAME(rope_mscale_all_dim) && SAME(rope_truncate))) {
 		fprintf(stderr, "round trip changed rope\n");
 		abort();
 	}

@@ -1,5 +1,5 @@
 /* The cuda model runtime computes what the cpu runtime computes: on tiny configs covering
- * GQA, q/k/v/o and MLP biases, Llama-3 RoPE scaling, a sliding window shorter than T in
+ * GQA, q/k/v/o and MLP biases, Llama-3 and YaRN RoPE scaling, a sliding window shorter than T in
  * some layers, tied and untied LM heads, a chunked head, attention in blocks of query rows
  * (with and without a window), ignored targets and fp32, bf16 and fp16 weights, every layer output, the loss, the gradient flowing back after the head and
  * after each layer, and every parameter gradient agree within 1e-4 relative error, where
@@ -345,7 +345,7 @@ int main(void)
 	md.cfg.attention_out_bias = true;
 	md.cfg.mlp_bias = true;
 	md.cfg.rope_theta = 500000.0f;
-	md.cfg.rope_llama3 = true;
+	md.cfg.rope_type = ZINF_ROPE_LLAMA3;
 	md.cfg.rope_factor = 8.0f;
 	md.cfg.rope_low_freq_factor = 1.0f;
 	md.cfg.rope_high_freq_factor = 4.0f;
@@ -362,10 +362,14 @@ int main(void)
 	md.attn_scores_bytes = 5ull * md.B * md.T * sizeof(float);
 	check_model(&md, 2);
 
-	/* fp16 weights, q/k/v biases (qwen2), a window of 4 in every layer, attention in
-	 * blocks of 3 query rows (each block's keys start 3 before its first row) */
+	/* fp16 weights, q/k/v biases (qwen2), YaRN RoPE (scaled cos and sin), a window of 4 in
+	 * every layer, attention in blocks of 3 query rows (each block's keys start 3 before
+	 * its first row) */
 	base_config(&md, "qwen2-f16", ZINF_DTYPE_F16);
 	md.cfg.attention_bias = true;
+	md.cfg.rope_type = ZINF_ROPE_YARN;
+	md.cfg.rope_factor = 4.0f;
+	md.cfg.rope_original_max_position_embeddings = 4096;
 	md.cfg.sliding_window = 4;
 	md.cfg.max_window_layers = 0;
 	md.attn_scores_bytes = 3ull * md.B * md.T * sizeof(float);

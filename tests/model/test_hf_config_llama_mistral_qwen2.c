@@ -7,8 +7,9 @@
  * the tensor list; mistral's and qwen2's sliding-window fields (sliding_window,
  * use_sliding_window, max_window_layers, layer_types) load and save back. transformers
  * 5's rope_parameters (rope_type, rope_theta and the llama3 factors in one object) load
- * like the older rope_theta + rope_scaling; initializer_range and attention_dropout load
- * with their checks.
+ * like the older rope_theta + rope_scaling; linear, dynamic and yarn rope scaling load,
+ * reach their scaled lengths, save back and refuse bad keys; initializer_range and
+ * attention_dropout load with their checks.
  * Usage: test_hf_config_llama_mistral_qwen2 DATA_DIR
  */
 #include <ftw.h>
@@ -98,13 +99,14 @@ static void check_errors(void)
 	}
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_theta\":\"x\"}", ZINF_ECONFIG,
 		    "rope_theta: expected a positive number");
-	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"yarn\","
-		    "\"factor\":4}}",
-		    ZINF_ECONFIG, "rope_scaling.rope_type: \"yarn\" is not supported");
-	expect_fail("{" BASE
-		    ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"llama3\","
-		    "\"factor\":8,\"low_freq_factor\":1,\"high_freq_factor\":4}}",
-		    ZINF_ECONFIG, "rope_scaling: llama3 needs");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":"
+		    "\"longrope\",\"factor\":4}}",
+		    ZINF_ECONFIG, "rope_scaling.rope_type: \"longrope\" is not supported");
+	expect_fail(
+		"{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"llama3\","
+		"\"factor\":8,\"low_freq_factor\":1,\"high_freq_factor\":4}}",
+		ZINF_ECONFIG,
+		"rope_scaling.original_max_position_embeddings: missing (rope_type \"llama3\" needs it)");
 	expect_fail("{" BASE
 		    ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":\"llama3\","
 		    "\"factor\":-8,\"low_freq_factor\":1,\"high_freq_factor\":4,"
@@ -121,14 +123,15 @@ static void check_errors(void)
 		    "\"default\",\"rope_theta\":1e4},\"rope_scaling\":{\"rope_type\":\"llama3\"}}",
 		    ZINF_ECONFIG, "rope_scaling: given with rope_parameters");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_parameters\":{\"rope_type\":"
-		    "\"yarn\",\"rope_theta\":1e4,\"factor\":4}}",
-		    ZINF_ECONFIG, "rope_parameters.rope_type: \"yarn\" is not supported");
+		    "\"su\",\"rope_theta\":1e4,\"factor\":4}}",
+		    ZINF_ECONFIG, "rope_parameters.rope_type: \"su\" is not supported");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_parameters\":{\"rope_type\":"
 		    "\"default\",\"rope_theta\":-1}}",
 		    ZINF_ECONFIG, "rope_parameters.rope_theta: expected a positive number");
 	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_parameters\":{\"rope_type\":"
 		    "\"llama3\",\"rope_theta\":5e5,\"factor\":8}}",
-		    ZINF_ECONFIG, "rope_parameters: llama3 needs");
+		    ZINF_ECONFIG,
+		    "rope_parameters.low_freq_factor: missing (rope_type \"llama3\" needs it)");
 	/* a raw tab inside a string: Python's json (transformers') refuses it, cJSON not */
 	expect_fail(
 		"{" BASE ",\"num_attention_heads\":4,\"architectures\":[\"Llama\tForCausalLM\"]}",
@@ -205,8 +208,8 @@ static void check_samples(void)
 	T_CHECK(c.initializer_range == 0.02 && c.attention_dropout == 0.0,
 		"llama initializer_range %g, attention_dropout %g", c.initializer_range,
 		c.attention_dropout);
-	T_CHECK(c.rope_llama3 && c.rope_factor == 32.0 && c.rope_low_freq_factor == 1.0 &&
-			c.rope_high_freq_factor == 4.0 &&
+	T_CHECK(c.rope_type == ZINF_ROPE_LLAMA3 && c.rope_factor == 32.0 &&
+			c.rope_low_freq_factor == 1.0 && c.rope_high_freq_factor == 4.0 &&
 			c.rope_original_max_position_embeddings == 8192,
 		"llama3 rope scaling");
 	T_CHECK(c.tie_word_embeddings && !c.attention_bias && !c.attention_out_bias, "llama flags");
@@ -223,7 +226,7 @@ static void check_samples(void)
 			c.num_key_value_heads == 8 && c.max_position_embeddings == 32768 &&
 			c.rope_theta == 1e6,
 		"mistral dims");
-	T_CHECK(!c.rope_llama3 && !c.tie_word_embeddings && !c.attention_bias &&
+	T_CHECK(c.rope_type == ZINF_ROPE_DEFAULT && !c.tie_word_embeddings && !c.attention_bias &&
 			c.sliding_window == 0,
 		"mistral flags (sliding_window null = none)");
 	T_CHECK(zinf_hf_config_param_count(&c) == 7248023552ull,
@@ -271,8 +274,8 @@ static void check_samples(void)
 					   "\"rope_scaling\":null}",
 					   "d.json"));
 	T_CHECK(c.num_key_value_heads == 4 && c.head_dim == 16 && c.rms_norm_eps == 1e-6 &&
-			c.rope_theta == 10000.0 && !c.rope_llama3 && !c.has_torch_dtype &&
-			c.max_position_embeddings == 2048,
+			c.rope_theta == 10000.0 && c.rope_type == ZINF_ROPE_DEFAULT &&
+			!c.has_torch_dtype && c.max_position_embeddings == 2048,
 		"llama defaults");
 	T_CHECK(c.attention_bias && c.attention_out_bias, "llama attention_bias covers o_proj");
 	{
@@ -295,8 +298,9 @@ static void check_samples(void)
 		"\"rope_theta\":500000.0,\"factor\":32.0,\"low_freq_factor\":1.0,"
 		"\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}",
 		"v5.json"));
-	T_CHECK(c.rope_theta == 500000.0 && c.rope_llama3 && c.rope_factor == 32.0 &&
-			c.rope_low_freq_factor == 1.0 && c.rope_high_freq_factor == 4.0 &&
+	T_CHECK(c.rope_theta == 500000.0 && c.rope_type == ZINF_ROPE_LLAMA3 &&
+			c.rope_factor == 32.0 && c.rope_low_freq_factor == 1.0 &&
+			c.rope_high_freq_factor == 4.0 &&
 			c.rope_original_max_position_embeddings == 8192,
 		"rope_parameters llama3: theta %g", c.rope_theta);
 	zinf_hf_config_free(&c);
@@ -306,8 +310,8 @@ static void check_samples(void)
 					      ",\"num_attention_heads\":4,\"rope_parameters\":"
 					      "{\"rope_type\":\"default\",\"rope_theta\":1e6}}",
 					      "v5d.json"));
-	T_CHECK(c.rope_theta == 1e6 && !c.rope_llama3, "rope_parameters default: theta %g",
-		c.rope_theta);
+	T_CHECK(c.rope_theta == 1e6 && c.rope_type == ZINF_ROPE_DEFAULT,
+		"rope_parameters default: theta %g", c.rope_theta);
 	zinf_hf_config_free(&c);
 }
 
@@ -343,7 +347,7 @@ static void check_save(void)
 				a.head_dim == b.head_dim &&
 				a.max_position_embeddings == b.max_position_embeddings &&
 				a.rms_norm_eps == b.rms_norm_eps && a.rope_theta == b.rope_theta &&
-				a.rope_llama3 == b.rope_llama3 && a.rope_factor == b.rope_factor &&
+				a.rope_type == b.rope_type && a.rope_factor == b.rope_factor &&
 				a.rope_low_freq_factor == b.rope_low_freq_factor &&
 				a.rope_high_freq_factor == b.rope_high_freq_factor &&
 				a.rope_original_max_position_embeddings ==
@@ -400,8 +404,9 @@ static void check_save(void)
 	free(path);
 }
 
-/* Load json, save it, load it back; both loads must agree on the window and bias fields. */
-static void round_trip(const char *json, struct zinf_hf_config *a)
+/* Load json, save it, load it back; both loads must agree on the window, bias and rope
+ * fields. The saved text goes to text (textlen bytes) unless it is NULL. */
+static void round_trip_text(const char *json, struct zinf_hf_config *a, char *text, size_t textlen)
 {
 	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	struct zinf_hf_config b;
@@ -420,10 +425,35 @@ static void round_trip(const char *json, struct zinf_hf_config *a)
 		"%s: reloaded window/bias fields differ (window %llu/%llu, layers %llu/%llu)", json,
 		(unsigned long long)a->sliding_window, (unsigned long long)b.sliding_window,
 		(unsigned long long)a->max_window_layers, (unsigned long long)b.max_window_layers);
+	T_CHECK(a->rope_type == b.rope_type && a->rope_parameters == b.rope_parameters &&
+			a->rope_theta == b.rope_theta && a->rope_factor == b.rope_factor &&
+			a->rope_original_max_position_embeddings ==
+				b.rope_original_max_position_embeddings &&
+			a->rope_beta_fast == b.rope_beta_fast &&
+			a->rope_beta_slow == b.rope_beta_slow &&
+			a->rope_attention_factor == b.rope_attention_factor &&
+			a->rope_mscale == b.rope_mscale &&
+			a->rope_mscale_all_dim == b.rope_mscale_all_dim &&
+			a->rope_truncate == b.rope_truncate,
+		"%s: reloaded rope fields differ", json);
+	if (text) {
+		FILE *f = fopen(path, "r");
+		size_t n;
+
+		T_CHECK(f != NULL, "open %s", path);
+		n = fread(text, 1, textlen - 1, f);
+		fclose(f);
+		text[n] = '\0';
+	}
 	zinf_hf_config_free(&b);
 	nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 	free(dir);
 	free(path);
+}
+
+static void round_trip(const char *json, struct zinf_hf_config *a)
+{
+	round_trip_text(json, a, NULL, 0);
 }
 
 #define SHAPE                                                                                      \
@@ -511,6 +541,113 @@ static void check_windows_and_mlp_bias(void)
 	zinf_hf_config_free(&c);
 }
 
+/* linear, dynamic and yarn rope scaling, in both forms and with the legacy "type" key:
+ * the fields, yarn's optional keys, the positions each reaches, a save that keeps them
+ * (and keys zinf does not read), and one-line errors for each bad key. */
+static void check_rope_types(void)
+{
+	struct zinf_hf_config c;
+	char text[8192];
+
+	round_trip("{" BASE ",\"num_attention_heads\":4,\"max_position_embeddings\":2048,"
+		   "\"rope_scaling\":{\"type\":\"linear\",\"factor\":4.0}}",
+		   &c);
+	T_CHECK(c.rope_type == ZINF_ROPE_LINEAR && c.rope_factor == 4.0 &&
+			zinf_hf_config_max_positions(&c) == 8192,
+		"linear: factor %g, %llu positions", c.rope_factor,
+		(unsigned long long)zinf_hf_config_max_positions(&c));
+	zinf_hf_config_free(&c);
+	round_trip("{" BASE ",\"num_attention_heads\":4,\"max_position_embeddings\":8,"
+		   "\"rope_parameters\":{\"rope_type\":\"dynamic\",\"rope_theta\":5e5,"
+		   "\"factor\":2}}",
+		   &c);
+	T_CHECK(c.rope_type == ZINF_ROPE_DYNAMIC && c.rope_parameters && c.rope_theta == 5e5 &&
+			zinf_hf_config_max_positions(&c) == 16,
+		"dynamic in rope_parameters");
+	zinf_hf_config_free(&c);
+	/* Qwen2.5's suggested long-context setting: the context stays 32768, yarn stretches it */
+	round_trip_text("{" BASE ",\"num_attention_heads\":4,\"max_position_embeddings\":32768,"
+			"\"rope_scaling\":{\"factor\":4.0,\"original_max_position_embeddings\":"
+			"32768,\"type\":\"yarn\",\"note\":\"kept\"}}",
+			&c, text, sizeof(text));
+	T_CHECK(c.rope_type == ZINF_ROPE_YARN && c.rope_factor == 4.0 &&
+			c.rope_original_max_position_embeddings == 32768 && c.rope_beta_fast == 0 &&
+			c.rope_beta_slow == 0 && c.rope_attention_factor == 0 && c.rope_truncate &&
+			zinf_hf_config_max_positions(&c) == 131072,
+		"yarn defaults");
+	T_CHECK(strstr(text, "\"type\":\t\"yarn\"") && !strstr(text, "rope_type") &&
+			strstr(text, "\"note\"") && !strstr(text, "beta_fast"),
+		"yarn saved under its legacy type key, other keys kept, no defaults added: %s",
+		text);
+	zinf_hf_config_free(&c);
+	round_trip_text("{" BASE ",\"num_attention_heads\":4,\"max_position_embeddings\":4096,"
+			"\"rope_parameters\":{\"rope_type\":\"yarn\",\"rope_theta\":1e4,"
+			"\"factor\":40,\"beta_fast\":16,\"beta_slow\":2,\"mscale\":0.707,"
+			"\"mscale_all_dim\":1,\"attention_factor\":1.5,\"truncate\":false}}",
+			&c, text, sizeof(text));
+	T_CHECK(c.rope_beta_fast == 16 && c.rope_beta_slow == 2 && c.rope_mscale == 0.707 &&
+			c.rope_mscale_all_dim == 1 && c.rope_attention_factor == 1.5 &&
+			!c.rope_truncate && c.rope_original_max_position_embeddings == 0 &&
+			zinf_hf_config_max_positions(&c) == 163840,
+		"yarn with every key");
+	T_CHECK(strstr(text, "\"truncate\":\tfalse") &&
+			!strstr(text, "original_max_position_embeddings"),
+		"yarn's keys saved as given: %s", text);
+	zinf_hf_config_free(&c);
+	round_trip("{" BASE ",\"num_attention_heads\":4,\"partial_rotary_factor\":1.0}", &c);
+	zinf_hf_config_free(&c);
+	/* as transformers: 0 betas and mscales mean not given; a top-level
+	 * original_max_position_embeddings wins over the rope object's */
+	round_trip("{" BASE ",\"num_attention_heads\":4,\"max_position_embeddings\":131072,"
+		   "\"original_max_position_embeddings\":4096,\"rope_scaling\":{\"type\":\"yarn\","
+		   "\"factor\":32,\"original_max_position_embeddings\":8192,\"beta_fast\":0,"
+		   "\"beta_slow\":0,\"mscale\":0,\"mscale_all_dim\":0}}",
+		   &c);
+	T_CHECK(c.rope_original_max_position_embeddings == 4096 && c.rope_beta_fast == 0 &&
+			c.rope_beta_slow == 0 && c.rope_mscale == 0 && c.rope_mscale_all_dim == 0 &&
+			zinf_hf_config_max_positions(&c) == 131072,
+		"top-level context %llu, zeros as not given",
+		(unsigned long long)c.rope_original_max_position_embeddings);
+	zinf_hf_config_free(&c);
+
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"type\":\"linear\"}}",
+		    ZINF_ECONFIG, "rope_scaling.factor: missing (rope_type \"linear\" needs it)");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_parameters\":{\"rope_type\":"
+		    "\"dynamic\",\"rope_theta\":1e4,\"factor\":0}}",
+		    ZINF_ECONFIG, "rope_parameters.factor: expected a positive number");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"head_dim\":2,\"rope_scaling\":"
+		    "{\"rope_type\":\"dynamic\",\"factor\":2}}",
+		    ZINF_ECONFIG, "rope_scaling: rope_type \"dynamic\" needs head_dim >= 4");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":"
+		    "\"yarn\",\"factor\":4,\"truncate\":\"yes\"}}",
+		    ZINF_ECONFIG, "rope_scaling.truncate: expected true or false");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":"
+		    "\"yarn\",\"factor\":4,\"beta_fast\":-1}}",
+		    ZINF_ECONFIG, "rope_scaling.beta_fast: expected a positive number");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":"
+		    "\"yarn\",\"factor\":4,\"original_max_position_embeddings\":0.5}}",
+		    ZINF_ECONFIG,
+		    "rope_scaling.original_max_position_embeddings: value is not an integer");
+	/* transformers reads a null truncate as false: refused rather than guessed */
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_scaling\":{\"rope_type\":"
+		    "\"yarn\",\"factor\":4,\"truncate\":null}}",
+		    ZINF_ECONFIG, "rope_scaling.truncate: expected true or false");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_theta\":1,\"rope_scaling\":{"
+		    "\"rope_type\":\"yarn\",\"factor\":4}}",
+		    ZINF_ECONFIG, "rope_theta: 1 must be above 1 with rope_type \"yarn\"");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"max_position_embeddings\":4294967296,"
+		    "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}",
+		    ZINF_ECONFIG, "rope_scaling: yarn's context 4294967296");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"original_max_position_embeddings\":"
+		    "-5,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}",
+		    ZINF_ECONFIG, "original_max_position_embeddings: value is not an integer");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"partial_rotary_factor\":0.5}",
+		    ZINF_ECONFIG, "partial_rotary_factor: only 1 is supported");
+	expect_fail("{" BASE ",\"num_attention_heads\":4,\"rope_parameters\":{\"rope_type\":"
+		    "\"default\",\"rope_theta\":1e4,\"partial_rotary_factor\":0.25}}",
+		    ZINF_ECONFIG, "rope_parameters.partial_rotary_factor: only 1 is supported");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -520,5 +657,6 @@ int main(int argc, char **argv)
 	check_samples();
 	check_save();
 	check_windows_and_mlp_bias();
+	check_rope_types();
 	return T_EXIT_PASS;
 }

@@ -57,7 +57,7 @@ int main(void)
 	cfg.num_key_value_heads = 2;
 	cfg.head_dim = 16;
 	cfg.attention_bias = true;
-	cfg.rope_llama3 = true;
+	cfg.rope_type = ZINF_ROPE_LLAMA3;
 	cfg.rope_factor = 8.0f;
 	cfg.rope_original_max_position_embeddings = 64;
 	net_init(&n, &cfg, B, T);

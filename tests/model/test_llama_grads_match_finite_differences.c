@@ -2,7 +2,8 @@
  * Every parameter tensor's analytic gradient matches central finite differences of the
  * loss, independently of torch: for three small configs (untied with plain RoPE; tied with
  * Llama-3 rope_scaling, q/k/v/o biases, GQA, nh*hd != C and ignored targets) and a third
- * (gate/up/down biases, a sliding window of 3 keys in layers 1 and 2 of 3), three
+ * (gate/up/down biases, a sliding window of 3 keys in layers 1 and 2 of 3, YaRN rope
+ * scaling, whose cos and sin are scaled), three
  * coordinates of every tensor (its largest gradient and two random ones) are perturbed.
  *
  * The difference quotient is the fourth-order one, (8 (f(+h) - f(-h)) - (f(+2h) - f(-2h)))
@@ -112,7 +113,7 @@ int main(void)
 	cfg.attention_bias = true;
 	cfg.attention_out_bias = true;
 	cfg.tie_word_embeddings = true;
-	cfg.rope_llama3 = true;
+	cfg.rope_type = ZINF_ROPE_LLAMA3;
 	cfg.rope_factor = 4.0f;
 	cfg.rope_low_freq_factor = 1.0f;
 	cfg.rope_high_freq_factor = 8.0f;
@@ -127,7 +128,10 @@ int main(void)
 	cfg.attention_bias = false;
 	cfg.attention_out_bias = false;
 	cfg.tie_word_embeddings = false;
-	cfg.rope_llama3 = false;
+	/* yarn: dimension 0 kept, 1 interpolated; cos and sin scaled by 0.1 ln 8 + 1 */
+	cfg.rope_type = ZINF_ROPE_YARN;
+	cfg.rope_factor = 8.0f;
+	cfg.rope_original_max_position_embeddings = 64;
 	cfg.mlp_bias = true;
 	cfg.sliding_window = 3;
 	cfg.max_window_layers = 1;

@@ -85,8 +85,23 @@ static inline void fx_config(struct fixture *f, const char *key, const char *val
 		{"attention_out_bias", NULL, NULL, &c->attention_out_bias},
 		{"mlp_bias", NULL, NULL, &c->mlp_bias},
 		{"tie_word_embeddings", NULL, NULL, &c->tie_word_embeddings},
-		{"rope_llama3", NULL, NULL, &c->rope_llama3},
+		{"rope_beta_fast", NULL, &c->rope_beta_fast, NULL},
+		{"rope_beta_slow", NULL, &c->rope_beta_slow, NULL},
+		{"rope_attention_factor", NULL, &c->rope_attention_factor, NULL},
+		{"rope_mscale", NULL, &c->rope_mscale, NULL},
+		{"rope_mscale_all_dim", NULL, &c->rope_mscale_all_dim, NULL},
+		{"rope_truncate", NULL, NULL, &c->rope_truncate},
 	};
+
+	if (strcmp(key, "rope_type") == 0) {
+		for (int t = ZINF_ROPE_DEFAULT; t <= ZINF_ROPE_LLAMA3; t++) {
+			if (strcmp(val, zinf_rope_type_name((enum zinf_rope_type)t)) == 0) {
+				c->rope_type = (enum zinf_rope_type)t;
+				return;
+			}
+		}
+		T_CHECK(0, "fixture: unknown rope_type %s", val);
+	}
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		if (strcmp(key, keys[i].key))

@@ -71,7 +71,7 @@ int main(void)
 	cfg.rms_norm_eps = 0.0f;
 	expect_config_error(&cfg, "rms_norm_eps");
 	tiny(&cfg);
-	cfg.rope_llama3 = true;
+	cfg.rope_type = ZINF_ROPE_LLAMA3;
 	cfg.rope_low_freq_factor = 4.0f;
 	cfg.rope_high_freq_factor = 1.0f;
 	expect_config_error(&cfg, "high_freq_factor");

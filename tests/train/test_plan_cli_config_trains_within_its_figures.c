@@ -4,7 +4,8 @@
  * keys kept), and zinf train with it runs within the budget, its pinned peak within the
  * plan's pool. The plan's device figure is the one train checks: a page below it, train
  * refuses before step 1. Bad input exits 2 with one line on stderr: no --seq-len, a size
- * of 0, an unknown flag, a missing --init file, --seq-len past max_position_embeddings,
+ * of 0, an unknown flag, a missing --init file, --seq-len past max_position_embeddings
+ * (or past what yarn rope scaling stretches it to, which is allowed up to there),
  * and --write-config onto an existing file without --force (left byte-identical). */
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -200,6 +201,17 @@ int main(int argc, char **argv)
 	expect_usage("plan --init model.json --seq-len 64 --bogus", "--bogus");
 	expect_usage("plan --init missing.json --seq-len 64", "missing.json");
 	expect_usage("plan --init model.json --seq-len 4096", "max_position_embeddings");
+	/* yarn stretches 256 positions to 2048, as zinf train allows */
+	write_file("yarn.json",
+		   "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 128,"
+		   " \"intermediate_size\": 352, \"num_hidden_layers\": 4,"
+		   " \"num_attention_heads\": 4, \"max_position_embeddings\": 256,"
+		   " \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 8}}");
+	T_CHECK(run("plan --init yarn.json --seq-len 2048") == 0,
+		"plan refused the 2048 positions yarn reaches:\n%s", read_file("err.txt"));
+	expect_usage(
+		"plan --init yarn.json --seq-len 2049",
+		"--seq-len 2049: expected 1 to the 2048 positions the model's yarn rope scaling reaches");
 	before = read_file("out.json");
 	expect_usage("plan --init model.json --config ds.json --seq-len 64 --device-memory 1GiB "
 		     "--write-config out.json",

@@ -1,7 +1,7 @@
 /* zinf train on bad input exits 2 with exactly one line on stderr naming what is wrong,
  * and writes nothing to --save's directory: missing or conflicting flags, bad flag
  * values, missing files, a checkpoint missing a tensor, --seq-len beyond
- * max_position_embeddings, tokens outside the vocabulary, a text file for a vocabulary
+ * max_position_embeddings (or beyond what linear rope scaling stretches it to), tokens outside the vocabulary, a text file for a vocabulary
  * under 256, a config that does not load, --resume of no directory or of a checkpoint
  * without its training state, --save-total-limit 0, an NVMe path that is no directory
  * (one line naming the key that gave it, not the I/O layer's log besides), a zinf.trace path that cannot be written
@@ -284,6 +284,16 @@ int main(int argc, char **argv)
 		 d.data);
 	T_CHECK(run(a, "pinned_memory_limit 18.19 TiB is more than the", 1) == 2,
 		"a pinned budget beyond the host's memory");
+	/* linear rope scaling stretches 8 positions to 12, still short of --seq-len 16 */
+	T_CHECK(refused_model(
+			small,
+			"\"hidden_size\": 32, \"intermediate_size\": 64,"
+			" \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+			" \"max_position_embeddings\": 8,"
+			" \"rope_scaling\": {\"type\": \"linear\", \"factor\": 1.5}",
+			"",
+			"--seq-len 16: expected 1 to the 12 positions the model's linear rope scaling reaches"),
+		"seq-len beyond the scaled context");
 	/* 500G parameters with parameters and optimizer state in host memory: 8 TB */
 	T_CHECK(refused_model(small,
 			      "\"hidden_size\": 8192, \"intermediate_size\": 32768,"
