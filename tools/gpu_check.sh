@@ -197,6 +197,17 @@ if py -c "import torch, transformers" >/dev/null 2>&1; then
 	phase hf_compare 120 env LD_LIBRARY_PATH="$caller_ld" python3 tools/hf_compare.py \
 		--zinf "$zinf_cmd" --device cuda --out "$out/hf"
 	tail -n 10 "$out/hf_compare.log" | tee -a "$summary"
+	# yarn: frequencies blended over a 64-token context, cos and sin scaled (against
+	# transformers 5's formulas, which zinf follows)
+	if py -c 'import sys, transformers; sys.exit(int(transformers.__version__.split(".")[0]) < 5)'; then
+		phase hf_compare_yarn 120 env LD_LIBRARY_PATH="$caller_ld" python3 \
+			tools/hf_compare.py --zinf "$zinf_cmd" --device cuda --out "$out/hf-yarn" \
+			--rope-scaling \
+			'{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}'
+		tail -n 10 "$out/hf_compare_yarn.log" | tee -a "$summary"
+	else
+		note "hf_compare_yarn: skipped (transformers before 5)"
+	fi
 	# the tokenizer script against a real tokenizer (trained here: no network needed)
 	phase tokenize_hf 60 env LD_LIBRARY_PATH="$caller_ld" python3 tools/tokenize_hf_check.py
 	tail -n 3 "$out/tokenize_hf.log" | tee -a "$summary"

@@ -10,7 +10,13 @@ read sequentially (--shuffle none): micro-batch i, row r is tokens
 [(i*B + r)*T, (i*B + r)*T + T + 1). Each step's loss is the mean cross-entropy before that
 step's update, which is what zinf's --log-json reports.
 
+--rope-scaling JSON gives the model a rope scaling (transformers' rope_scaling object, e.g.
+'{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}'), passed
+as rope_parameters; it needs transformers 5 or later (zinf follows 5's formulas; 4
+releases differ for yarn), and skips (77) with an older one.
+
 Usage: tools/hf_compare.py --zinf BUILD/zinf [--device cuda|host] [--out DIR]
+                           [--rope-scaling JSON]
 Exit status: 0 when every step's loss agrees within --tol (relative), 1 when not,
 77 when torch or transformers is missing (nothing to compare against), 2 on a zinf error.
 """
@@ -124,6 +130,8 @@ def main():
     ap.add_argument("--wd", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--rope-scaling", type=json.loads, default=None,
+                    help="a rope_scaling object (JSON) for the model")
     args = ap.parse_args()
     try:
         import torch
@@ -131,17 +139,25 @@ def main():
     except ImportError as err:
         print("hf_compare: skipped: %s" % err)
         return 77
+    if args.rope_scaling is not None and int(transformers.__version__.split(".")[0]) < 5:
+        # transformers 4 releases differ in yarn (the context, the factor): zinf follows 5
+        print("hf_compare: skipped: --rope-scaling compares with transformers 5 or later, "
+              "not %s" % transformers.__version__)
+        return 77
     if args.device == "cuda" and not torch.cuda.is_available():
         print("hf_compare: skipped: torch sees no CUDA device")
         return 77
     work = args.out or tempfile.mkdtemp(prefix="zinf-hf-")
     os.makedirs(work, exist_ok=True)
     torch.manual_seed(1234)
+    rope = {}
+    if args.rope_scaling is not None:
+        rope["rope_parameters"] = dict(args.rope_scaling, rope_theta=10000.0)
     cfg = transformers.LlamaConfig(
         vocab_size=args.vocab, hidden_size=128, intermediate_size=344, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
         rms_norm_eps=1e-5, tie_word_embeddings=False,
-        attention_bias=False, mlp_bias=False)  # rope theta: the default, 10000
+        attention_bias=False, mlp_bias=False, **rope)  # rope theta: the default, 10000
     model_dir = os.path.join(work, "hf-model")
     # safetensors is save_pretrained's default since transformers 4.35 and its only format
     # in 5, which removed the safe_serialization argument
@@ -162,7 +178,8 @@ def main():
         worst = max(worst, rel)
         print("%4d  %.9f  %.9f  %.2e" % (i + 1, h, z, rel))
     ok = len(zl) == len(hl) == args.steps and worst <= args.tol
-    summary = {"device": args.device, "torch": torch.__version__,
+    summary = {"device": args.device, "rope_scaling": args.rope_scaling,
+               "torch": torch.__version__,
                "transformers": transformers.__version__, "steps": args.steps,
                "hf_loss": hl, "zinf_loss": zl, "worst_rel_diff": worst, "tol": args.tol,
                "ok": ok}
