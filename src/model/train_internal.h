@@ -43,6 +43,10 @@ struct train_model {
 	/* zinf_train_opts.stop: once it is up, a load stops before its next module and a pass
 	 * before its next fetch (-EINTR: train_load_module, train_pass.c) */
 	const volatile int *stop;
+	/* the same flag while a --save-every snapshot is written: once up, the save stops
+	 * before its next piece (-EINTR, train_save_stop_asked); NULL: saves run to their
+	 * end (the final save) */
+	const volatile int *save_stop;
 };
 
 /* Whether module mod's parameter slot s holds an engine parameter, and its name, shape
@@ -155,6 +159,10 @@ struct train_model_writer {
 	struct zinf_st_writer *w;
 	enum zinf_dtype dtype;
 };
+/* A stoppable save (tm->save_stop up) about to read tensor of dir: -EINTR with a line
+ * naming both; else 0. */
+int train_save_stop_asked(const struct train_model *tm, const char *dir, const char *tensor,
+			  char *err, size_t errlen);
 int train_model_writer_begin(struct train_model *tm, const char *dir, enum zinf_dtype dtype,
 			     uint64_t max_shard_bytes, struct train_model_writer *mw, char *err,
 			     size_t errlen);

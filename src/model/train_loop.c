@@ -208,7 +208,8 @@ static int save_dir_again(const char *save_dir, char *err, size_t errlen)
 }
 
 /* --save-every: the model after this step into save_dir/checkpoint-<step>, written under
- * a .partial name and renamed once complete. */
+ * a .partial name and renamed once complete; opts.stop stops it before its next piece
+ * (-EINTR), the .partial removed. */
 static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
@@ -226,7 +227,9 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 		return rc;
 	snapshot_path(o, step, true, partial, sizeof(partial));
 	snapshot_path(o, step, false, done, sizeof(done));
+	r->tm.save_stop = o->stop; /* a stop drops the snapshot: earlier ones stay */
 	rc = save_to(r, partial, step, err, errlen);
+	r->tm.save_stop = NULL;
 	if (rc)
 		drop_partial(o->save_dir, strrchr(partial, '/') + 1);
 	if (!rc && rename(partial, done)) {
@@ -282,6 +285,23 @@ static void account(const struct train_run *r, struct zinf_train_result *res,
 	res->tokens += s->tokens;
 }
 
+/* opts.stop cut short what follows step (where; note added to the line): the step is
+ * done, so it is reported, then the run stops (-EINTR) naming it. */
+static int stop_after_step(struct train_run *r, struct zinf_train_result *res,
+			   struct zinf_train_step *s, uint64_t step, const char *where,
+			   const char *note, char *err, size_t errlen)
+{
+	int rc;
+
+	account(r, res, s, step);
+	rc = report(r, s, err, errlen);
+	if (rc)
+		return rc;
+	snprintf(err, errlen, "stopped after step %llu of %llu, in %s (asked to stop%s)",
+		 (unsigned long long)step, (unsigned long long)r->o->steps, where, note);
+	return -EINTR;
+}
+
 int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
@@ -332,26 +352,22 @@ int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err
 			s.has_eval = true;
 			rc = evaluate(r, &s.eval_loss, err, errlen);
 			if (stopped_in_pass(o, rc)) {
-				/* the step is done: its report, without the evaluation */
 				s.has_eval = false;
-				account(r, res, &s, step);
-				rc = report(r, &s, err, errlen);
-				if (!rc) {
-					rc = -EINTR;
-					snprintf(
-						err, errlen,
-						"stopped after step %llu of %llu, in the evaluation after it (asked to stop)",
-						(unsigned long long)step,
-						(unsigned long long)o->steps);
-				}
+				return stop_after_step(r, res, &s, step, "the evaluation after it",
+						       "", err, errlen);
 			}
 			if (rc)
 				return rc;
 			res->last_eval_loss = s.eval_loss;
 		}
 		if (o->save_every && step % o->save_every == 0 && step < o->steps) {
-			rc = stopped_in_update(r, save_snapshot(r, step, err, errlen), step, err,
-					       errlen);
+			rc = save_snapshot(r, step, err, errlen);
+			if (rc == -EINTR && train_stop_up(o->stop))
+				return stop_after_step(
+					r, res, &s, step, "its snapshot",
+					"; the snapshot is dropped, earlier ones stay", err,
+					errlen);
+			rc = stopped_in_update(r, rc, step, err, errlen);
 			if (rc)
 				return rc;
 			s.saved = true;

@@ -70,6 +70,15 @@ static int declare(struct train_model *tm, struct zinf_st_writer *w, enum zinf_d
 	return 0;
 }
 
+int train_save_stop_asked(const struct train_model *tm, const char *dir, const char *tensor,
+			  char *err, size_t errlen)
+{
+	if (!train_stop_up(tm->save_stop))
+		return 0;
+	snprintf(err, errlen, "%s: stopped before tensor %s (asked to stop)", dir, tensor);
+	return -EINTR;
+}
+
 /* Every tensor's fp32 master in pieces, rounded to the writer's dtype as it writes. */
 static int write_tensors(struct train_model *tm, struct zinf_engine *e, struct zinf_st_writer *w,
 			 float *buf, uint64_t piece, const char *dir, char *err, size_t errlen)
@@ -85,6 +94,9 @@ static int write_tensors(struct train_model *tm, struct zinf_engine *e, struct z
 			return rc;
 		for (uint64_t at = 0; at < tn.n_elems; at += piece) {
 			uint64_t k = tn.n_elems - at < piece ? tn.n_elems - at : piece;
+			rc = train_save_stop_asked(tm, dir, tn.name, err, errlen);
+			if (rc)
+				return rc;
 			rc = zinf_param_state_save(e, p, at, k, buf, NULL, NULL);
 			if (rc) {
 				snprintf(err, errlen, "%s: tensor %s: %s", dir, tn.name,

@@ -8,7 +8,9 @@
  * it there, one inside a long evaluation after a step (600 batches) stops after that
  * step's report, one as a 300-layer model's load begins stops that load, and one of a
  * few sent to a run whose steps are mostly their optimizer update (in zinf_step) stops
- * that update: the line says so.
+ * that update, and one sent as a --save-every snapshot begins (of the model, and of the
+ * model with its state) drops that snapshot (its .partial removed) after logging its
+ * step, the earlier snapshot kept whole: the line says so.
  *
  * Usage: test_train_stops_cleanly_on_a_signal ZINF_BIN */
 #include <dirent.h>
@@ -54,7 +56,7 @@ static int entries(const char *dir)
 	return n;
 }
 
-enum when { BETWEEN, MID_STEP, MID_EVAL, LOADING, UPDATE };
+enum when { BETWEEN, MID_STEP, MID_EVAL, LOADING, UPDATE, SNAPSHOT, SNAPSHOT_STATE };
 
 static useconds_t update_delay; /* UPDATE: after the first step's line */
 
@@ -77,7 +79,11 @@ static void write_deep_model(void)
  * step's forward and backward; MID_EVAL: 150 ms later, inside the evaluation of 600 batches
  * after the next step; LOADING: as soon as its NVMe run directory appears, in the load of
  * a 300-layer model; UPDATE: update_delay later, in a run whose steps are mostly their
- * optimizer update); checks what it left. Returns whether it stopped in an update. */
+ * optimizer update; SNAPSHOT, SNAPSHOT_STATE: as soon as the 300-layer model's second
+ * --save-every snapshot (the model; the model and its state) appears as
+ * checkpoint-2.partial); checks what it left.
+ * Returns whether it stopped where it was meant to when that can miss (UPDATE: in an
+ * update; SNAPSHOT: in the snapshot, not after it). */
 static bool stop_with(int sig, enum when when)
 {
 	static int serial; /* fresh files for each run */
@@ -88,12 +94,14 @@ static bool stop_with(int sig, enum when when)
 		[LOADING] = "",
 		[UPDATE] = "--set zinf.overlap_optimizer=false --set "
 			   "zero_optimization.sub_group_size=1000 --set "
-			   "gradient_accumulation_steps=1"};
-	char cmd[2048], log[300], save[300], errpath[300], *text;
+			   "gradient_accumulation_steps=1",
+		[SNAPSHOT] = "--save-every 1",
+		[SNAPSHOT_STATE] = "--save-every 1 --save-state"};
+	char cmd[2048], log[300], save[300], errpath[300], partial[340], first[340], *text;
 	const char *at,
 		*in_update =
 			"in an optimizer update (asked to stop; the update is cut short, nothing saved)\n";
-	bool updating = false;
+	bool hit = false, is_snap = when == SNAPSHOT || when == SNAPSHOT_STATE;
 	unsigned long before;
 	size_t len;
 	int status;
@@ -107,10 +115,15 @@ static bool stop_with(int sig, enum when when)
 		 "exec '%s' train --init '%s' --config '%s' --data '%s' --data-format text "
 		 "--seq-len 16 --steps 1000000 -q --log-json '%s' --save '%s' %s %s >/dev/null "
 		 "2>'%s'",
-		 zinf_bin, when == LOADING ? deep_model : d.model, d.ds, d.data, log, save,
-		 extra[when], when == MID_EVAL ? d.data : "", errpath);
+		 zinf_bin, when == LOADING || is_snap ? deep_model : d.model, d.ds, d.data, log,
+		 save, extra[when], when == MID_EVAL ? d.data : "", errpath);
+	snprintf(partial, sizeof(partial), "%s/checkpoint-2.partial", save);
+	snprintf(first, sizeof(first), "%s/checkpoint-1/%s", save,
+		 when == SNAPSHOT_STATE ? "zinf_state.json" : "config.json");
 	pid = running = tf_spawn(cmd);
-	while (when == LOADING ? entries(d.nvme) == 0 : count_lines(log) < 1) {
+	while (when == LOADING ? entries(d.nvme) == 0
+	       : is_snap       ? access(partial, F_OK) != 0
+			       : count_lines(log) < 1) {
 		pid_t w = waitpid(pid, &status, WNOHANG);
 		if (w == pid)
 			running = 0; /* reaped: its pid may be reused */
@@ -139,6 +152,13 @@ static bool stop_with(int sig, enum when when)
 				strstr(at, "in the evaluation after it (asked to stop)\n"),
 			"signal %d in an evaluation: not stopped there:\n%s", sig, text);
 		before++;
+	} else if (is_snap && (at = strstr(text, "zinf train: stopped after step 2 of "))) {
+		/* step 2 done and logged, its snapshot dropped, checkpoint-1 whole */
+		T_CHECK(strstr(at, "in its snapshot (asked to stop; the snapshot is dropped, "
+				   "earlier ones stay)\n"),
+			"signal %d in a snapshot: not stopped there:\n%s", sig, text);
+		hit = true;
+		before = 3;
 	} else {
 		at = strstr(text, "zinf train: stopped before step ");
 		T_CHECK(at && sscanf(at, "zinf train: stopped before step %lu", &before) == 1,
@@ -148,7 +168,7 @@ static bool stop_with(int sig, enum when when)
 				       "in its forward and backward (asked to stop; the step is dropped)\n"),
 			"signal %d in a step's forward and backward: not stopped there:\n%s", sig,
 			text);
-		updating = strstr(at, in_update) != NULL;
+		hit = when == UPDATE && strstr(at, in_update) != NULL;
 	}
 	fprintf(stderr, "signal %d: stopped before step %lu\n", sig, before);
 	T_CHECK(strchr(at, '\n') && strchr(at, '\n')[1] == '\0',
@@ -156,9 +176,16 @@ static bool stop_with(int sig, enum when when)
 	T_CHECK((unsigned long)count_lines(log) == before - 1,
 		"%d steps logged, stopped before %lu", count_lines(log), before);
 	free(text);
-	T_CHECK(access(save, F_OK) != 0, "%s was made", save);
+	if (is_snap) { /* the snapshots before the stop are whole, none after */
+		T_CHECK(access(first, F_OK) == 0, "%s: checkpoint-1 is not whole", first);
+		T_CHECK(access(partial, F_OK) != 0, "%s is left", partial);
+		snprintf(partial, sizeof(partial), "%s/checkpoint-%lu", save, before);
+		T_CHECK(access(partial, F_OK) != 0, "%s was saved after the stop", partial);
+	} else {
+		T_CHECK(access(save, F_OK) != 0, "%s was made", save);
+	}
 	T_CHECK(entries(d.nvme) == 0, "signal %d: the NVMe run directory is left", sig);
-	return updating;
+	return hit;
 }
 
 int main(int argc, char **argv)
@@ -184,6 +211,15 @@ int main(int argc, char **argv)
 		hit = stop_with(SIGTERM, UPDATE);
 	}
 	T_CHECK(hit, "16 signals, none stopped an optimizer update");
+	/* a 300-layer model's snapshot, without and with its state: a signal as it begins
+	 * lands in it */
+	for (int w = SNAPSHOT; w <= SNAPSHOT_STATE; w++) {
+		hit = false;
+		for (int i = 0; i < 4 && !hit; i++)
+			hit = stop_with(SIGTERM, (enum when)w);
+		T_CHECK(hit, "4 signals, none stopped a snapshot (%s)",
+			w == SNAPSHOT ? "the model" : "with its state");
+	}
 	/* the next run on the same NVMe path starts */
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' train --init '%s' --config '%s' --data '%s' --data-format text "
