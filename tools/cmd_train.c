@@ -54,8 +54,8 @@ const char cmd_train_usage[] =
 	"  --log-json FILE          one JSON object per line per optimizer step\n"
 	"  -q, --quiet              no progress output\n"
 	"SIGINT (Ctrl-C) or SIGTERM: stop at the next module (a step caught in its forward and\n"
-	"backward is dropped; a save under way finishes), clean up, then end by the signal\n"
-	"(status 130/143 in a shell).\n";
+	"backward is dropped; a --save-every snapshot under way is dropped, the final save\n"
+	"finishes), clean up, then end by the signal (status 130/143 in a shell).\n";
 
 struct progress {
 	FILE *f;

@@ -123,8 +123,9 @@ struct zinf_train_opts {
 	 * is dropped, nothing of it applied; an evaluation after a step ends after that
 	 * step's report), or before its next step when set between steps; an optimizer
 	 * update under way is cut short (zinf_engine_set_stop), that of a step already
-	 * reported included; a --save-every snapshot under way, and the final save, finish
-	 * first. Then, without the final save, it tears down as at the end (the NVMe run
+	 * reported included; a --save-every snapshot under way stops before its next piece
+	 * and is dropped (its .partial removed; the step it follows is reported, earlier
+	 * snapshots stay); the final save finishes first. Then, without the final save, it tears down as at the end (the NVMe run
 	 * directory removed) and returns -EINTR with result->stopped set; nothing is saved
 	 * after a stop. docs/train.md lists the messages. */
 	const volatile int *stop;

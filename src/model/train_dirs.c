@@ -11,6 +11,7 @@
  *   refused (the load may have read files of both saves).
  * (--save-every's snapshots are looked at by train_snapshots_check, train_rotate.c.)
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -81,10 +82,22 @@ int train_save_dir_make(const char *save_dir, bool *made, char *err, size_t errl
 void train_save_dir_unmake(const char *save_dir)
 {
 	char path[4200];
+	DIR *d = opendir(save_dir);
+	struct dirent *de;
+	bool other = d == NULL;
 
+	/* snapshots kept there (a run stopped after some): the directory and its lock file,
+	 * which stays in a save directory, stay */
+	while (d && !other && (de = readdir(d)))
+		other = strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+			strcmp(de->d_name, TRAIN_SAVE_LOCK);
+	if (d)
+		closedir(d);
+	if (other)
+		return;
 	snprintf(path, sizeof(path), "%s/%s", save_dir, TRAIN_SAVE_LOCK);
 	unlink(path);
-	rmdir(save_dir); /* (only if it holds nothing else) */
+	rmdir(save_dir);
 }
 
 int train_source_finish_move(const char *dir, const char *flag, char *err, size_t errlen)

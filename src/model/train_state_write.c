@@ -116,14 +116,15 @@ static int pipe_read(struct state_pipe *sp, struct train_model *tm, struct zinf_
 		for (uint64_t first = 0; !rc && first < tn.n_elems;
 		     first += train_state_piece_elems, k++) {
 			struct piece *s = &sp->slot[k % 2];
-			rc = train_save_stop_asked(tm, dir, tn.name, err, errlen);
-			if (rc)
-				break;
 			rc = slot_wait(sp, s);
 			if (rc) {
 				snprintf(err, errlen, "%s", sp->msg);
 				break;
 			}
+			/* after the wait: a stop during it reads no further piece */
+			rc = train_save_stop_asked(tm, dir, tn.name, err, errlen);
+			if (rc)
+				break;
 			s->index = i;
 			s->first = first;
 			s->n = tn.n_elems - first < train_state_piece_elems

@@ -4,7 +4,9 @@
  * overlapping the next forward), marks those steps "saved" for --log-json, and leaves no .partial name;
  * the final save is the run's own. A run that would write over an existing checkpoint,
  * or --save-every without --save, is refused before step 1 on one line. With --steps
- * 2^64 - 1 the run starts at once (the check lists the directory, not every step). */
+ * 2^64 - 1 the run starts at once (the check lists the directory, not every step). A
+ * stop raised as the final save begins lets it finish (the run succeeds, its state
+ * saved). */
 #include "train_fixture.h"
 #include "zinf/error.h"
 
@@ -22,6 +24,12 @@ static void stop_after_one(const struct zinf_train_step *s, void *user)
 {
 	tf_on_step(s, user);
 	stop = s->step >= 1;
+}
+
+static void stop_at_two(const struct zinf_train_step *s, void *user)
+{
+	tf_on_step(s, user);
+	stop = s->step >= 2;
 }
 
 static void run(struct tf_dir *d, uint64_t steps, uint64_t every, const char *dir,
@@ -103,6 +111,24 @@ int main(void)
 	T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) == -EINTR && res.stopped && l.n == 1,
 		"a run of 2^64 - 1 steps, stopped after one: %d steps: %s", l.n, err);
 	snprintf(a, sizeof(a), "%s/checkpoint-1/model.safetensors", every);
+	T_CHECK(stat(a, &st) == 0, "%s not saved", a);
+
+	/* a stop raised in the last step's report, as the final save begins: snapshots can
+	 * be stopped, the final save is not (it is the run's result) */
+	snprintf(every, sizeof(every), "%s/final", d.root);
+	stop = 0;
+	tf_opts(&d, &o, 2, &l);
+	o.save_dir = every;
+	o.save_every = 1;
+	o.save_state = true;
+	o.on_step = stop_at_two;
+	o.on_step_user = &l;
+	o.stop = &stop;
+	T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) == 0 && !res.stopped && l.n == 2,
+		"a stop as the final save begins: %d steps: %s", l.n, err);
+	snprintf(a, sizeof(a), "%s/zinf_state.json", every);
+	T_CHECK(stat(a, &st) == 0, "%s: the final save stopped", a);
+	snprintf(a, sizeof(a), "%s/checkpoint-1/zinf_state.json", every);
 	T_CHECK(stat(a, &st) == 0, "%s not saved", a);
 	tf_cleanup(&d);
 	return T_EXIT_PASS;

@@ -3,10 +3,10 @@
  * stops before the next), then ends by the signal (a shell's 130, 143: it cleans up first,
  * then raises the signal again with its default action), one line naming the step it
  * stopped before, every step before it in --log-json, no --save directory (nothing saved,
- * the directory it made removed) and its NVMe run directory removed; the next run on the
- * same NVMe path starts. A signal sent well inside a long step (400 micro-batches) stops
- * it there, one inside a long evaluation after a step (600 batches) stops after that
- * step's report, one as a 300-layer model's load begins stops that load, and one of a
+ * the directory it made removed; with snapshots, none after the stop) and its NVMe run
+ * directory removed; the next run on the same NVMe path starts. A signal sent well
+ * inside a long step (400 micro-batches) stops it there, one inside a long evaluation
+ * after a step (600 batches) stops after that step's report, one as a 300-layer model's load begins stops that load, and one of a
  * few sent to a run whose steps are mostly their optimizer update (in zinf_step) stops
  * that update, and one sent as a --save-every snapshot begins (of the model, and of the
  * model with its state) drops that snapshot (its .partial removed) after logging its
@@ -80,8 +80,8 @@ static void write_deep_model(void)
  * after the next step; LOADING: as soon as its NVMe run directory appears, in the load of
  * a 300-layer model; UPDATE: update_delay later, in a run whose steps are mostly their
  * optimizer update; SNAPSHOT, SNAPSHOT_STATE: as soon as the 300-layer model's second
- * --save-every snapshot (the model; the model and its state) appears as
- * checkpoint-2.partial); checks what it left.
+ * --save-every snapshot (the model; the model and its state) is writing its
+ * safetensors under checkpoint-2.partial); checks what it left.
  * Returns whether it stopped where it was meant to when that can miss (UPDATE: in an
  * update; SNAPSHOT: in the snapshot, not after it). */
 static bool stop_with(int sig, enum when when)
@@ -95,9 +95,10 @@ static bool stop_with(int sig, enum when when)
 		[UPDATE] = "--set zinf.overlap_optimizer=false --set "
 			   "zero_optimization.sub_group_size=1000 --set "
 			   "gradient_accumulation_steps=1",
-		[SNAPSHOT] = "--save-every 1",
-		[SNAPSHOT_STATE] = "--save-every 1 --save-state"};
-	char cmd[2048], log[300], save[300], errpath[300], partial[340], first[340], *text;
+		/* the limit bounds the disk a run that goes on uses */
+		[SNAPSHOT] = "--save-every 1 --save-total-limit 2",
+		[SNAPSHOT_STATE] = "--save-every 1 --save-total-limit 2 --save-state"};
+	char cmd[2048], log[300], save[300], errpath[300], writing[360], done[340], *text;
 	const char *at,
 		*in_update =
 			"in an optimizer update (asked to stop; the update is cut short, nothing saved)\n";
@@ -117,13 +118,18 @@ static bool stop_with(int sig, enum when when)
 		 "2>'%s'",
 		 zinf_bin, when == LOADING || is_snap ? deep_model : d.model, d.ds, d.data, log,
 		 save, extra[when], when == MID_EVAL ? d.data : "", errpath);
-	snprintf(partial, sizeof(partial), "%s/checkpoint-2.partial", save);
-	snprintf(first, sizeof(first), "%s/checkpoint-1/%s", save,
-		 when == SNAPSHOT_STATE ? "zinf_state.json" : "config.json");
+	/* the snapshot's file being written: it exists only while the snapshot is */
+	snprintf(writing, sizeof(writing), "%s/checkpoint-2.partial/%s.safetensors.tmp", save,
+		 when == SNAPSHOT_STATE ? "optimizer" : "model");
+	snprintf(done, sizeof(done), "%s/checkpoint-2", save);
 	pid = running = tf_spawn(cmd);
-	while (when == LOADING ? entries(d.nvme) == 0
-	       : is_snap       ? access(partial, F_OK) != 0
-			       : count_lines(log) < 1) {
+	for (int waited = 0;
+	     when == LOADING ? entries(d.nvme) == 0
+	     : is_snap	     ? access(writing, F_OK) != 0
+				 /* missed (descheduled): signal anyway, a miss is retried */
+				 && access(done, F_OK) != 0 && waited < 30000
+		       : count_lines(log) < 1;
+	     waited++) {
 		pid_t w = waitpid(pid, &status, WNOHANG);
 		if (w == pid)
 			running = 0; /* reaped: its pid may be reused */
@@ -152,13 +158,15 @@ static bool stop_with(int sig, enum when when)
 				strstr(at, "in the evaluation after it (asked to stop)\n"),
 			"signal %d in an evaluation: not stopped there:\n%s", sig, text);
 		before++;
-	} else if (is_snap && (at = strstr(text, "zinf train: stopped after step 2 of "))) {
-		/* step 2 done and logged, its snapshot dropped, checkpoint-1 whole */
-		T_CHECK(strstr(at, "in its snapshot (asked to stop; the snapshot is dropped, "
-				   "earlier ones stay)\n"),
+	} else if (is_snap && (at = strstr(text, "zinf train: stopped after step "))) {
+		/* step N (2, or later when the signal was late) done and logged, its snapshot
+		 * dropped */
+		T_CHECK(sscanf(at, "zinf train: stopped after step %lu", &before) == 1 &&
+				strstr(at, "in its snapshot (asked to stop; the snapshot is "
+					   "dropped, earlier ones stay)\n"),
 			"signal %d in a snapshot: not stopped there:\n%s", sig, text);
 		hit = true;
-		before = 3;
+		before++;
 	} else {
 		at = strstr(text, "zinf train: stopped before step ");
 		T_CHECK(at && sscanf(at, "zinf train: stopped before step %lu", &before) == 1,
@@ -176,11 +184,17 @@ static bool stop_with(int sig, enum when when)
 	T_CHECK((unsigned long)count_lines(log) == before - 1,
 		"%d steps logged, stopped before %lu", count_lines(log), before);
 	free(text);
-	if (is_snap) { /* the snapshots before the stop are whole, none after */
-		T_CHECK(access(first, F_OK) == 0, "%s: checkpoint-1 is not whole", first);
-		T_CHECK(access(partial, F_OK) != 0, "%s is left", partial);
-		snprintf(partial, sizeof(partial), "%s/checkpoint-%lu", save, before);
-		T_CHECK(access(partial, F_OK) != 0, "%s was saved after the stop", partial);
+	if (is_snap) { /* nothing half-written or after the stop; the snapshot before whole */
+		snprintf(done, sizeof(done), "%s/checkpoint-%lu.partial", save, before - 1);
+		T_CHECK(access(done, F_OK) != 0, "%s is left", done);
+		snprintf(done, sizeof(done), "%s/checkpoint-%lu", save, hit ? before - 1 : before);
+		T_CHECK(access(done, F_OK) != 0, "%s was saved after the stop", done);
+		snprintf(done, sizeof(done), "%s/checkpoint-%lu/%s", save, before - 2,
+			 when == SNAPSHOT_STATE ? "zinf_state.json" : "config.json");
+		T_CHECK(!hit || before < 3 || access(done, F_OK) == 0, "%s: not whole", done);
+		/* the directory keeps its snapshots, so it stays, lock file included */
+		snprintf(done, sizeof(done), "%s/.zinf-save.lock", save);
+		T_CHECK(!hit || before < 3 || access(done, F_OK) == 0, "%s: removed", done);
 	} else {
 		T_CHECK(access(save, F_OK) != 0, "%s was made", save);
 	}
