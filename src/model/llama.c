@@ -325,6 +325,7 @@ int zinf_llama_create(const struct zinf_llama_config *cfg, const struct zinf_lla
 {
 	struct zinf_llama_opts defaults;
 	char msg[256];
+	float rope_scale;
 	int rc = zinf_llama_config_check(cfg, msg, sizeof(msg));
 
 	*out = NULL;
@@ -374,8 +375,8 @@ int zinf_llama_create(const struct zinf_llama_config *cfg, const struct zinf_lla
 		return -ENOMEM;
 	}
 	runtime_layout(m, m->arena);
-	llama_rope_tables(m->rope_cos, m->rope_sin, inv_freq, T, cfg->head_dim,
-			  llama_rope_inv_freq(inv_freq, cfg, T));
+	rope_scale = llama_rope_inv_freq(inv_freq, cfg, T);
+	llama_rope_tables(m->rope_cos, m->rope_sin, inv_freq, T, cfg->head_dim, rope_scale);
 	free(inv_freq);
 	*out = m;
 	return 0;

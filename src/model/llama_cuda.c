@@ -284,7 +284,7 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 	int half = cfg->head_dim / 2, ndev = 0;
 	uint64_t tbytes = (uint64_t)m->T * half * sizeof(float);
 	cudaError_t ce = cudaGetDeviceCount(&ndev);
-	float *cos_t, *sin_t, *inv_freq;
+	float *cos_t, *sin_t, *inv_freq, rope_scale;
 	char why[CRT_BLAS_ERR_LEN];
 	int rc;
 
@@ -321,8 +321,8 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 		return crt_fail(m, -ENOMEM, "model runtime (cuda): out of host memory");
 	}
 	/* the CPU runtime's tables, bit for bit */
-	llama_rope_tables(cos_t, sin_t, inv_freq, m->T, cfg->head_dim,
-			  llama_rope_inv_freq(inv_freq, cfg, m->T));
+	rope_scale = llama_rope_inv_freq(inv_freq, cfg, m->T);
+	llama_rope_tables(cos_t, sin_t, inv_freq, m->T, cfg->head_dim, rope_scale);
 	free(inv_freq);
 	/* on the runtime's stream, finished before the first kernel can read them */
 	rc = crt_copy(m, m->rope_cos, cos_t, tbytes, cudaMemcpyHostToDevice);
