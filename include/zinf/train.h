@@ -80,7 +80,8 @@ struct zinf_train_opts {
 	 * those are "auto" or absent, and must equal them where they are set. */
 	uint64_t micro_batch_size;
 	uint64_t gradient_accumulation_steps;
-	/* Data: an llm.c token file, or bytes of any file with data_text. */
+	/* Data: an llm.c token file, or bytes of any file with data_text; or a glob pattern
+	 * naming shards of either, read in path order as one stream (docs/formats.md). */
 	const char *data_path;
 	bool data_text;
 	uint64_t seq_len; /* T, required */
@@ -89,7 +90,7 @@ struct zinf_train_opts {
 	bool shuffle;	  /* seeded window order (docs/formats.md) */
 	bool activation_checkpointing;
 	/* Evaluation: eval_batches micro-batches of eval_data_path (same format as the
-	 * data), in order from its start, before step 1 and after every eval_every steps
+	 * data, a file or a pattern), in order from its start, before step 1 and after every eval_every steps
 	 * and the last (eval_every 0: before step 1 and after the last only). */
 	const char *eval_data_path;
 	uint64_t eval_every;

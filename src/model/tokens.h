@@ -5,7 +5,12 @@
  * version, [2] token count; magic 20240520 version 1 holds uint16 tokens, magic 20240801
  * version 7 uint32 tokens; the file is exactly 1024 + count x token bytes), or plain text
  * read as bytes (one token per byte, 0..255, for byte-level models). Tokens are read on
- * demand with pread: a file of any size costs no memory.
+ * demand with pread: a file of any size costs no memory. The data may be one file or
+ * shards: the files a glob pattern names, in byte order of their names, read as one
+ * stream of tokens (their concatenation; a window may span two shards). One descriptor
+ * is open at a time, so the number of shards is not bounded by the limit on open files;
+ * a read may move it to another shard, so a handle has one reader at a time (beside
+ * which a scan may run).
  *
  * Windows (docs/formats.md): with N tokens, sequence length T and B rows per
  * micro-batch, row r of micro-batch i (i counts from 0 over the whole run) is window
@@ -40,18 +45,32 @@ int zinf_token_file_create(struct zinf_token_file **out);
 /* Close and free tf. NULL is a no-op. */
 void zinf_token_file_destroy(struct zinf_token_file *tf);
 
-/* Open path as fmt and check it: header magic and version, the count against the file
- * size, at least one token. Returns 0, ZINF_EFORMAT or -errno; the message ("PATH: what
- * is wrong (what was expected)") is in zinf_token_file_last_error(). One open per handle. */
-int zinf_token_file_open(struct zinf_token_file *tf, const char *path, enum zinf_token_format fmt);
+/* The files spec names (zinf_token_paths below), opened as fmt and checked: each one's
+ * header magic and version, its count against its size, at least one token, one token
+ * width for all, and no file twice (a link). Returns 0, ZINF_EFORMAT or -errno (-ENOENT: a pattern that
+ * matches nothing); the message ("PATH: what is wrong (what was expected)", PATH the
+ * shard at fault) is in zinf_token_file_last_error(). One open per handle. */
+int zinf_token_file_open(struct zinf_token_file *tf, const char *spec, enum zinf_token_format fmt);
 
+/* Tokens of the whole data (every shard). */
 uint64_t zinf_token_file_count(const struct zinf_token_file *tf);
 /* 1 (text), 2 (uint16) or 4 (uint32). */
 int zinf_token_file_token_bytes(const struct zinf_token_file *tf);
+/* The shards in their order (1 for a single file), and shard i's path (NULL past them). */
+size_t zinf_token_file_shards(const struct zinf_token_file *tf);
+const char *zinf_token_file_shard_path(const struct zinf_token_file *tf, size_t i);
 
-/* Read n tokens starting at index begin, indices taken modulo the count (wrapping), into
- * out. When vocab_size is not 0, a token >= vocab_size is an error naming its index.
- * Returns 0, ZINF_EFORMAT (bad token, or a file that shrank), -errno. Allocates nothing. */
+/* The files of a data spec: spec itself when a file by that name exists or it holds no
+ * glob character (* ? [), else the paths glob(3) matches, sorted by byte order (whatever
+ * the locale; no ~ or brace expansion). Returns 0 with *paths (free with zinf_token_paths_free) and *n >= 1, or
+ * -ENOENT (nothing matches), -ENOMEM, -EIO with why in err (without the spec). */
+int zinf_token_paths(const char *spec, char ***paths, size_t *n, char *err, size_t errlen);
+void zinf_token_paths_free(char **paths, size_t n);
+
+/* Read n tokens starting at index begin of the data, indices taken modulo the count
+ * (wrapping), into out. When vocab_size is not 0, a token >= vocab_size is an error
+ * naming its shard and index. Returns 0, ZINF_EFORMAT (bad token, or a shard that shrank
+ * or was replaced since the open), -errno. Allocates nothing. */
 int zinf_token_file_read(struct zinf_token_file *tf, uint64_t begin, uint64_t n,
 			 uint64_t vocab_size, int32_t *out);
 
@@ -91,13 +110,13 @@ int zinf_token_file_read_batch(struct zinf_token_file *tf, const struct zinf_tok
 			       uint64_t micro_batch, uint64_t vocab_size, int32_t *inputs,
 			       int32_t *targets);
 
-/* ---- the whole file against the vocabulary, beside training ---------------------------- */
+/* ---- the whole data against the vocabulary, beside training ---------------------------- */
 
 /* A batch's tokens are checked as they are read, so a token outside the vocabulary deep
  * in a large file would stop a run only when (hours later) its batch comes. A scan reads
- * the whole file on a thread of its own meanwhile (pread on tf's descriptor; nothing of
- * tf is written, so zinf_token_file_read may run beside it), and the trainer asks it
- * between steps. */
+ * every shard on a thread of its own meanwhile (descriptors of its own; nothing of tf is
+ * written, so zinf_token_file_read may run beside it), and the trainer asks it between
+ * steps. */
 struct zinf_token_scan;
 
 /* Start scanning tf for a token >= vocab_size (or beyond INT32_MAX). *out is NULL, and

@@ -289,7 +289,7 @@ static int setup_state(struct train_run *r, char *err, size_t errlen)
 	r->now.shuffle = o->shuffle;
 	if (!o->save_state && !o->resume_dir)
 		return 0;
-	rc = train_state_data_crc(o->data_path, &r->now.data_crc, err, errlen);
+	rc = train_state_data_crc(r->data.tf, &r->now.data_crc, err, errlen);
 	if (!rc)
 		rc = train_state_numerics(r->cfg, &r->now.numerics, err, errlen);
 	if (rc || !o->resume_dir)

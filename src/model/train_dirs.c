@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tokens.h"
 #include "train_internal.h"
 
 int train_save_lock(const char *dir, const char *flag, char *err, size_t errlen)
@@ -211,6 +213,52 @@ static void write_target(const char *path, char *out, size_t len)
 	resolve(cur, out, len);
 }
 
+/* A file at path (made or not) is one the data pattern matches: its directory is the
+ * pattern's and its name matches the pattern's last part (or, with glob characters in
+ * the pattern's directory part, the path as given matches the whole pattern). */
+static bool pattern_matches(const char *pattern, const char *path)
+{
+	char pd[PATH_MAX], pn[PATH_MAX], target[PATH_MAX], td[PATH_MAX], tn[PATH_MAX];
+	char *pdir, *pname;
+
+	if (fnmatch(pattern, path, FNM_PATHNAME | FNM_PERIOD) == 0)
+		return true;
+	snprintf(pd, sizeof(pd), "%s", pattern);
+	snprintf(pn, sizeof(pn), "%s", pattern);
+	pdir = dirname(pd);
+	pname = basename(pn);
+	if (strpbrk(pdir, "*?["))
+		return false;
+	write_target(path, target, sizeof(target));
+	snprintf(td, sizeof(td), "%s", target);
+	snprintf(tn, sizeof(tn), "%s", target);
+	return fnmatch(pname, basename(tn), FNM_PERIOD) == 0 && same_dir(pdir, dirname(td));
+}
+
+/* input is a glob pattern of shards (no file has its name). */
+static bool is_pattern(const char *input)
+{
+	struct stat st;
+
+	return strpbrk(input, "*?[") && stat(input, &st) != 0;
+}
+
+/* path is the input file, or with data one of the shards its spec names. (A spec that
+ * names nothing is refused when the data is opened.) */
+static bool names_input(const char *path, const char *input, bool data)
+{
+	char **shards, why[200];
+	size_t n;
+	bool same = false;
+
+	if (!data || zinf_token_paths(input, &shards, &n, why, sizeof(why)))
+		return same_inode(path, input);
+	for (size_t i = 0; i < n && !same; i++)
+		same = same_inode(path, shards[i]);
+	zinf_token_paths_free(shards, n);
+	return same;
+}
+
 int train_check_output(const struct zinf_train_opts *o, const char *what, const char *path,
 		       char *err, size_t errlen)
 {
@@ -221,9 +269,17 @@ int train_check_output(const struct zinf_train_opts *o, const char *what, const 
 	char parent[PATH_MAX], base[PATH_MAX], *pdir, *name;
 
 	for (int i = 0; i < 4; i++)
-		if (inputs[i] && same_inode(path, inputs[i])) {
+		if (inputs[i] && names_input(path, inputs[i], i == 1 || i == 2)) {
 			snprintf(err, errlen, "%s: %s is the %s file (the run would write over it)",
 				 path, what, input_flags[i]);
+			return -EINVAL;
+		}
+	for (int i = 1; i < 3; i++) /* a file the data's pattern would read once made */
+		if (inputs[i] && is_pattern(inputs[i]) && pattern_matches(inputs[i], path)) {
+			snprintf(err, errlen,
+				 "%s: %s matches the %s pattern '%s' (a later run would read it as "
+				 "data)",
+				 path, what, input_flags[i], inputs[i]);
 			return -EINVAL;
 		}
 	/* a link is judged by what it names (the run writes through it) */

@@ -17,6 +17,8 @@
 #include "zinf/engine.h"
 #include "zinf/train.h"
 
+struct zinf_token_file;
+
 #define TRAIN_NO_PARAM UINT32_MAX
 
 /* ---- the model in the engine (train_model.c) --------------------------------------------- */
@@ -242,9 +244,10 @@ int train_state_check(const struct train_state *ck, const struct train_state *no
  * runtimes do not compute the same bits). */
 int train_state_check_device(const struct train_state *ck, struct zinf_engine *e, const char *dir,
 			     char *err, size_t errlen);
-/* CRC32C of a data file's size, first MiB and last MiB: tells other data of the same
- * length apart without reading all of it. */
-int train_state_data_crc(const char *path, uint32_t *out, char *err, size_t errlen);
+/* CRC32C of the data's files in order, each one's size and first and last MiB (64 KiB
+ * each when the data is shards): tells other data of the same length apart without
+ * reading all of it. */
+int train_state_data_crc(const struct zinf_token_file *tf, uint32_t *out, char *err, size_t errlen);
 /* Load every module's master and moments from dir's optimizer state, a store chunk at
  * a time (train_load_module), and set the engine's progress to st's. */
 int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *dir,

@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "safetensors.h"
+#include "tokens.h"
 #include "train_state_internal.h"
 #include "zinf/crc32c.h"
 #include "zinf/error.h"
@@ -187,43 +188,60 @@ const char *train_state_device_name(enum zinf_engine_device kind)
 	return kind == ZINF_ENGINE_DEVICE_CUDA ? "cuda" : "host";
 }
 
-int train_state_data_crc(const char *path, uint32_t *out, char *err, size_t errlen)
+/* crc extended by the size of the file at path and its first and last sample bytes
+ * (once where they overlap). */
+static int sample_crc(const char *path, uint64_t sample, uint32_t *crc, char *buf, char *err,
+		      size_t errlen)
 {
-	enum { SAMPLE = 1u << 20 };
-	char *buf = malloc(SAMPLE);
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
 	struct stat st;
 	uint64_t size;
 	uint8_t le[8];
-	uint32_t crc;
 	ssize_t n;
 
-	if (fd < 0 || !buf || fstat(fd, &st)) {
-		rc = fd < 0 || buf ? -errno : -ENOMEM;
+	if (fd < 0 || fstat(fd, &st)) {
+		rc = -errno;
 		snprintf(err, errlen, "%s: %s", path, zinf_strerror(rc));
 		goto out;
 	}
 	size = (uint64_t)st.st_size;
 	for (int i = 0; i < 8; i++)
 		le[i] = (uint8_t)(size >> (8 * i));
-	crc = zinf_crc32c(0, le, sizeof(le));
-	/* the first and the last MiB (once when they overlap) */
+	*crc = zinf_crc32c(*crc, le, sizeof(le));
 	for (int part = 0; part < 2 && !rc; part++) {
-		uint64_t off = part ? (size > SAMPLE ? size - SAMPLE : 0) : 0;
-		if (part && size <= SAMPLE)
+		uint64_t off = part ? (size > sample ? size - sample : 0) : 0;
+		if (part && size <= sample)
 			break;
-		n = pread(fd, buf, SAMPLE, (off_t)off);
+		n = pread(fd, buf, sample, (off_t)off);
 		if (n < 0) {
 			rc = -errno;
 			snprintf(err, errlen, "%s: read: %s", path, zinf_strerror(rc));
 			break;
 		}
-		crc = zinf_crc32c(crc, buf, (size_t)n);
+		*crc = zinf_crc32c(*crc, buf, (size_t)n);
 	}
-	*out = crc;
 out:
 	if (fd >= 0)
 		close(fd);
+	return rc;
+}
+
+int train_state_data_crc(const struct zinf_token_file *tf, uint32_t *out, char *err, size_t errlen)
+{
+	size_t n = zinf_token_file_shards(tf);
+	/* a file's first and last MiB; a shard's 64 KiB (a thousand shards: 128 MiB) */
+	uint64_t sample = n > 1 ? 64u << 10 : 1u << 20;
+	char *buf = malloc(sample);
+	uint32_t crc = 0;
+	int rc = 0;
+
+	if (!buf) {
+		snprintf(err, errlen, "%s: out of memory", zinf_token_file_shard_path(tf, 0));
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = sample_crc(zinf_token_file_shard_path(tf, i), sample, &crc, buf, err, errlen);
+	*out = crc;
 	free(buf);
 	return rc;
 }
