@@ -11,26 +11,40 @@ uint16 (magic 20240520, version 1) when every id of the tokenizer fits, else uin
 
 Usage:
     tools/tokenize_hf.py --tokenizer MODEL_DIR --out tokens.bin INPUT [INPUT...]
+    tools/tokenize_hf.py --tokenizer MODEL_DIR --out train.bin --shard-tokens 100000000 ...
+
+With --shard-tokens N the tokens go into shards of N tokens each (the last holds the
+rest), train_000000.bin, train_000001.bin, ... beside OUT's name (at most 1000000),
+which `zinf train --data 'train_??????.bin'` reads as one stream (a document may
+continue in the next shard). One file holds at most 2^31 - 1 tokens (its header's count
+is an int32), so a larger corpus needs shards.
 
 MODEL_DIR is the checkpoint directory `zinf train --model` reads (its tokenizer files);
 anything AutoTokenizer.from_pretrained takes works. A file that is not .jsonl is one
 document, read and tokenized whole (its text and tokens all in memory, on the order of a
 hundred bytes a token with a fast tokenizer): split a large corpus into a .jsonl of
-documents. The output is written to OUT.partial
-and renamed into place when complete; an existing OUT is refused unless --force.
+documents. The output is written to OUT.partial (each shard to its own .partial)
+and renamed into place when complete; an existing OUT (or shard of OUT's name) is refused
+unless --force, with which the complete output replaces it and shards of OUT's name
+beyond the new count are removed (the pattern would read them; an interruption while
+the shards are renamed into place leaves a mix of the two outputs: run it again).
 Exit status: 0 written, 2 bad input (one line on stderr naming the file and line),
 1 other failures. Needs the transformers package (and the tokenizer's own, e.g.
 tokenizers or sentencepiece).
 """
 import argparse
 import array
+import glob
 import json
 import os
+import re
+import shlex
 import struct
 import sys
 
 PROG = os.path.basename(sys.argv[0])
 BATCH = 512  # documents handed to the tokenizer at once (fast tokenizers use threads)
+MAX_SHARDS = 1000000  # shard numbers have six digits, so that name order is shard order
 
 
 class Bad(Exception):
@@ -79,16 +93,57 @@ def documents(path, field):
 
 
 class Writer:
-    """Tokens to OUT.partial in llm.c's format; the count goes in the header at the end."""
+    """Tokens in llm.c's format to OUT.partial, or with shard_tokens to the .partial of
+    each shard; each file's count goes in its header when it is full or at the end, and
+    finish() renames them all into place."""
 
-    def __init__(self, out, wide):
-        self.out, self.partial, self.wide = out, out + ".partial", wide
+    def __init__(self, out, wide, shard_tokens=None):
+        self.out, self.wide, self.shard_tokens = out, wide, shard_tokens
         self.limit = 1 << (31 if wide else 16)
-        self.count = 0
+        self.per_file = shard_tokens or (1 << 31) - 1
+        self.count = 0  # all the tokens
+        self.names = []  # the files begun, in order
+        self.f, self.in_file = None, 0
+        self._next()  # (an --out that cannot be made fails before any tokenizing)
+
+    def name(self, i):
+        if not self.shard_tokens:
+            return self.out
+        stem, ext = os.path.splitext(self.out)
+        return "%s_%06d%s" % (stem, i, ext)
+
+    def partial(self, name):
+        return name + ".partial"
+
+    def current(self):
+        """The file being written (for messages)."""
+        return self.partial(self.name(max(len(self.names) - 1, 0)))
+
+    def _close(self):
+        header = [0] * 256
+        header[0], header[1] = (20240801, 7) if self.wide else (20240520, 1)
+        header[2] = self.in_file
+        self.f.seek(0)
+        self.f.write(struct.pack("<256i", *header))
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+        self.f = None
+
+    def _next(self):
+        if len(self.names) == MAX_SHARDS:
+            raise Bad("--shard-tokens %d: more than %d shards (the names have six digits; "
+                      "use a larger N)" % (self.shard_tokens, MAX_SHARDS))
+        if self.f:
+            self._close()
+        name = self.name(len(self.names))
         try:
-            self.f = open(self.partial, "wb")
+            self.f = open(self.partial(name), "wb")
         except OSError as e:
-            raise Bad("--out %s: cannot create %s: %s" % (out, self.partial, e.strerror))
+            raise Bad("--out %s: cannot create %s: %s" % (self.out, self.partial(name),
+                                                          e.strerror))
+        self.names.append(name)
+        self.in_file = 0
         self.f.write(b"\0" * 1024)
 
     def add(self, where, ids):
@@ -96,35 +151,54 @@ class Writer:
             bad = max(ids) if max(ids) >= self.limit else min(ids)
             raise Bad("%s: token id %d does not fit %s tokens" %
                       (where, bad, "uint32" if self.wide else "uint16"))
-        a = array.array("I" if self.wide else "H", ids)
-        if sys.byteorder != "little":
-            a.byteswap()
-        a.tofile(self.f)
-        self.count += len(ids)
-        if self.count > (1 << 31) - 1:
-            raise Bad("%s: more than 2^31 - 1 tokens, the most one file holds "
-                      "(split the inputs over several files)" % where)
+        while len(ids):
+            if self.in_file == self.per_file:
+                if not self.shard_tokens:
+                    raise Bad("%s: more than 2^31 - 1 tokens, the most one file holds "
+                              "(write shards with --shard-tokens)" % where)
+                self._next()
+            take = min(len(ids), self.per_file - self.in_file)
+            a = array.array("I" if self.wide else "H", ids[:take])
+            if sys.byteorder != "little":
+                a.byteswap()
+            a.tofile(self.f)
+            self.in_file += take
+            self.count += take
+            ids = ids[take:]
 
     def finish(self):
-        header = [0] * 256
-        header[0], header[1] = (20240801, 7) if self.wide else (20240520, 1)
-        header[2] = self.count
-        self.f.seek(0)
-        self.f.write(struct.pack("<256i", *header))
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
-        os.rename(self.partial, self.out)
+        self._close()
+        if self.shard_tokens:  # shards of an earlier, longer output (--force), first
+            keep = {os.path.basename(n) for n in self.names}
+            for old in shards_of(self.out):
+                if os.path.basename(old) not in keep:
+                    os.unlink(old)
+        for name in self.names:
+            os.rename(self.partial(name), name)
 
     def abandon(self):
         try:
-            self.f.close()  # (its flush may fail again on a full disk)
+            if self.f:
+                self.f.close()  # (its flush may fail again on a full disk)
         except OSError:
             pass
-        try:
-            os.unlink(self.partial)
-        except FileNotFoundError:
-            pass
+        for name in self.names:
+            try:
+                os.unlink(self.partial(name))
+            except FileNotFoundError:
+                pass
+
+
+def shards_of(out):
+    """The files named as shards of out (stem_NNNNNN.ext) that exist, in order."""
+    stem, ext = os.path.splitext(out)
+    d = os.path.dirname(stem) or "."
+    pat = re.compile(re.escape(os.path.basename(stem)) + r"_[0-9]{6}" + re.escape(ext) + "$")
+    try:
+        names = sorted(n for n in os.listdir(d) if pat.match(n))
+    except OSError:
+        return []
+    return [os.path.join(os.path.dirname(stem), n) for n in names]
 
 
 def main():
@@ -139,17 +213,29 @@ def main():
     ap.add_argument("--no-bos", action="store_true", help="no BOS before each document")
     ap.add_argument("--no-eos", action="store_true", help="no EOS after each document")
     ap.add_argument("--force", action="store_true", help="replace an existing --out")
+    ap.add_argument("--shard-tokens", type=int, metavar="N",
+                    help="write shards of N tokens (OUT_000000.EXT, ...), 1..2^31-1")
     ap.add_argument("inputs", nargs="+", metavar="INPUT",
                     help=".jsonl (a document a line), any other file or - (one document)")
     a = ap.parse_args()
 
-    if os.path.lexists(a.out) and not a.force:
-        raise Bad("--out %s: exists (remove it, or pass --force)" % a.out)
-    if os.path.lexists(a.out) and os.path.isdir(a.out):
-        raise Bad("--out %s: is a directory" % a.out)
+    if a.shard_tokens is not None and not 1 <= a.shard_tokens <= (1 << 31) - 1:
+        raise Bad("--shard-tokens %d: out of range (expected 1 to 2^31 - 1)" % a.shard_tokens)
+    existing = shards_of(a.out) if a.shard_tokens else \
+        [a.out] if os.path.lexists(a.out) else []
+    if existing and not a.force:
+        what = "" if existing[0] == a.out else " " + existing[0]
+        raise Bad("--out %s:%s exists (remove it, or pass --force)" % (a.out, what))
+    for e in existing:
+        if os.path.isdir(e):
+            raise Bad("--out %s:%s is a directory" % (a.out, "" if e == a.out else " " + e))
+    shard_name = re.compile(re.escape(os.path.splitext(os.path.abspath(a.out))[0]) +
+                            r"_[0-9]{6}" + re.escape(os.path.splitext(a.out)[1]) +
+                            r"(\.partial)?$")
     for p in a.inputs:
-        if p != "-" and os.path.abspath(p) in (os.path.abspath(a.out),
-                                               os.path.abspath(a.out + ".partial")):
+        path = os.path.abspath(p)
+        if p != "-" and (path in (os.path.abspath(a.out), os.path.abspath(a.out + ".partial"))
+                         or (a.shard_tokens and shard_name.match(path))):
             raise Bad("--out %s: is also an input (%s)" % (a.out, p))
     try:
         import transformers
@@ -169,7 +255,7 @@ def main():
                                                        type(e).__name__))
     bos = None if a.no_bos else tok.bos_token_id
     eos = None if a.no_eos else tok.eos_token_id
-    w = Writer(a.out, len(tok) > 1 << 16)
+    w = Writer(a.out, len(tok) > 1 << 16, a.shard_tokens)
     docs = 0
     try:
         batch = []
@@ -200,12 +286,20 @@ def main():
         w.finish()
     except OSError as e:
         w.abandon()
-        raise Failed("%s: %s" % (e.filename or w.partial, e.strerror or e))
+        raise Failed("%s: %s" % (e.filename or w.current(), e.strerror or e))
     except BaseException:
         w.abandon()
         raise
-    print("%s: %d documents, %d tokens (%s) -> %s" %
-          (PROG, docs, w.count, "uint32" if w.wide else "uint16", a.out), file=sys.stderr)
+    if a.shard_tokens:
+        stem, ext = os.path.splitext(a.out)
+        print("%s: %d documents, %d tokens (%s) -> %d shards, --data %s" %
+              (PROG, docs, w.count, "uint32" if w.wide else "uint16", len(w.names),
+               shlex.quote(glob.escape(stem) + "_??????" + glob.escape(ext))),
+              file=sys.stderr)
+    else:
+        print("%s: %d documents, %d tokens (%s) -> %s" %
+              (PROG, docs, w.count, "uint32" if w.wide else "uint16", a.out),
+              file=sys.stderr)
     return 0
 
 

@@ -3,7 +3,9 @@
  * `transformers` module of the test's own: byte + offset per UTF-8 byte), every .jsonl
  * line and every other file is a document, its tokens framed by BOS and EOS (or not, with
  * --no-bos / --no-eos), in input order, empty documents left out; uint16 tokens when the
- * vocabulary fits, uint32 when not. Bad input (an existing --out, a line that is not JSON
+ * vocabulary fits, uint32 when not. With --shard-tokens N the tokens go into shards of N
+ * tokens that zinf reads back through a glob pattern as the same stream, and --force
+ * removes the shards of an earlier, longer output. Bad input (an existing --out, a line that is not JSON
  * or lacks the field, text that is not UTF-8, an input that is the output, an id too
  * wide, a tokenizer that does not load, no text) exits 2 with one line naming the file
  * and line, and leaves no output behind and an existing one untouched; a write that
@@ -167,6 +169,46 @@ int main(int argc, char **argv)
 	rc = run("--tokenizer tok --out stdin.bin --no-bos - < a.txt", text, sizeof(text));
 	T_CHECK(rc == 0 && strstr(text, "1 documents"), "exit %d: %s", rc, text);
 
+	/* shards of 7 tokens: the same stream through the pattern the script prints */
+	rc = run("--tokenizer tok --out sh.bin --shard-tokens 7 a.txt b.jsonl", text, sizeof(text));
+	T_CHECK(rc == 0 && strstr(text, "6 shards, --data 'sh_??????.bin'"), "shards: exit %d: %s",
+		rc, text);
+	check_tokens("sh_*.bin", 1, 2, 3, 2);
+	{
+		struct zinf_token_file *tf;
+
+		snprintf(path, sizeof(path), "%s/sh_000000.bin", dir);
+		T_CHECK_RC(zinf_token_file_create(&tf));
+		T_CHECK(zinf_token_file_open(tf, path, ZINF_TOKEN_FORMAT_LLMC) == 0 &&
+				zinf_token_file_count(tf) == 7,
+			"%s: a shard of 7 tokens", path);
+		zinf_token_file_destroy(tf);
+	}
+	rc = run("--tokenizer tok --out sh.bin --shard-tokens 20 a.txt b.jsonl", text,
+		 sizeof(text));
+	T_CHECK(rc == 2 && strstr(text, "--out sh.bin: sh_000000.bin exists") &&
+			t_count(text, "\n") == 1,
+		"existing shards: exit %d: %s", rc, text);
+	rc = run("--tokenizer tok --out sh.bin --shard-tokens 20 --force a.txt b.jsonl", text,
+		 sizeof(text));
+	T_CHECK(rc == 0 && strstr(text, "2 shards"), "--force: exit %d: %s", rc, text);
+	snprintf(path, sizeof(path), "%s/sh_000002.bin", dir);
+	T_CHECK(access(path, F_OK) != 0, "--force left the earlier output's %s", path);
+	check_tokens("sh_*.bin", 1, 2, 3, 2);
+	refused("--tokenizer tok --out t.bin --shard-tokens 0 a.txt", "t_000000.bin",
+		"--shard-tokens 0: out of range");
+	refused("--tokenizer tok --out sh.bin --shard-tokens 5 --force sh_000003.bin.partial",
+		"sh_000099.bin", "is also an input");
+	/* a doubled slash in --out names the same shards (none removed as an earlier set's) */
+	snprintf(path, sizeof(path), "%s/sub", dir);
+	T_CHECK(mkdir(path, 0700) == 0, "mkdir %s", path);
+	rc = run("--tokenizer tok --out sub//sh.bin --shard-tokens 7 a.txt b.jsonl", text,
+		 sizeof(text));
+	T_CHECK(rc == 0, "sub//sh.bin: exit %d: %s", rc, text);
+	check_tokens("sub/sh_*.bin", 1, 2, 3, 2);
+	refused("--tokenizer tok --out sh.bin --shard-tokens 5 --force sh_000001.bin",
+		"sh_000099.bin", "is also an input");
+
 	/* one that does not: uint32 ids past 65535, no BOS (as Qwen2's) */
 	tokenizer("{\"vocab\": 70000, \"offset\": 65536, \"bos\": null, \"eos\": 69999}");
 	rc = run("--tokenizer tok --out wide.bin a.txt b.jsonl", text, sizeof(text));
@@ -214,6 +256,16 @@ int main(int argc, char **argv)
 	}
 	tokenizer("{\"vocab\": 259, \"offset\": 65500, \"bos\": 1, \"eos\": 2}");
 	refused("--tokenizer tok --out o.bin a.txt", "o.bin", "a.txt: token id 65619"); /* 'w' */
+	/* a failure after several shards were begun leaves none of them */
+	tokenizer("{\"vocab\": 259, \"offset\": 65400, \"bos\": 1, \"eos\": 2}");
+	refused("--tokenizer tok --out bad.bin --shard-tokens 3 a.txt b.jsonl", "bad_000000.bin",
+		"b.jsonl:1: token id 65595"); /* the first byte of 'é' */
+	{
+		char cmd[512], out[256];
+
+		snprintf(cmd, sizeof(cmd), "ls '%s' | grep '^bad_'", dir);
+		T_CHECK(t_run(cmd, out, sizeof(out)) == 1, "a failed sharded write left: %s", out);
+	}
 
 	T_CHECK(nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0, "remove %s", dir);
 	return T_EXIT_PASS;
