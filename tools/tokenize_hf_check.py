@@ -6,11 +6,13 @@ transformers tokenizer directory (BOS <s>, EOS </s>); tokenize_hf.py turns a .js
 documents into a token file, and the file must hold, document by document, BOS + what the
 tokenizer's own encode() gives + EOS, as uint16 with magic 20240520. Then a word-level
 tokenizer of 70000 words: the file must be uint32 (magic 20240801) and hold ids above
-65535.
+65535. The first again with --shard-tokens 5: the shards, in name order, must hold the
+same tokens, five each but the last.
 
 Usage: tools/tokenize_hf_check.py
 Exit status: 0 pass, 1 a mismatch, 77 when transformers or tokenizers is missing.
 """
+import glob
 import json
 import os
 import struct
@@ -41,22 +43,33 @@ def read_tokens(path):
     return header[0], list(struct.unpack("<%d%s" % (n, "H" if width == 2 else "I"), body))
 
 
-def check(tokdir, docs, d, want_magic):
+def check(tokdir, docs, d, want_magic, shard_tokens=None):
     src = os.path.join(d, "docs.jsonl")
     with open(src, "w", encoding="utf-8") as f:
         for t in docs:
             f.write(json.dumps({"text": t}) + "\n")
-    out = os.path.join(d, "tokens.bin")
+    out = os.path.join(d, "shard.bin" if shard_tokens else "tokens.bin")
     if os.path.exists(out):
         os.unlink(out)
-    subprocess.run([sys.executable, SCRIPT, "--tokenizer", tokdir, "--out", out, src],
-                   check=True)
+    subprocess.run([sys.executable, SCRIPT, "--tokenizer", tokdir, "--out", out, src] +
+                   (["--shard-tokens", str(shard_tokens)] if shard_tokens else []), check=True)
     ref = AutoTokenizer.from_pretrained(tokdir)
     want = []
     for t in docs:
         want += [ref.bos_token_id] + ref.encode(t, add_special_tokens=False) + \
             [ref.eos_token_id]
-    magic, got = read_tokens(out)
+    if shard_tokens:
+        got, sizes = [], []
+        for shard in sorted(glob.glob(os.path.join(d, "shard_??????.bin"))):
+            magic, part = read_tokens(shard)
+            got += part
+            sizes.append(len(part))
+        if not sizes or sizes[:-1] != [shard_tokens] * (len(sizes) - 1) or \
+                not 0 < sizes[-1] <= shard_tokens:
+            print("tokenize_hf_check: shards of %s tokens, want %d each" % (sizes, shard_tokens))
+            return False
+    else:
+        magic, got = read_tokens(out)
     if magic != want_magic or got != want:
         print("tokenize_hf_check: mismatch (magic %d, want %d)\n got  %s\n want %s" %
               (magic, want_magic, got[:40], want[:40]))
@@ -78,6 +91,7 @@ def main():
         tokdir = os.path.join(d, "tok")
         fast.save_pretrained(tokdir)
         ok = check(tokdir, DOCS, d, 20240520)
+        ok = check(tokdir, DOCS, d, 20240520, shard_tokens=5) and ok
         # a vocabulary past 65536: a word-level model of 70000 words (quicker to build
         # and load than as many added tokens)
         vocab = {"w%d" % i: i for i in range(70000)}
