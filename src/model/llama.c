@@ -325,7 +325,6 @@ int zinf_llama_create(const struct zinf_llama_config *cfg, const struct zinf_lla
 {
 	struct zinf_llama_opts defaults;
 	char msg[256];
-	float rope_scale;
 	int rc = zinf_llama_config_check(cfg, msg, sizeof(msg));
 
 	*out = NULL;
@@ -358,11 +357,12 @@ int zinf_llama_create(const struct zinf_llama_config *cfg, const struct zinf_lla
 		opts = &defaults;
 	}
 	m->head_rows = llama_head_rows(cfg, opts, m->N);
-	float *inv_freq = malloc(cfg->head_dim / 2 * sizeof(float));
 	uint64_t bytes = runtime_layout(m, NULL) * sizeof(float);
 
 	m->arena = aligned_alloc(64, bytes);
-	if (!m->arena || !inv_freq) {
+	if (m->arena)
+		runtime_layout(m, m->arena);
+	if (!m->arena || llama_rope_build(m->rope_cos, m->rope_sin, cfg, T)) {
 		char b[32];
 		if (err)
 			snprintf(err, errlen,
@@ -371,13 +371,8 @@ int zinf_llama_create(const struct zinf_llama_config *cfg, const struct zinf_lla
 				 zinf_format_bytes(bytes, b, sizeof(b)), B, T);
 		free(m->arena);
 		free(m);
-		free(inv_freq);
 		return -ENOMEM;
 	}
-	runtime_layout(m, m->arena);
-	rope_scale = llama_rope_inv_freq(inv_freq, cfg, T);
-	llama_rope_tables(m->rope_cos, m->rope_sin, inv_freq, T, cfg->head_dim, rope_scale);
-	free(inv_freq);
 	*out = m;
 	return 0;
 }

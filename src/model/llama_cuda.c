@@ -284,7 +284,7 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 	int half = cfg->head_dim / 2, ndev = 0;
 	uint64_t tbytes = (uint64_t)m->T * half * sizeof(float);
 	cudaError_t ce = cudaGetDeviceCount(&ndev);
-	float *cos_t, *sin_t, *inv_freq, rope_scale;
+	float *cos_t, *sin_t;
 	char why[CRT_BLAS_ERR_LEN];
 	int rc;
 
@@ -313,17 +313,13 @@ static int cuda_setup(struct cuda_rt *m, int ordinal)
 	m->h_key = malloc((size_t)m->N * sizeof(int64_t));
 	cos_t = malloc(tbytes);
 	sin_t = malloc(tbytes);
-	inv_freq = malloc((size_t)half * sizeof(float));
-	if (!m->h_rowloss || !m->h_emb || !m->h_key || !cos_t || !sin_t || !inv_freq) {
+	/* the CPU runtime's tables, bit for bit */
+	if (!m->h_rowloss || !m->h_emb || !m->h_key || !cos_t || !sin_t ||
+	    llama_rope_build(cos_t, sin_t, cfg, m->T)) {
 		free(cos_t);
 		free(sin_t);
-		free(inv_freq);
 		return crt_fail(m, -ENOMEM, "model runtime (cuda): out of host memory");
 	}
-	/* the CPU runtime's tables, bit for bit */
-	rope_scale = llama_rope_inv_freq(inv_freq, cfg, m->T);
-	llama_rope_tables(cos_t, sin_t, inv_freq, m->T, cfg->head_dim, rope_scale);
-	free(inv_freq);
 	/* on the runtime's stream, finished before the first kernel can read them */
 	rc = crt_copy(m, m->rope_cos, cos_t, tbytes, cudaMemcpyHostToDevice);
 	if (!rc)

@@ -44,6 +44,9 @@ int llama_rope_check(const struct zinf_llama_config *cfg, char *err, size_t errl
 float llama_rope_inv_freq(float *inv_freq, const struct zinf_llama_config *cfg, int T);
 void llama_rope_tables(float *cos_t, float *sin_t, const float *inv_freq, int T, int hd,
 		       float scale);
+/* Both in one: cfg's cos/sin tables for T positions (what each runtime uses). 0 or
+ * -ENOMEM. */
+int llama_rope_build(float *cos_t, float *sin_t, const struct zinf_llama_config *cfg, int T);
 /* In place on x (B*T, nheads*hd): each head's vector rotated by position (rotate_half
  * convention: pairs (i, i + hd/2)). backward applies the transpose rotation to gradients. */
 void llama_rope_forward(float *x, const float *cos_t, const float *sin_t, int B, int T, int nheads,

@@ -4,8 +4,10 @@
  * them, and the checks of their settings. The rotation itself is in llama_ops.c.
  * docs/model.md gives the formulas.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "llama_ops.h"
 #include "zinf/error.h"
@@ -203,4 +205,16 @@ void llama_rope_tables(float *cos_t, float *sin_t, const float *inv_freq, int T,
 			sin_t[(size_t)t * half + i] = (float)sin((double)ang) * scale;
 		}
 	}
+}
+
+int llama_rope_build(float *cos_t, float *sin_t, const struct zinf_llama_config *cfg, int T)
+{
+	float *inv_freq = malloc((size_t)(cfg->head_dim / 2) * sizeof(float)), scale;
+
+	if (!inv_freq)
+		return -ENOMEM;
+	scale = llama_rope_inv_freq(inv_freq, cfg, T);
+	llama_rope_tables(cos_t, sin_t, inv_freq, T, cfg->head_dim, scale);
+	free(inv_freq);
+	return 0;
 }
