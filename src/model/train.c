@@ -250,6 +250,7 @@ static int setup_data(struct train_run *r, struct train_data *d, const char *pat
 {
 	const struct zinf_train_opts *o = r->o;
 	char why[512];
+	size_t n;
 	int rc;
 
 	rc = zinf_token_file_create(&d->tf);
@@ -268,6 +269,12 @@ static int setup_data(struct train_run *r, struct train_data *d, const char *pat
 			path, (unsigned long long)r->vocab);
 		return ZINF_ECONFIG;
 	}
+	n = zinf_token_file_shards(d->tf);
+	if (n > 1) /* (which files a pattern matched) */
+		zinf_logf(ZINF_LOG_INFO, "%s: %llu tokens in %zu shards, %s to %s", path,
+			  (unsigned long long)zinf_token_file_count(d->tf), n,
+			  zinf_token_file_shard_path(d->tf, 0),
+			  zinf_token_file_shard_path(d->tf, n - 1));
 	rc = zinf_token_windows_init(&d->win, zinf_token_file_count(d->tf), r->B, o->seq_len,
 				     shuffle, o->seed, why, sizeof(why));
 	if (rc)
