@@ -151,20 +151,21 @@ class Writer:
             bad = max(ids) if max(ids) >= self.limit else min(ids)
             raise Bad("%s: token id %d does not fit %s tokens" %
                       (where, bad, "uint32" if self.wide else "uint16"))
-        while len(ids):
+        at = 0
+        while at < len(ids):
             if self.in_file == self.per_file:
                 if not self.shard_tokens:
                     raise Bad("%s: more than 2^31 - 1 tokens, the most one file holds "
                               "(write shards with --shard-tokens)" % where)
                 self._next()
-            take = min(len(ids), self.per_file - self.in_file)
-            a = array.array("I" if self.wide else "H", ids[:take])
+            take = min(len(ids) - at, self.per_file - self.in_file)
+            a = array.array("I" if self.wide else "H", ids[at:at + take])
             if sys.byteorder != "little":
                 a.byteswap()
             a.tofile(self.f)
             self.in_file += take
             self.count += take
-            ids = ids[take:]
+            at += take
 
     def finish(self):
         self._close()

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <glob.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -213,13 +214,16 @@ static void write_target(const char *path, char *out, size_t len)
 	resolve(cur, out, len);
 }
 
-/* A file at path (made or not) is one the data pattern matches: its directory is the
- * pattern's and its name matches the pattern's last part (or, with glob characters in
- * the pattern's directory part, the path as given matches the whole pattern). */
+/* A file at path (made or not) is one the data pattern matches: its name matches the
+ * pattern's last part and its directory is the pattern's, or one of the directories
+ * the pattern's directory part matches now (or the path as given matches the whole
+ * pattern). */
 static bool pattern_matches(const char *pattern, const char *path)
 {
 	char pd[PATH_MAX], pn[PATH_MAX], target[PATH_MAX], td[PATH_MAX], tn[PATH_MAX];
-	char *pdir, *pname;
+	char *pdir, *pname, *tdir;
+	bool match = false;
+	glob_t g;
 
 	if (fnmatch(pattern, path, FNM_PATHNAME | FNM_PERIOD) == 0)
 		return true;
@@ -227,12 +231,19 @@ static bool pattern_matches(const char *pattern, const char *path)
 	snprintf(pn, sizeof(pn), "%s", pattern);
 	pdir = dirname(pd);
 	pname = basename(pn);
-	if (strpbrk(pdir, "*?["))
-		return false;
 	write_target(path, target, sizeof(target));
 	snprintf(td, sizeof(td), "%s", target);
 	snprintf(tn, sizeof(tn), "%s", target);
-	return fnmatch(pname, basename(tn), FNM_PERIOD) == 0 && same_dir(pdir, dirname(td));
+	tdir = dirname(td);
+	if (fnmatch(pname, basename(tn), FNM_PERIOD) != 0)
+		return false;
+	if (!strpbrk(pdir, "*?["))
+		return same_dir(pdir, tdir);
+	if (glob(pdir, GLOB_ONLYDIR, NULL, &g) == 0)
+		for (size_t i = 0; i < g.gl_pathc && !match; i++)
+			match = same_dir(g.gl_pathv[i], tdir);
+	globfree(&g);
+	return match;
 }
 
 /* input is a glob pattern of shards (no file has its name). */

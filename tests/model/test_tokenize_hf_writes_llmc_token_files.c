@@ -199,6 +199,7 @@ int main(int argc, char **argv)
 		"--shard-tokens 0: out of range");
 	refused("--tokenizer tok --out sh.bin --shard-tokens 5 --force sh_000003.bin.partial",
 		"sh_000099.bin", "is also an input");
+	check_tokens("sh_*.bin", 1, 2, 3, 2); /* the refusals left the shards alone */
 	/* a doubled slash in --out names the same shards (none removed as an earlier set's) */
 	snprintf(path, sizeof(path), "%s/sub", dir);
 	T_CHECK(mkdir(path, 0700) == 0, "mkdir %s", path);

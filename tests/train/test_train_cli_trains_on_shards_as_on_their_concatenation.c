@@ -1,11 +1,12 @@
 /* zinf train --data 'DIR/part_*.txt' (a quoted glob pattern of shards) trains exactly as
  * on the one file that is their concatenation: the same loss at every step, shuffled,
- * the first window of the run crossing both shard boundaries, with an evaluation on
- * shards too. The state's data CRC is the documented one, for a file (its size, first and
+ * the first window of the run crossing both shard boundaries, and the same evaluation
+ * loss on shards cut inside its first window. The state's data CRC is the documented one, for a file (its size, first and
  * last MiB) and for shards (each one's size, first and last 64 KiB, in order). A
  * checkpoint of the shards resumes from them, and refuses them renamed into another order
  * or with a middle shard's byte changed. --log-json naming a shard of --data or
- * --eval-data, or a file the pattern would match, is refused and leaves the data alone.
+ * --eval-data, or a file the pattern would match (a glob in its directory part too), is
+ * refused and leaves the data alone.
  * argv: the zinf binary. */
 #include "cli_util.h"
 #include "tokens.h"
@@ -16,8 +17,8 @@
 #define TEXT_BYTES (3u << 20)
 #define SEED 5
 
-/* The losses of the --log-json file at path, one a line. */
-static int read_losses(const char *path, double *loss, int max)
+/* The losses of the --log-json file at path, one a line, and the last step's eval_loss. */
+static int read_losses(const char *path, double *loss, int max, double *eval)
 {
 	char *text, *line, *save = NULL;
 	size_t len;
@@ -25,8 +26,11 @@ static int read_losses(const char *path, double *loss, int max)
 
 	tf_read_all(path, &text, &len);
 	for (line = strtok_r(text, "\n", &save); line && n < max;
-	     line = strtok_r(NULL, "\n", &save))
+	     line = strtok_r(NULL, "\n", &save)) {
 		loss[n++] = t_json_number(line, "loss");
+		if (n == STEPS)
+			*eval = t_json_number(line, "eval_loss");
+	}
 	free(text);
 	return n;
 }
@@ -88,7 +92,7 @@ int main(int argc, char **argv)
 	struct zinf_token_windows w;
 	char cmd[4096], out[4096], common[2048], pattern[256], eval[256], log_a[200], log_b[200];
 	char resume[2048], shard[256], swap[512], big[200], *text, *before, *after;
-	double a[STEPS + 1], b[STEPS + 1];
+	double a[STEPS + 1], b[STEPS + 1], eval_a = 0, eval_b = 1;
 	size_t len_before, len_after, cut;
 	uint64_t x = 88172645463325252ull;
 	uint32_t want;
@@ -123,8 +127,10 @@ int main(int argc, char **argv)
 	write_part(d.root, "parts/part_02.txt", text + cut + 1, TEXT_BYTES - cut - 1);
 	write_part(d.root, "parts/part_00.txt", text, cut);
 	write_part(d.root, "parts/part_01.txt", text + cut, 1);
-	write_part(d.root, "eparts/e_0.txt", text, 100);
-	write_part(d.root, "eparts/e_1.txt", text + 100, 100);
+	/* evaluation shards cut inside its first window (and the file they make) */
+	write_part(d.root, "eparts/e_0.txt", text, 20);
+	write_part(d.root, "eparts/e_1.txt", text + 20, 180);
+	write_part(d.root, "eval.txt", text, 200);
 	snprintf(pattern, sizeof(pattern), "%s/parts/part_*.txt", d.root);
 	snprintf(eval, sizeof(eval), "%s/eparts/e_?.txt", d.root);
 	snprintf(log_a, sizeof(log_a), "%s/a.jsonl", d.root);
@@ -135,9 +141,9 @@ int main(int argc, char **argv)
 		 d.model, d.ds, SEED);
 
 	snprintf(cmd, sizeof(cmd),
-		 "'%s' train %s --data '%s' --steps %d --log-json '%s' --save '%s/ck1' "
-		 "--save-state 2>&1",
-		 argv[1], common, big, STEPS, log_a, d.root);
+		 "'%s' train %s --data '%s' --steps %d --log-json '%s' --eval-data '%s/eval.txt' "
+		 "--eval-batches 2 --save '%s/ck1' --save-state 2>&1",
+		 argv[1], common, big, STEPS, log_a, d.root, d.root);
 	rc = t_run(cmd, out, sizeof(out));
 	T_CHECK(rc == 0, "one file: exit %d: %s", rc, out);
 	snprintf(cmd, sizeof(cmd),
@@ -146,12 +152,13 @@ int main(int argc, char **argv)
 		 argv[1], common, pattern, STEPS, log_b, eval, d.root);
 	rc = t_run(cmd, out, sizeof(out));
 	T_CHECK(rc == 0, "shards: exit %d: %s", rc, out);
-	T_CHECK(read_losses(log_a, a, STEPS + 1) == STEPS &&
-			read_losses(log_b, b, STEPS + 1) == STEPS,
+	T_CHECK(read_losses(log_a, a, STEPS + 1, &eval_a) == STEPS &&
+			read_losses(log_b, b, STEPS + 1, &eval_b) == STEPS,
 		"a step a line");
 	for (int s = 0; s < STEPS; s++)
 		T_CHECK(a[s] == b[s], "step %d: loss %.9g on the file, %.9g on its shards", s + 1,
 			a[s], b[s]);
+	T_CHECK(eval_a == eval_b, "eval loss %.9g on the file, %.9g on its shards", eval_a, eval_b);
 
 	/* the data CRC as documented: a file's MiB samples, shards' 64 KiB ones in order */
 	snprintf(cmd, sizeof(cmd), "%s/ck1", d.root);
@@ -199,6 +206,11 @@ int main(int argc, char **argv)
 		 "2>&1",
 		 argv[1], common, pattern, d.root);
 	refused(cmd, "matches the --data pattern");
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' train %s --data '%s/p*s/part_*.txt' --steps 1 --log-json "
+		 "'%s/./parts/part_zz.txt' 2>&1",
+		 argv[1], common, d.root, d.root);
+	refused(cmd, "matches the --data pattern"); /* (a glob in the directory part) */
 	snprintf(cmd, sizeof(cmd), "%s/parts/part_zz.txt", d.root);
 	T_CHECK(access(cmd, F_OK) != 0, "%s was made", cmd);
 	free(before);
