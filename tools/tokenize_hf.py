@@ -190,16 +190,23 @@ class Writer:
                 pass
 
 
+def shard_names(out, partial=False):
+    """The file names (no directory) of out's shards, stem_NNNNNN.ext, as Writer.name
+    makes them; with partial, their .partial files too."""
+    stem, ext = os.path.splitext(os.path.basename(out))
+    return re.compile(re.escape(stem) + r"_[0-9]{6}" + re.escape(ext) +
+                      (r"(\.partial)?" if partial else "") + "$")
+
+
 def shards_of(out):
-    """The files named as shards of out (stem_NNNNNN.ext) that exist, in order."""
-    stem, ext = os.path.splitext(out)
-    d = os.path.dirname(stem) or "."
-    pat = re.compile(re.escape(os.path.basename(stem)) + r"_[0-9]{6}" + re.escape(ext) + "$")
+    """The files named as shards of out that exist, in order."""
+    d = os.path.dirname(out)
+    pat = shard_names(out)
     try:
-        names = sorted(n for n in os.listdir(d) if pat.match(n))
+        names = sorted(n for n in os.listdir(d or ".") if pat.match(n))
     except OSError:
         return []
-    return [os.path.join(os.path.dirname(stem), n) for n in names]
+    return [os.path.join(d, n) for n in names]
 
 
 def main():
@@ -230,13 +237,12 @@ def main():
     for e in existing:
         if os.path.isdir(e):
             raise Bad("--out %s:%s is a directory" % (a.out, "" if e == a.out else " " + e))
-    shard_name = re.compile(re.escape(os.path.splitext(os.path.abspath(a.out))[0]) +
-                            r"_[0-9]{6}" + re.escape(os.path.splitext(a.out)[1]) +
-                            r"(\.partial)?$")
+    out_dir, shard_name = os.path.dirname(os.path.abspath(a.out)), shard_names(a.out, True)
     for p in a.inputs:
         path = os.path.abspath(p)
         if p != "-" and (path in (os.path.abspath(a.out), os.path.abspath(a.out + ".partial"))
-                         or (a.shard_tokens and shard_name.match(path))):
+                         or (a.shard_tokens and os.path.dirname(path) == out_dir and
+                             shard_name.match(os.path.basename(path)))):
             raise Bad("--out %s: is also an input (%s)" % (a.out, p))
     try:
         import transformers

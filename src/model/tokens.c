@@ -161,16 +161,22 @@ void zinf_token_paths_free(char **paths, size_t n)
 	free(paths);
 }
 
-int zinf_token_paths(const char *spec, char ***out, size_t *n_out, char *err, size_t errlen)
+bool zinf_token_spec_is_pattern(const char *spec)
 {
 	struct stat st;
+
+	return strpbrk(spec, "*?[") && stat(spec, &st) != 0;
+}
+
+int zinf_token_paths(const char *spec, char ***out, size_t *n_out, char *err, size_t errlen)
+{
 	glob_t g;
 	char **paths;
 	int rc;
 
 	*out = NULL;
 	*n_out = 0;
-	if (stat(spec, &st) == 0 || !strpbrk(spec, "*?[")) {
+	if (!zinf_token_spec_is_pattern(spec)) {
 		paths = calloc(1, sizeof(*paths));
 		if (!paths || !(paths[0] = strdup(spec))) {
 			free(paths);
@@ -412,12 +418,35 @@ out_fail:
 	return rc;
 }
 
+/* A descriptor on sh again (fd when one is at hand, else opened by its path), checked to
+ * be the file the data was opened on: the descriptor, or -errno (the open failed) or
+ * ZINF_EFORMAT (it changed since; fd closed), with why in why. */
+static int reopen_shard(const struct token_shard *sh, int fd, char *why, size_t len)
+{
+	struct stat st;
+	int rc;
+
+	if (fd < 0)
+		fd = open(sh->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, len, "cannot open again: %s", strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st) < 0 || !same_file(sh, &st)) {
+		close(fd);
+		snprintf(why, len, "changed since the run opened it (replaced or written)");
+		return ZINF_EFORMAT;
+	}
+	return fd;
+}
+
 /* tf's descriptor on shard i: the file opened first, reopened when another shard was
  * read since (refused if it was replaced or changed size meanwhile). */
 static int shard_fd(struct zinf_token_file *tf, size_t i)
 {
 	const struct token_shard *sh = &tf->shards[i];
-	struct stat st;
+	char why[160];
 	int fd;
 
 	if (tf->fd >= 0 && tf->cur == i)
@@ -425,14 +454,9 @@ static int shard_fd(struct zinf_token_file *tf, size_t i)
 	if (tf->fd >= 0)
 		close(tf->fd);
 	tf->fd = -1;
-	fd = open(sh->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	fd = reopen_shard(sh, -1, why, sizeof(why));
 	if (fd < 0)
-		return shard_fail(tf, sh, -errno, "cannot open again: %s", strerror(errno));
-	if (fstat(fd, &st) < 0 || !same_file(sh, &st)) {
-		close(fd);
-		return shard_fail(tf, sh, ZINF_EFORMAT,
-				  "changed since the run opened it (replaced or written)");
-	}
+		return shard_fail(tf, sh, fd, "%s", why);
 	tf->fd = fd;
 	tf->cur = i;
 	return fd;
@@ -664,25 +688,15 @@ static void scan_shard(struct zinf_token_scan *s, size_t i, void *buf)
 {
 	const struct token_shard *sh = &s->tf->shards[i];
 	uint64_t tb = (uint64_t)s->tf->token_bytes;
-	struct stat st;
-	int fd;
+	int fd = s->held_shard == i ? s->held_fd : -1;
 
 	s->shard = i;
-	if (s->held_fd >= 0 && s->held_shard == i) {
-		fd = s->held_fd;
-		s->held_fd = -1;
-	} else {
-		fd = open(sh->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	}
-	if (fd < 0) {
-		s->rc = -errno;
-		snprintf(s->why, sizeof(s->why), "cannot open again: %s", strerror(errno));
+	if (fd >= 0)
+		s->held_fd = -1; /* (taken: closed below) */
+	fd = reopen_shard(sh, fd, s->why, sizeof(s->why));
+	if (fd < 0) { /* (ZINF_EFORMAT is a finding here: a changed file is -EIO) */
+		s->rc = fd == ZINF_EFORMAT ? -EIO : fd;
 		return;
-	}
-	if (fstat(fd, &st) < 0 || !same_file(sh, &st)) {
-		s->rc = -EIO;
-		snprintf(s->why, sizeof(s->why),
-			 "changed since the run opened it (replaced or written)");
 	}
 	for (uint64_t pos = 0;
 	     pos < sh->n_tokens && !s->rc && !__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE);) {

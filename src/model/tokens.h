@@ -65,6 +65,8 @@ const char *zinf_token_file_shard_path(const struct zinf_token_file *tf, size_t 
  * the locale; no ~ or brace expansion). Returns 0 with *paths (free with zinf_token_paths_free) and *n >= 1, or
  * -ENOENT (nothing matches), -ENOMEM, -EIO with why in err (without the spec). */
 int zinf_token_paths(const char *spec, char ***paths, size_t *n, char *err, size_t errlen);
+/* spec is a pattern by that rule: it holds a glob character and no file has its name. */
+bool zinf_token_spec_is_pattern(const char *spec);
 void zinf_token_paths_free(char **paths, size_t n);
 
 /* Read n tokens starting at index begin of the data, indices taken modulo the count

@@ -269,12 +269,16 @@ static int setup_data(struct train_run *r, struct train_data *d, const char *pat
 			path, (unsigned long long)r->vocab);
 		return ZINF_ECONFIG;
 	}
-	n = zinf_token_file_shards(d->tf);
-	if (n > 1 || strcmp(zinf_token_file_shard_path(d->tf, 0), path)) /* (a pattern's) */
-		zinf_logf(ZINF_LOG_INFO, "%s: %llu tokens in %zu shard%s, %s%s%s", path,
-			  (unsigned long long)zinf_token_file_count(d->tf), n, n > 1 ? "s" : "",
-			  zinf_token_file_shard_path(d->tf, 0), n > 1 ? " to " : "",
-			  n > 1 ? zinf_token_file_shard_path(d->tf, n - 1) : "");
+	n = zinf_token_file_shards(d->tf); /* what a pattern matched */
+	if (n > 1)
+		zinf_logf(ZINF_LOG_INFO, "%s: %llu tokens in %zu shards, %s to %s", path,
+			  (unsigned long long)zinf_token_file_count(d->tf), n,
+			  zinf_token_file_shard_path(d->tf, 0),
+			  zinf_token_file_shard_path(d->tf, n - 1));
+	else if (strcmp(zinf_token_file_shard_path(d->tf, 0), path))
+		zinf_logf(ZINF_LOG_INFO, "%s: %llu tokens in 1 shard, %s", path,
+			  (unsigned long long)zinf_token_file_count(d->tf),
+			  zinf_token_file_shard_path(d->tf, 0));
 	rc = zinf_token_windows_init(&d->win, zinf_token_file_count(d->tf), r->B, o->seq_len,
 				     shuffle, o->seed, why, sizeof(why));
 	if (rc)

@@ -246,14 +246,6 @@ static bool pattern_matches(const char *pattern, const char *path)
 	return match;
 }
 
-/* input is a glob pattern of shards (no file has its name). */
-static bool is_pattern(const char *input)
-{
-	struct stat st;
-
-	return strpbrk(input, "*?[") && stat(input, &st) != 0;
-}
-
 /* path is the input file, or with data one of the shards its spec names. (A spec that
  * names nothing is refused when the data is opened.) */
 static bool names_input(const char *path, const char *input, bool data)
@@ -286,7 +278,8 @@ int train_check_output(const struct zinf_train_opts *o, const char *what, const 
 			return -EINVAL;
 		}
 	for (int i = 1; i < 3; i++) /* a file the data's pattern would read once made */
-		if (inputs[i] && is_pattern(inputs[i]) && pattern_matches(inputs[i], path)) {
+		if (inputs[i] && zinf_token_spec_is_pattern(inputs[i]) &&
+		    pattern_matches(inputs[i], path)) {
 			snprintf(err, errlen,
 				 "%s: %s matches the %s pattern '%s' (a later run would read it as "
 				 "data)",

@@ -229,7 +229,7 @@ out:
 int train_state_data_crc(const struct zinf_token_file *tf, uint32_t *out, char *err, size_t errlen)
 {
 	size_t n = zinf_token_file_shards(tf);
-	/* a file's first and last MiB; a shard's 64 KiB (a thousand shards: 128 MiB) */
+	/* a file's first and last MiB; a shard's 64 KiB (a thousand shards: 125 MiB read) */
 	uint64_t sample = n > 1 ? 64u << 10 : 1u << 20;
 	char *buf = malloc(sample);
 	uint32_t crc = 0;
