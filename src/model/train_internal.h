@@ -273,9 +273,36 @@ int train_snapshots_check(const struct zinf_train_opts *o, uint64_t first_step, 
  * 1 kept, with the reason in why. */
 int train_snapshot_remove_partial(const char *save_dir, const char *name, char *why, size_t whylen);
 
-/* A file name a save writes: config.json, zinf_state.json, and the model's and the
- * optimizer state's safetensors (single, shards or index). */
+/* A file name a save writes: config.json, zinf_state.json, the model's and the
+ * optimizer state's safetensors (single, shards or index), and the tokenizer and
+ * generation files it carries over (train_companion_name). */
 bool train_saved_name(const char *name);
+
+/* ---- the tokenizer and generation files a save carries over (train_companions.c) ------ */
+
+#define TRAIN_COMPANIONS 10
+
+/* What a run copies into each save from the --model or --resume directory: the files
+ * of those names there, opened when the run starts (-1: none). */
+struct train_companions {
+	int fd[TRAIN_COMPANIONS];
+};
+
+/* generation_config.json, tokenizer.json, tokenizer_config.json, special_tokens_map.json,
+ * tokenizer.model, added_tokens.json, vocab.json, merges.txt, chat_template.jinja or
+ * chat_template.json. */
+bool train_companion_name(const char *name);
+void train_companions_init(struct train_companions *c);
+/* Open those of dir (links followed) for --save to copy; flag (--model, --resume) names
+ * dir in errors. One that is not a regular file or cannot be opened is refused: 0, or a
+ * negative code with one line in err, nothing left open. */
+int train_companions_open(struct train_companions *c, const char *dir, const char *flag, char *err,
+			  size_t errlen);
+/* Copy each opened file into dir under its name (written as NAME.tmp, fsynced and
+ * renamed): 0, or a negative code with err naming the file. */
+int train_companions_copy(const struct train_companions *c, const char *dir, char *err,
+			  size_t errlen);
+void train_companions_close(struct train_companions *c);
 
 /* The final save: written into save_dir/TRAIN_FINAL_PARTIAL, committed by renaming it
  * TRAIN_FINAL_READY (with TRAIN_FINAL_LIST, its files), moved into save_dir, and the

@@ -179,6 +179,8 @@ static int save_to(struct train_run *r, const char *dir, uint64_t step, char *er
 		rc = train_model_save(&r->tm, r->e, dir, save_dtype_of(r),
 				      r->o->save_max_shard_bytes, &sums, err, errlen);
 	}
+	if (!rc) /* the tokenizer and generation files of the --model or --resume directory */
+		rc = train_companions_copy(&r->companions, dir, err, errlen);
 	train_file_sums_free(&sums);
 	return rc;
 }

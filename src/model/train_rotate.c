@@ -64,13 +64,15 @@ static bool shard_name(const char *rest)
 	return true;
 }
 
-/* A file name a zinf save writes: config.json, zinf_state.json, and the safetensors of
- * the model and the optimizer state (single, shards or index). */
+/* A file name a zinf save writes: config.json, zinf_state.json, the safetensors of the
+ * model and the optimizer state (single, shards or index), and the tokenizer and
+ * generation files it carries over. */
 static bool saved_file(const char *name)
 {
 	static const char *const prefixes[] = {"model", "optimizer"};
 
-	if (!strcmp(name, "config.json") || !strcmp(name, TRAIN_STATE_FILE))
+	if (!strcmp(name, "config.json") || !strcmp(name, TRAIN_STATE_FILE) ||
+	    train_companion_name(name))
 		return true;
 	for (int i = 0; i < 2; i++) {
 		size_t p = strlen(prefixes[i]);
@@ -322,7 +324,8 @@ static int saved_kind(const char *name)
 	return !strncmp(name, "model", 5) ? 1 : !strncmp(name, "optimizer", 9) ? 2 : 0;
 }
 
-/* Move order: the safetensors, config.json, the state file last. */
+/* Move order: the safetensors and the tokenizer and generation files, config.json, the
+ * state file last. */
 static int publish_rank(const char *name)
 {
 	return !strcmp(name, TRAIN_STATE_FILE) ? 2 : !strcmp(name, "config.json") ? 1 : 0;
@@ -451,21 +454,28 @@ static int write_list(int fd, const struct name_list *l)
 /* The saved model and optimizer files of the save directory (fd parent) that the new
  * save's list does not name: an earlier save's single file beside new shards, shards of
  * another count, an optimizer state the new save has none of (without its state file it
- * is of no use). Regular files only, never through a link. */
+ * is of no use). And when the new save carries tokenizer or generation files, the
+ * earlier ones it does not (an earlier tokenizer.model beside a new tokenizer.json would
+ * mix two tokenizers); a save that carries none leaves them. Regular files only, never
+ * through a link. */
 static void remove_superseded(int parent, const char *save_dir, const struct name_list *l)
 {
 	int fd = dup(parent);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
 	struct stat st;
+	bool companions = false;
 
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
 		return; /* the listing failed: the earlier files stay, harmless */
 	}
+	for (size_t i = 0; i < l->n; i++)
+		companions |= train_companion_name(l->names[i]);
 	while ((de = readdir(d)))
-		if (saved_kind(de->d_name) && saved_file(de->d_name) && !listed(l, de->d_name) &&
+		if ((saved_kind(de->d_name) || (companions && train_companion_name(de->d_name))) &&
+		    saved_file(de->d_name) && !listed(l, de->d_name) &&
 		    fstatat(parent, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISREG(st.st_mode) && unlinkat(parent, de->d_name, 0) == 0)
 			zinf_logf(ZINF_LOG_INFO, "%s: removed %s, an earlier save's", save_dir,

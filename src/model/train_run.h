@@ -42,6 +42,7 @@ struct train_run {
 	int save_lock;		/* -1, or the flock on save_dir/.zinf-save.lock, held to the end */
 	bool save_dir_made;	/* save_dir did not exist: removed again if the run fails */
 	uint64_t src_seen;	/* train_save_seen of the --model or --resume directory */
+	struct train_companions companions; /* its tokenizer and generation files, for --save */
 	/* the engine's counters after the last step, while nothing but steps ran since (no
 	 * evaluation, no snapshot): the next step's figures start there, so the background
 	 * update's traffic between steps counts in the next step, not in none */
