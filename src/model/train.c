@@ -370,12 +370,12 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 	if (!rc && (o->model_dir || o->resume_dir))
 		rc = train_save_seen(o->model_dir ? o->model_dir : o->resume_dir, &r->src_seen, err,
 				     errlen);
-	/* opened before the load, so train_source_unchanged covers them too */
+	/* read now: every save of the run writes them as they were when it started */
 	if (!rc && o->save_dir && (o->model_dir || o->resume_dir))
-		rc = train_companions_open(&r->companions,
+		rc = train_companions_read(&r->companions,
 					   o->model_dir ? o->model_dir : o->resume_dir,
 					   o->model_dir ? "--model" : "--resume", err, errlen);
-	/* every file the resume reads is checked against the state's list first */
+	/* every file the resume loads is checked against the state's list first */
 	if (!rc && o->resume_dir)
 		rc = train_state_read(o->resume_dir, &r->ck, err, errlen);
 	if (!rc)
@@ -502,7 +502,7 @@ static void finish(struct train_run *r, bool failed)
 		train_save_dir_unmake(r->o->save_dir);
 	if (r->save_lock >= 0)
 		close(r->save_lock);
-	train_companions_close(&r->companions);
+	train_companions_free(&r->companions);
 	zinf_token_scan_stop(r->scan);
 	if (r->pass.m)
 		train_pass_destroy(&r->pass);
@@ -545,7 +545,6 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 
 	memset(&r, 0, sizeof(r));
 	r.save_lock = -1;
-	train_companions_init(&r.companions);
 	memset(res, 0, sizeof(*res));
 	res->first_eval_loss = res->last_eval_loss = NAN;
 	res->first_loss = res->last_loss = NAN;

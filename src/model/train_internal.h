@@ -280,29 +280,33 @@ bool train_saved_name(const char *name);
 
 /* ---- the tokenizer and generation files a save carries over (train_companions.c) ------ */
 
-#define TRAIN_COMPANIONS 10
-
-/* What a run copies into each save from the --model or --resume directory: the files
- * of those names there, opened when the run starts (-1: none). */
-struct train_companions {
-	int fd[TRAIN_COMPANIONS];
+struct train_companion {
+	char *name;
+	void *data;
+	size_t len;
 };
 
-/* generation_config.json, tokenizer.json, tokenizer_config.json, special_tokens_map.json,
- * tokenizer.model, added_tokens.json, vocab.json, merges.txt, chat_template.jinja or
- * chat_template.json. */
+/* What a run writes into each save from the --model or --resume directory, read when
+ * the run starts (zeroed: none). */
+struct train_companions {
+	struct train_companion *v;
+	size_t n;
+};
+
+/* One of the names a save carries over (the list in train_companions.c, docs/train.md):
+ * generation_config.json and the tokenizer's files. */
 bool train_companion_name(const char *name);
-void train_companions_init(struct train_companions *c);
-/* Open those of dir (links followed) for --save to copy; flag (--model, --resume) names
- * dir in errors. One that is not a regular file or cannot be opened is refused: 0, or a
- * negative code with one line in err, nothing left open. */
-int train_companions_open(struct train_companions *c, const char *dir, const char *flag, char *err,
+/* Read dir's files of those names (links followed) into c, by name; flag (--model,
+ * --resume) names dir in errors. One that is not a regular file, a link to nothing, too
+ * large or unreadable is refused: 0, or a negative code with one line in err and c
+ * empty. */
+int train_companions_read(struct train_companions *c, const char *dir, const char *flag, char *err,
 			  size_t errlen);
-/* Copy each opened file into dir under its name (written as NAME.tmp, fsynced and
- * renamed): 0, or a negative code with err naming the file. */
-int train_companions_copy(const struct train_companions *c, const char *dir, char *err,
-			  size_t errlen);
-void train_companions_close(struct train_companions *c);
+/* Write each into dir (made if missing) under its name, as NAME.tmp fsynced and renamed,
+ * then sync dir: 0, or a negative code with err naming the file. */
+int train_companions_write(const struct train_companions *c, const char *dir, char *err,
+			   size_t errlen);
+void train_companions_free(struct train_companions *c);
 
 /* The final save: written into save_dir/TRAIN_FINAL_PARTIAL, committed by renaming it
  * TRAIN_FINAL_READY (with TRAIN_FINAL_LIST, its files), moved into save_dir, and the

@@ -151,7 +151,8 @@ static enum zinf_dtype save_dtype_of(const struct train_run *r)
 	return r->tm.source_dtype;
 }
 
-/* The model after step into dir, and with save_state its training state. A state from an
+/* The model after step into dir, and with save_state its training state, beside the
+ * tokenizer and generation files of the --model or --resume directory. A state from an
  * earlier save into dir is removed first: only a complete save has one. */
 static int save_to(struct train_run *r, const char *dir, uint64_t step, char *err, size_t errlen)
 {
@@ -166,6 +167,10 @@ static int save_to(struct train_run *r, const char *dir, uint64_t step, char *er
 			 strerror(errno));
 		return rc;
 	}
+	/* first: the state file, written last, marks a complete save */
+	rc = train_companions_write(&r->companions, dir, err, errlen);
+	if (rc)
+		return rc;
 	if (r->o->save_state) {
 		struct train_model_writer mw;
 
@@ -179,8 +184,6 @@ static int save_to(struct train_run *r, const char *dir, uint64_t step, char *er
 		rc = train_model_save(&r->tm, r->e, dir, save_dtype_of(r),
 				      r->o->save_max_shard_bytes, &sums, err, errlen);
 	}
-	if (!rc) /* the tokenizer and generation files of the --model or --resume directory */
-		rc = train_companions_copy(&r->companions, dir, err, errlen);
 	train_file_sums_free(&sums);
 	return rc;
 }

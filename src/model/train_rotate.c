@@ -64,15 +64,14 @@ static bool shard_name(const char *rest)
 	return true;
 }
 
-/* A file name a zinf save writes: config.json, zinf_state.json, the safetensors of the
- * model and the optimizer state (single, shards or index), and the tokenizer and
- * generation files it carries over. */
-static bool saved_file(const char *name)
+/* A file name a zinf save writes that a load or a resume reads: config.json,
+ * zinf_state.json, and the safetensors of the model and the optimizer state (single,
+ * shards or index). */
+static bool loaded_file(const char *name)
 {
 	static const char *const prefixes[] = {"model", "optimizer"};
 
-	if (!strcmp(name, "config.json") || !strcmp(name, TRAIN_STATE_FILE) ||
-	    train_companion_name(name))
+	if (!strcmp(name, "config.json") || !strcmp(name, TRAIN_STATE_FILE))
 		return true;
 	for (int i = 0; i < 2; i++) {
 		size_t p = strlen(prefixes[i]);
@@ -84,6 +83,13 @@ static bool saved_file(const char *name)
 			return true;
 	}
 	return false;
+}
+
+/* A file name a zinf save writes: those a load reads, and the tokenizer and generation
+ * files it carries over. */
+static bool saved_file(const char *name)
+{
+	return loaded_file(name) || train_companion_name(name);
 }
 
 /* A checkpoint-<k> or checkpoint-<k>.partial name as a save writes it (no leading zero),
@@ -454,28 +460,23 @@ static int write_list(int fd, const struct name_list *l)
 /* The saved model and optimizer files of the save directory (fd parent) that the new
  * save's list does not name: an earlier save's single file beside new shards, shards of
  * another count, an optimizer state the new save has none of (without its state file it
- * is of no use). And when the new save carries tokenizer or generation files, the
- * earlier ones it does not (an earlier tokenizer.model beside a new tokenizer.json would
- * mix two tokenizers); a save that carries none leaves them. Regular files only, never
- * through a link. */
+ * is of no use). Regular files only, never through a link. Tokenizer and generation
+ * files are not removed, as save_pretrained leaves them: a file of such a name may be
+ * the user's. */
 static void remove_superseded(int parent, const char *save_dir, const struct name_list *l)
 {
 	int fd = dup(parent);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
 	struct stat st;
-	bool companions = false;
 
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
 		return; /* the listing failed: the earlier files stay, harmless */
 	}
-	for (size_t i = 0; i < l->n; i++)
-		companions |= train_companion_name(l->names[i]);
 	while ((de = readdir(d)))
-		if ((saved_kind(de->d_name) || (companions && train_companion_name(de->d_name))) &&
-		    saved_file(de->d_name) && !listed(l, de->d_name) &&
+		if (saved_kind(de->d_name) && saved_file(de->d_name) && !listed(l, de->d_name) &&
 		    fstatat(parent, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISREG(st.st_mode) && unlinkat(parent, de->d_name, 0) == 0)
 			zinf_logf(ZINF_LOG_INFO, "%s: removed %s, an earlier save's", save_dir,
@@ -661,7 +662,9 @@ int train_save_seen(const char *dir, uint64_t *digest, char *err, size_t errlen)
 		/* (a final.done holds what has been moved in) */
 		bool moving = !strcmp(de->d_name, TRAIN_FINAL_READY);
 
-		if (!saved_file(de->d_name) && !moving)
+		/* (not the tokenizer's files: a load does not read them, and a save copies them
+		 * as they were when the run started) */
+		if (!loaded_file(de->d_name) && !moving)
 			continue;
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !moving) {
 			id.ino = st.st_ino;
