@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "train_flags.h"
@@ -62,9 +63,9 @@ static void print_table(const struct zinf_plan_opts *o, const struct zinf_plan_r
 {
 	char a[32], b[32], c[32], d[32];
 
-	printf("model: %.3g B parameters (%s), %d layers; micro-batch %llu x %llu tokens%s\n",
+	printf("model: %.3g B parameters (%s), %d layers; micro-batch %llu%s x %llu tokens%s\n",
 	       (double)r->param_elems / 1e9, r->dtype_name, r->layers, (unsigned long long)r->B,
-	       (unsigned long long)r->T,
+	       r->B_assumed ? " (the config sets none)" : "", (unsigned long long)r->T,
 	       o->activation_checkpointing ? ", activation checkpointing" : "");
 	printf("machine: device (%s) %s, host %s, pinned %s%s, NVMe %s%s\n",
 	       r->device_kind == ZINF_ENGINE_DEVICE_CUDA ? "cuda" : "host", fmt(r->device_bytes, a),
@@ -108,7 +109,8 @@ static void print_table(const struct zinf_plan_opts *o, const struct zinf_plan_r
 		printf("\n");
 	} else {
 		printf("\nnothing fits: a larger device, more host memory or NVMe space, a shorter "
-		       "--seq-len or micro-batch, --activation-checkpointing\n");
+		       "--seq-len or micro-batch%s\n",
+		       o->activation_checkpointing ? "" : ", --activation-checkpointing");
 	}
 }
 
@@ -274,6 +276,14 @@ int cmd_plan(int argc, char **argv)
 	if (!o.model_dir == !o.init_config || !o.seq_len) {
 		fprintf(stderr, "zinf plan: needs --model DIR or --init CONFIG.json (one), and "
 				"--seq-len T (try 'zinf plan --help')\n");
+		return ZINF_EXIT_USAGE;
+	}
+	/* refused before the plan is printed (zinf_plan_write_config checks again) */
+	if (out && !force && access(out, F_OK) == 0) {
+		fprintf(stderr,
+			"zinf plan: --write-config %s: exists (expected a new file; --force "
+			"replaces it)\n",
+			out);
 		return ZINF_EXIT_USAGE;
 	}
 	r = malloc(sizeof(*r));

@@ -227,6 +227,9 @@ struct zinf_plan_result {
 	 * a row whose optimizer state is not in host memory sets 1 instead (below 1 the key
 	 * would have no effect there, and the run would warn so) */
 	double user_ratio;
+	/* the config leaves the micro-batch size to the Trainer ("auto" or unset) and no
+	 * --micro-batch-size is given: B is 1, and a written config sets it */
+	bool B_assumed;
 	bool bad_input; /* on failure: the input was at fault */
 };
 

@@ -303,8 +303,10 @@ static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct 
 			 base, err, errlen);
 	if (rc)
 		return rc;
-	if (zinf_config_get_u64(*base, "train_micro_batch_size_per_gpu", &B) || !B)
+	if (zinf_config_get_u64(*base, "train_micro_batch_size_per_gpu", &B) || !B) {
 		B = 1; /* "auto" with no --micro-batch-size: the Trainer's default would decide */
+		r->B_assumed = true;
+	}
 	zinf_config_get_bool(*base, "bf16.enabled", &bf16);
 	zinf_config_get_bool(*base, "fp16.enabled", &fp16);
 	zinf_config_get_bool(*base, "activation_checkpointing.cpu_checkpointing", &cpu_ckpt);
@@ -341,6 +343,18 @@ static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct 
 			return rc;
 		if (!r->device_bytes)
 			r->device_bytes = limit;
+	}
+	/* as zinf train's device open: the host backend's heap is host memory */
+	if (r->device_kind != ZINF_ENGINE_DEVICE_CUDA && r->device_bytes > r->host_bytes) {
+		char a[32], b[32];
+
+		snprintf(err, errlen,
+			 "%s %s is more than the %s of host memory (the host device backend's "
+			 "heap is host memory; plan a GPU with --set zinf.device=cuda)",
+			 o->device_bytes ? "--device-memory" : "zinf.device_memory_limit",
+			 zinf_format_bytes(r->device_bytes, a, sizeof(a)),
+			 zinf_format_bytes(r->host_bytes, b, sizeof(b)));
+		return -EINVAL;
 	}
 	rc = train_pass_sizes(tm, r->device_kind, (int)B, (int)o->seq_len,
 			      &(struct train_pass_opts){.ckpt = o->activation_checkpointing,
@@ -505,9 +519,9 @@ int zinf_plan_write_config(const struct zinf_plan_opts *o, const struct zinf_pla
 	if (n)
 		memcpy(ptrs, o->config_sets, (size_t)n * sizeof(*ptrs));
 	n += row_sets(r, row, sets, ptrs + n);
-	if (o->micro_batch_size) {
+	if (o->micro_batch_size || r->B_assumed) { /* the micro-batch planned for */
 		snprintf(mb, sizeof(mb), "train_micro_batch_size_per_gpu=%llu",
-			 (unsigned long long)o->micro_batch_size);
+			 (unsigned long long)r->B);
 		ptrs[n++] = mb;
 	}
 	if (o->device_bytes) { /* the budget planned for, kept by the run */

@@ -195,7 +195,31 @@ int main(int argc, char **argv)
 	T_CHECK(run(args) == 0, "train refused the plan's own figure %llu:\n%s",
 		(unsigned long long)dev_cpu, read_file("err.txt"));
 
+	/* no --config and no --micro-batch-size (the README's flow): the plan is for a
+	 * micro-batch of 1, and the written config says so, so that train takes it */
+	T_CHECK(run("plan --init model.json --seq-len 64 --device-memory 1GiB --set "
+		    "zinf.device=host --write-config plain.json") == 0,
+		"plan without --config failed:\n%s", read_file("err.txt"));
+	cfg_text = read_file("plain.json");
+	written = cJSON_Parse(cfg_text);
+	T_CHECK(written && cJSON_GetNumberValue(cJSON_GetObjectItem(
+				   written, "train_micro_batch_size_per_gpu")) == 1,
+		"plain.json does not set the micro-batch of 1 planned for:\n%s", cfg_text);
+	cJSON_Delete(written);
+	free(cfg_text);
+	T_CHECK(run("train --init model.json --config plain.json --data data.txt --data-format "
+		    "text --seq-len 64 --steps 1 -q") == 0,
+		"train refused the config plan wrote without --config:\n%s", read_file("err.txt"));
+
 	/* bad input */
+	/* the host backend's heap is host memory: a budget beyond it is refused, as train
+	 * refuses it */
+	expect_usage("plan --init model.json --seq-len 64 --set zinf.device=host --device-memory "
+		     "3GiB --host-memory 2GiB",
+		     "--device-memory 3 GiB is more than the 2 GiB of host memory");
+	expect_usage("plan --init model.json --seq-len 64 --set zinf.device=host --set "
+		     "zinf.device_memory_limit=3GiB --host-memory 2GiB",
+		     "zinf.device_memory_limit 3 GiB is more than the 2 GiB of host memory");
 	expect_usage("plan --init model.json", "--seq-len");
 	expect_usage("plan --init model.json --seq-len 64 --device-memory 0", "--device-memory");
 	expect_usage("plan --init model.json --seq-len 64 --bogus", "--bogus");
@@ -218,6 +242,9 @@ int main(int argc, char **argv)
 		     "exists");
 	after = read_file("out.json");
 	T_CHECK(strcmp(before, after) == 0, "out.json changed by a refused --write-config");
+	free(after);
+	after = read_file("out.txt"); /* refused before a plan is printed */
+	T_CHECK(!*after, "a refused --write-config printed:\n%s", after);
 	free(before);
 	free(after);
 	T_CHECK(run("plan --init model.json --config ds.json --seq-len 64 --device-memory 1GiB "
