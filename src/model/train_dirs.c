@@ -262,6 +262,40 @@ static bool names_input(const char *path, const char *input, bool data)
 	return same;
 }
 
+/* path (written through its links) is not one of the names a save writes in save_dir
+ * (a snapshot's or the final save's directory, a NAME.tmp, the list of files) nor inside
+ * one of the directories a save makes there, which a save fills, renames and removes. */
+static int check_in_save_dir(const char *save_dir, const char *path, const char *what, char *err,
+			     size_t errlen)
+{
+	char cur[PATH_MAX], up[PATH_MAX], name[PATH_MAX];
+	bool made_dir;
+
+	write_target(path, cur, sizeof(cur));
+	for (bool leaf = true; strcmp(cur, "/") && strcmp(cur, "."); leaf = false) {
+		snprintf(up, sizeof(up), "%s", cur);
+		snprintf(name, sizeof(name), "%s", basename(up));
+		snprintf(up, sizeof(up), "%s", cur);
+		snprintf(cur, sizeof(cur), "%s", dirname(up));
+		if (!same_dir(cur, save_dir) || !train_save_dir_name(name, &made_dir))
+			continue;
+		if (leaf)
+			snprintf(err, errlen,
+				 "%s: %s names %s, which a save writes in the --save directory "
+				 "(the save would fail or write over it)",
+				 path, what, name);
+		else if (made_dir)
+			snprintf(err, errlen,
+				 "%s: %s is inside %s, a directory a save makes in the --save "
+				 "directory and replaces or removes",
+				 path, what, name);
+		else
+			continue;
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int train_check_output(const struct zinf_train_opts *o, const char *what, const char *path,
 		       char *err, size_t errlen)
 {
@@ -300,7 +334,7 @@ int train_check_output(const struct zinf_train_opts *o, const char *what, const 
 				 path, what, dir_flags[i]);
 			return -EINVAL;
 		}
-	return 0;
+	return o->save_dir ? check_in_save_dir(o->save_dir, path, what, err, errlen) : 0;
 }
 
 int train_check_outputs_differ(const char *what_a, const char *a, const char *what_b, const char *b,

@@ -11,7 +11,8 @@
  * far beyond the host's (its gradient accumulators too), NVMe state beyond the drive's
  * free space, and a --log-json
  * or zinf.trace path naming an input (--data, --config) or a file a save writes in the
- * --model directory (each left byte-identical), a FIFO as --config, --init, --data or
+ * --model directory (each left byte-identical) or the --save directory (a snapshot's
+ * directory, a file in one, a NAME.tmp), a FIFO as --config, --init, --data or
  * --log-json (refused at once, not waited on), --micro-batch-size against the config's
  * own value, an "auto" batch size no flag fills, --save-dtype, --save-shard-size or
  * --eval-batches without the flag they need. Good runs (text, an llm.c token file,
@@ -460,6 +461,16 @@ int main(int argc, char **argv)
 			 "zinf.trace names a file a save"},
 			{"--log-json '%s/good3/l.json' --set zinf.trace='%s/good3/./l.json'",
 			 "zinf.trace is the --log-json file"},
+			/* what a save makes in --save: a snapshot's directory (a later mkdir would
+			 * fail), what is inside one (replaced or removed), the final save's */
+			{"--log-json '%s/saved/checkpoint-2'",
+			 "--log-json names checkpoint-2, which a save writes in the --save"},
+			{"--log-json '%s/saved/checkpoint-2.partial/l.json'",
+			 "--log-json is inside checkpoint-2.partial, a directory a save makes"},
+			{"--set zinf.trace='%s/saved/final.partial'",
+			 "zinf.trace names final.partial, which a save writes"},
+			{"--log-json '%s/saved/config.json.tmp'",
+			 "--log-json names config.json.tmp, which a save writes"},
 		};
 		for (size_t i = 0; i < sizeof(fresh) / sizeof(fresh[0]); i++) {
 			char out[400];
