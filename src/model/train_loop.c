@@ -220,6 +220,7 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 	const struct zinf_train_opts *o = r->o;
 	char partial[4200], done[4200];
 	int rc = zinf_engine_sync(r->e); /* the step's updates, done in the background */
+	double t0 = train_now_seconds();
 
 	if (rc) {
 		snprintf(err, errlen, "step %llu: %s", (unsigned long long)step,
@@ -242,6 +243,9 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 		snprintf(err, errlen, "%s: cannot rename to %s: %s", partial, done,
 			 strerror(errno));
 	}
+	if (!rc)
+		zinf_logf(ZINF_LOG_INFO, "%s: saved, step %llu, in %.1f s", done,
+			  (unsigned long long)step, train_now_seconds() - t0);
 	if (!rc && o->save_total_limit)
 		rc = train_snapshots_rotate(o->save_dir, o->save_total_limit, step, err, errlen);
 	return rc;
@@ -403,6 +407,9 @@ int train_save_final(struct train_run *r, struct zinf_train_result *res, char *e
 	}
 	if (!rc) /* a failure from here leaves a committed save the next run moves in */
 		rc = train_save_publish(r->o->save_dir, err, errlen);
+	if (!rc)
+		zinf_logf(ZINF_LOG_INFO, "%s: saved, step %llu, in %.1f s", r->o->save_dir,
+			  (unsigned long long)r->o->steps, train_now_seconds() - t0);
 	zinf_engine_get_stats(r->e, &st);
 	res->save_nvme_read_bytes = st.nvme_to_pinned.bytes - res->nvme_read_bytes;
 	res->save_seconds = train_now_seconds() - t0;

@@ -312,6 +312,11 @@ int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, c
 			if (remove_snapshot(parent, list[i].name, false, why, sizeof(why)))
 				zinf_logf(ZINF_LOG_WARN, "%s/%s: --save-total-limit: kept, %s",
 					  save_dir, list[i].name, why);
+			else
+				zinf_logf(ZINF_LOG_INFO,
+					  "%s/%s: removed (--save-total-limit %llu: the newest "
+					  "are kept)",
+					  save_dir, list[i].name, (unsigned long long)keep);
 		}
 	}
 out:

@@ -5,11 +5,34 @@
  * stays); a checkpoint-<step> holding a file zinf did not write (one named like a shard
  * but not one, a directory named like a file), or no config.json; a checkpoint-<step>
  * that is a link to a directory elsewhere (whose files stay); names that are not
- * checkpoint-<digits>. Without --save-every it is refused on one line before step 1 (0
+ * checkpoint-<digits>. Each save and each removal is an info line of the log. Without
+ * --save-every it is refused on one line before step 1 (0
  * is refused by the CLI: test_train_cli_rejects_bad_input). */
 #include <errno.h>
 
 #include "train_fixture.h"
+#include "zinf/log.h"
+
+/* the info lines of the runs, one after another */
+static char info[16384];
+
+static void take_info(enum zinf_log_level level, const char *msg, void *user)
+{
+	(void)user;
+	if (level == ZINF_LOG_INFO && strlen(info) + strlen(msg) + 2 < sizeof(info)) {
+		strcat(info, msg);
+		strcat(info, "\n");
+	}
+}
+
+/* An info line names save/name and says what (the log of saves and removals). */
+static bool logged(const char *save, const char *name, const char *what)
+{
+	char line[600];
+
+	snprintf(line, sizeof(line), "%s/%s: %s", save, name, what);
+	return strstr(info, line) != NULL;
+}
 
 static bool exists(const char *root, const char *name)
 {
@@ -74,6 +97,8 @@ int main(void)
 	snprintf(dir, sizeof(dir), "%s/checkpoint-00000", save);
 	T_CHECK(symlink(elsewhere, dir) == 0, "symlink %s", dir);
 
+	zinf_log_set_level(ZINF_LOG_INFO);
+	zinf_log_set_callback(take_info, NULL);
 	for (int state = 0; state < 2; state++) {
 		tf_opts(&d, &o, 7, &l);
 		o.save_dir = save;
@@ -91,6 +116,12 @@ int main(void)
 			T_CHECK(exists(save, "checkpoint-4") && exists(save, "checkpoint-6"),
 				"the newest two are kept");
 			T_CHECK(!exists(save, "checkpoint-2"), "checkpoint-2 is removed");
+			T_CHECK(logged(save, "checkpoint-6", "saved, step 6") &&
+					logged(save, "checkpoint-2",
+					       "removed (--save-total-limit 2") &&
+					!logged(save, "checkpoint-4", "removed") &&
+					logged(d.root, "out", "saved, step 7"),
+				"the saves and removals are not logged at info:\n%s", info);
 		} else {
 			T_CHECK(exists(save, "checkpoint-8") && exists(save, "checkpoint-6"),
 				"the newest two of both runs are kept");
