@@ -239,6 +239,14 @@ static int remove_snapshot(int parent, const char *name, bool partial, char *why
 			snprintf(foreign, sizeof(foreign), "%s", de->d_name);
 		has_config |= !strcmp(de->d_name, "config.json");
 	}
+	if (!strcmp(foreign, TRAIN_SAVE_LOCK)) { /* what is in it may be another run's */
+		snprintf(why, whylen,
+			 "a run saved into it as its --save directory (it holds %s); remove it "
+			 "by hand if that save is not wanted",
+			 TRAIN_SAVE_LOCK);
+		closedir(d);
+		return 1;
+	}
 	if (foreign[0] || (!has_config && !partial)) {
 		snprintf(why, whylen, "it holds %s, which zinf did not write",
 			 foreign[0] ? foreign : "no config.json");

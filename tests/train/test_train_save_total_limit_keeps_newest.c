@@ -13,13 +13,14 @@
 #include "train_fixture.h"
 #include "zinf/log.h"
 
-/* the info lines of the runs, one after another */
+/* the warning and info lines of the runs, one after another */
 static char info[16384];
 
 static void take_info(enum zinf_log_level level, const char *msg, void *user)
 {
 	(void)user;
-	if (level == ZINF_LOG_INFO && strlen(info) + strlen(msg) + 2 < sizeof(info)) {
+	if ((level == ZINF_LOG_WARN || level == ZINF_LOG_INFO) &&
+	    strlen(info) + strlen(msg) + 2 < sizeof(info)) {
 		strcat(info, msg);
 		strcat(info, "\n");
 	}
@@ -91,6 +92,8 @@ int main(void)
 	make_dir(save, "checkpoint-00/model.safetensors", NULL, NULL);
 	make_dir(save, "checkpoint-000", "model.safetensors", NULL);
 	make_dir(save, "checkpoint-900", "config.json", NULL);
+	/* an old snapshot a run then saved into directly (--save DIR/checkpoint-000000) */
+	make_dir(save, "checkpoint-000000", "config.json", ".zinf-save.lock");
 	/* a link to a directory elsewhere, holding files named as zinf names them */
 	snprintf(elsewhere, sizeof(elsewhere), "%s/precious", d.root);
 	make_dir(d.root, "precious", "config.json", "model.safetensors");
@@ -145,6 +148,11 @@ int main(void)
 		T_CHECK(exists(elsewhere, "config.json") && exists(elsewhere, "model.safetensors"),
 			"files behind a linked snapshot are left");
 		T_CHECK(exists(save, "checkpoint-900"), "an earlier run's newer snapshot is left");
+		T_CHECK(exists(save, "checkpoint-000000/config.json") &&
+				logged(save, "checkpoint-000000",
+				       "--save-total-limit: kept, a run saved into it as its --save "
+				       "directory"),
+			"a snapshot a run saved into is not kept, or not said why:\n%s", info);
 		T_CHECK(exists(save, "model.safetensors") ||
 				exists(save, "model.safetensors.index.json"),
 			"the final save");
