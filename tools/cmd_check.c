@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "train_flags.h"
 #include "zinf/zinf.h"
 
 const char cmd_check_usage[] =
@@ -43,22 +44,7 @@ static unsigned long long parse_positive(const char *opt, const char *text, unsi
 	return v;
 }
 
-#define MAX_WORLD_SIZE (1u << 24)
 #define MAX_HIDDEN_SIZE (1u << 24) /* as config.json's; hidden_size^2 stays exact */
-
-/* The world size the launcher set, 1 when none did; 0 when the variable set is not a
- * whole number (message printed). */
-static int env_world_size(void)
-{
-	static const char *const vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
-
-	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-		const char *v = getenv(vars[i]);
-		if (v && *v)
-			return (int)parse_positive(vars[i], v, MAX_WORLD_SIZE);
-	}
-	return 1;
-}
 
 int cmd_check(int argc, char **argv)
 {
@@ -83,7 +69,7 @@ int cmd_check(int argc, char **argv)
 		switch (c) {
 		case 'w':
 			info.world_size =
-				(int)parse_positive("--world-size", optarg, MAX_WORLD_SIZE);
+				(int)parse_positive("--world-size", optarg, CMD_MAX_WORLD_SIZE);
 			if (info.world_size <= 0)
 				return ZINF_EXIT_USAGE;
 			world_given = true;
@@ -119,7 +105,7 @@ int cmd_check(int argc, char **argv)
 		}
 	}
 	/* the launcher's variable only when --world-size did not say (and not for --help) */
-	if (!world_given && (info.world_size = env_world_size()) == 0)
+	if (!world_given && (info.world_size = cmd_env_world_size("zinf check", NULL)) == 0)
 		return ZINF_EXIT_USAGE;
 	if (optind != argc - 1) {
 		fprintf(stderr,

@@ -224,6 +224,21 @@ int cmd_train(int argc, char **argv)
 			argv[optind]);
 		return ZINF_EXIT_USAGE;
 	}
+	/* one rank: under a launcher of several, each would train the whole model alone
+	 * (and all but one find --save locked) */
+	{
+		const char *var;
+		int world = cmd_env_world_size("zinf train", &var);
+
+		if (world != 1) {
+			if (world > 1)
+				fprintf(stderr,
+					"zinf train: %s=%d: zinf train runs as one process; training "
+					"across ranks is not built yet (launch one)\n",
+					var, world);
+			return ZINF_EXIT_USAGE;
+		}
+	}
 	o.on_step = on_step;
 	o.on_step_user = &prog;
 	prog.tty = isatty(fileno(stdout));

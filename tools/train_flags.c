@@ -147,3 +147,30 @@ int train_flag_apply(struct train_flags *f, int c, const char *arg)
 	fprintf(stderr, "%s: bad option (try '%s --help')\n", f->prog, f->prog);
 	return -1;
 }
+
+int cmd_env_world_size(const char *prog, const char **var)
+{
+	static const char *const vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+
+	if (var)
+		*var = NULL;
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+		char *end;
+		unsigned long long n;
+
+		if (!v || !*v)
+			continue;
+		if (var)
+			*var = vars[i];
+		errno = 0;
+		n = strtoull(v, &end, 10);
+		if (errno || *end || n == 0 || n > CMD_MAX_WORLD_SIZE || v[0] < '0' || v[0] > '9') {
+			fprintf(stderr, "%s: %s: '%s' is not a whole number from 1 to %u\n", prog,
+				vars[i], v, CMD_MAX_WORLD_SIZE);
+			return 0;
+		}
+		return (int)n;
+	}
+	return 1;
+}

@@ -5,7 +5,7 @@
  * under 256, a config that does not load, --resume of no directory or of a checkpoint
  * without its training state, --save-total-limit 0, an NVMe path that is no directory
  * (one line naming the key that gave it, not the I/O layer's log besides), a zinf.trace path that cannot be written
- * (before the run, not after it), a --set typo (named as --set's, not the file's), a
+ * (before the run, not after it), a launcher's world size above 1 or not a number, a --set typo (named as --set's, not the file's), a
  * device budget that holds a decoder layer but not with its gradients or is more than the
  * host's memory (the host device backend), a pinned budget more than the host's memory, parameters and optimizer state in host memory
  * far beyond the host's (its gradient accumulators too), NVMe state beyond the drive's
@@ -132,6 +132,19 @@ int main(int argc, char **argv)
 	fclose(f);
 
 	snprintf(a, sizeof(a), "%s --data '%s' --steps 2", base, d.data);
+	/* under a launcher of several ranks: one process trains, not each alone */
+	setenv("WORLD_SIZE", "2", 1);
+	T_CHECK(run(a, "WORLD_SIZE=2: zinf train runs as one process", 1) == 2,
+		"WORLD_SIZE=2 not refused");
+	setenv("WORLD_SIZE", "two", 1);
+	T_CHECK(run(a, "WORLD_SIZE: 'two' is not a whole number", 1) == 2,
+		"WORLD_SIZE=two not refused");
+	unsetenv("WORLD_SIZE");
+	setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+	T_CHECK(run(a, "OMPI_COMM_WORLD_SIZE=4", 1) == 2, "OMPI_COMM_WORLD_SIZE=4 not refused");
+	setenv("OMPI_COMM_WORLD_SIZE", "1", 1); /* mpirun -np 1 */
+	T_CHECK(run(a, "", 0) == 0, "a good run under a launcher of one rank fails");
+	unsetenv("OMPI_COMM_WORLD_SIZE");
 	T_CHECK(run(a, "", 0) == 0, "a good run fails");
 	snprintf(save, sizeof(save), "%s/saved/model.safetensors", d.root);
 	T_CHECK(access(save, F_OK) == 0, "the good run saved nothing");
