@@ -45,9 +45,14 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 			 !o->config_path ? "--config" : "--data");
 		return -EINVAL;
 	}
-	if (!o->seq_len || o->seq_len > (1u << 20) || !o->steps) {
-		snprintf(err, errlen, "%s: must be >= 1%s", !o->steps ? "--steps" : "--seq-len",
-			 o->seq_len > (1u << 20) ? " and <= 1048576" : "");
+	if (!o->seq_len || !o->steps) {
+		snprintf(err, errlen, "%s: required, at least 1",
+			 !o->steps ? "--steps" : "--seq-len");
+		return -EINVAL;
+	}
+	if (o->seq_len > (1u << 20)) {
+		snprintf(err, errlen, "--seq-len %llu: at most 1048576",
+			 (unsigned long long)o->seq_len);
 		return -EINVAL;
 	}
 	if (o->eval_every && !o->eval_data_path) {
@@ -101,10 +106,16 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 			return 0;
 		}
 		snprintf(parent, sizeof(parent), "%s", o->save_dir);
-		if (stat(dirname(parent), &st) || !S_ISDIR(st.st_mode)) {
-			snprintf(err, errlen, "%s: --save: its parent is not a directory",
-				 o->save_dir);
+		if (stat(dirname(parent), &st)) {
+			snprintf(err, errlen, "%s: --save: its parent %s: %s", o->save_dir, parent,
+				 errno == ENOENT ? "does not exist (only the last level is made)"
+						 : strerror(errno));
 			return -ENOENT;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			snprintf(err, errlen, "%s: --save: its parent %s is not a directory",
+				 o->save_dir, parent);
+			return -ENOTDIR;
 		}
 	}
 	return 0;

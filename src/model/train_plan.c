@@ -329,9 +329,29 @@ static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct 
 	zinf_config_get_string(*base, "zinf.device", &kind);
 	given = zinf_config_get_source(*base, "zinf.device_memory_limit", &src) == 0 &&
 		src != ZINF_SRC_DEFAULT && src != ZINF_SRC_AUTO;
-	if (o->device_bytes)
+	if (o->device_bytes) {
+		/* checked as the key it sets (in a config of its own: the device probe
+		 * below opens the device with base's), named as the flag */
+		static const char key[] = "zinf.device_memory_limit";
+		struct zinf_config *check;
+		char v[32];
+		const char *why;
+
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)o->device_bytes);
+		rc = zinf_config_create(&check);
+		if (rc)
+			return rc;
+		rc = zinf_config_set(check, key, v);
+		if (rc) {
+			why = strstr(zinf_config_last_error(check), key);
+			snprintf(err, errlen, "--device-memory%s",
+				 why ? why + strlen(key) : ": out of range");
+		}
+		zinf_config_destroy(check);
+		if (rc)
+			return rc;
 		r->device_bytes = o->device_bytes;
-	else if (given)
+	} else if (given)
 		zinf_config_get_u64(*base, "zinf.device_memory_limit", &r->device_bytes);
 	if (kind && strcmp(kind, "auto") != 0 && r->device_bytes) {
 		r->device_kind = strcmp(kind, "cuda") == 0 ? ZINF_ENGINE_DEVICE_CUDA

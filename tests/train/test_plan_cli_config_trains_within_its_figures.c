@@ -222,6 +222,8 @@ int main(int argc, char **argv)
 		     "zinf.device_memory_limit 3 GiB is more than the 2 GiB of host memory");
 	expect_usage("plan --init model.json", "--seq-len");
 	expect_usage("plan --init model.json --seq-len 64 --device-memory 0", "--device-memory");
+	expect_usage("plan --init model.json --seq-len 64 --device-memory 4KiB",
+		     "--device-memory: 4096 is out of range (expected a byte size >= 1048576");
 	expect_usage("plan --init model.json --seq-len 64 --bogus", "--bogus");
 	expect_usage("plan --init missing.json --seq-len 64", "missing.json");
 	expect_usage("plan --init model.json --seq-len 4096", "max_position_embeddings");

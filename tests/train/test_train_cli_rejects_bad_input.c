@@ -190,6 +190,26 @@ int main(int argc, char **argv)
 	T_CHECK(run(a, "--steps two", 1) == 2, "bad --steps");
 	snprintf(a, sizeof(a), "%s --data '%s' --steps ' -1'", base, d.data);
 	T_CHECK(run(a, "--steps  -1", 1) == 2, "--steps with a leading space (was 2^64 - 1)");
+	snprintf(a, sizeof(a), "%s --data '%s'", base, d.data);
+	T_CHECK(run(a, "--steps: required", 1) == 2, "no --steps");
+	snprintf(a, sizeof(a), "--init '%s' --config '%s' --data-format text --data '%s' --steps 2",
+		 d.model, d.ds, d.data);
+	T_CHECK(run(a, "--seq-len: required", 1) == 2, "no --seq-len");
+	{ /* (run() gives its own --save) */
+		char *said;
+		size_t n;
+		snprintf(a, sizeof(a),
+			 "'%s' train %s --data '%s' --steps 2 --save '%s/no/such' -q 2>'%s/e.txt'",
+			 zinf_bin, base, d.data, d.root, d.root);
+		T_CHECK(WEXITSTATUS(system(a)) == 2, "--save under a missing directory");
+		snprintf(a, sizeof(a), "%s/e.txt", d.root);
+		tf_read_all(a, &said, &n);
+		T_CHECK(strstr(said, "/no/such: --save: its parent ") &&
+				strstr(said, "/no: does not exist") &&
+				strchr(said, '\n') == said + n - 1,
+			"--save under a missing directory: %s", said);
+		free(said);
+	}
 	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --shuffle random", base, d.data);
 	T_CHECK(run(a, "--shuffle random", 1) == 2, "bad --shuffle");
 	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --save-dtype fp8", base, d.data);
