@@ -141,6 +141,7 @@ static void on_step(const struct zinf_train_step *s, void *user)
 }
 
 static volatile sig_atomic_t stop_signal;
+static bool stderr_tty; /* the message then starts on a line of its own, after ^C */
 
 /* SIGINT, SIGTERM: the run stops at the next module it would fetch (dropping a step in
  * progress) and tears down (its NVMe run directory removed, so the next run is not
@@ -150,9 +151,10 @@ static void on_stop_signal(int sig)
 {
 	static const char msg[] =
 		"\nzinf train: stopping at the next module (the same signal again: at once)\n";
+	size_t skip = stderr_tty ? 0 : 1;
 
 	stop_signal = sig;
-	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+	if (write(STDERR_FILENO, msg + skip, sizeof(msg) - 1 - skip) < 0)
 		return;
 }
 
@@ -160,6 +162,7 @@ static void catch_stop_signals(void)
 {
 	struct sigaction sa;
 
+	stderr_tty = isatty(STDERR_FILENO);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_stop_signal;
 	sa.sa_flags = SA_RESETHAND;

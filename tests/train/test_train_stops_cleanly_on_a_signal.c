@@ -147,6 +147,10 @@ static bool stop_with(int sig, enum when when)
 	T_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == sig,
 		"signal %d: status %#x, expected an end by the signal", sig, status);
 	tf_read_all(errpath, &text, &len);
+	/* stderr is a file: the handler's line is there, with no empty line before it */
+	T_CHECK(strstr(text, "zinf train: stopping at the next module") && text[0] != '\n' &&
+			!strstr(text, "\n\n"),
+		"signal %d: an empty line on stderr, or no stop line:\n%s", sig, text);
 	if (when == LOADING) { /* nothing trained, nothing logged */
 		at = strstr(text, "zinf train: stopped while loading, before module ");
 		T_CHECK(at && strstr(at, "(asked to stop; nothing trained or saved)\n"),
