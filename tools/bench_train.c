@@ -24,9 +24,10 @@ const char bench_train_usage[] =
 	"                        --data FILE --seq-len T --steps N [options]\n"
 	"Offloaded training beside the same run resident on the device. Runs the config as\n"
 	"given and a resident baseline (the same config with offload_param and\n"
-	"offload_optimizer off and device_memory_limit auto), alternating their steps in one\n"
-	"process, and reports the median forward+backward time of each, their ratio and the\n"
-	"share of the offloaded step that compute waited for data. Step 1 is left out.\n"
+	"offload_optimizer off, device_memory_limit auto and no zinf.trace: a --set trace\n"
+	"file is the offloaded run's), alternating their steps in one process, and reports\n"
+	"the median forward+backward time of each, their ratio and the share of the\n"
+	"offloaded step that compute waited for data. Step 1 is left out.\n"
 	"options:\n"
 	"  --model DIR, --init CONFIG.json, --config DS.json, --set KEY=VALUE, --data FILE,\n"
 	"  --data-format llmc|text, --seq-len T, --micro-batch-size B,\n"
@@ -39,8 +40,8 @@ enum { BT_RESIDENT_SET = TF_FIRST_FREE, BT_JSON };
 
 static const char *const resident_sets[] = {
 	"zero_optimization.offload_param.device=none",
-	"zero_optimization.offload_optimizer.device=none",
-	"zinf.device_memory_limit=auto",
+	"zero_optimization.offload_optimizer.device=none", "zinf.device_memory_limit=auto",
+	"zinf.trace=null", /* a --set trace file is the offloaded run's (--resident-set: its own) */
 };
 #define N_RESIDENT_SETS (int)(sizeof(resident_sets) / sizeof(resident_sets[0]))
 

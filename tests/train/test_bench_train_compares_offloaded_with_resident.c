@@ -3,7 +3,8 @@
  * prints one JSON object: both runs' losses identical step by step, the offloaded run's
  * peak device bytes within its limit while the resident run's peak exceeds that limit
  * (it really holds everything), positive times and ratio, and every step but the first
- * measured; a warning about the config printed once, not once a run. Bad input (--steps 1, a bad --resident-set key or one with no value, a missing config, an unknown
+ * measured; a warning about the config printed once, not once a run; a --set zinf.trace
+ * file is the offloaded run's. Bad input (--steps 1, a bad --resident-set key or one with no value, a missing config, an unknown
  * flag) exits 2 with one line naming it. argv: the zinf binary, the demo model's config.json
  * and the demo's DeepSpeed config (parameters and optimizer on NVMe, a 1.5 MiB device
  * budget).
@@ -77,14 +78,27 @@ int main(int argc, char **argv)
 		"the resident run holds more than the offloaded limit: %s", out);
 	T_CHECK(t_json_number(off, "nvme_read_bytes_per_step") > 0, "the offloaded run reads NVMe");
 
-	/* a key with no effect warns once, though both runs load the config */
+	/* a key with no effect warns once, though both runs load the config; a --set trace
+	 * is the offloaded run's (NVMe reads on its lane 1), not written over by the
+	 * resident run's */
 	snprintf(
 		args, sizeof(args),
-		"--config '%s' --steps 2 --json --set zero_optimization.offload_param.buffer_count=9",
-		ds);
+		"--config '%s' --steps 2 --json --set zero_optimization.offload_param.buffer_count=9 "
+		"--set zinf.trace='%s/bench.trace.json'",
+		ds, d.root);
 	rc = run(args, out, sizeof(out));
 	T_CHECK(rc == 0, "bench exited %d: %s", rc, out);
 	T_CHECK(t_count(out, "buffer_count") == 1, "want the warning once: %s", out);
+	{
+		char path[300], *trace;
+		size_t n;
+
+		snprintf(path, sizeof(path), "%s/bench.trace.json", d.root);
+		tf_read_all(path, &trace, &n);
+		T_CHECK(strstr(trace, "\"ph\": \"X\", \"pid\": 1, \"tid\": 1,"),
+			"the trace has no NVMe read: the resident run's?");
+		free(trace);
+	}
 
 	snprintf(args, sizeof(args), "--config '%s' --steps 1", ds);
 	expect_usage_error(args, "--steps");
