@@ -193,11 +193,11 @@ static int opts_check(const struct zinf_io_opts *o, char *msg, size_t len)
 			 bs);
 		return -EINVAL;
 	}
-	if (o->queue_depth < 1 || o->queue_depth > 4096) {
+	if (o->queue_depth < 1 || o->queue_depth > ZINF_IO_MAX_QUEUE_DEPTH) {
 		snprintf(msg, len, "aio.queue_depth %u: expected 1 to 4096", o->queue_depth);
 		return -EINVAL;
 	}
-	if (o->intra_op_parallelism < 1 || o->intra_op_parallelism > 256) {
+	if (o->intra_op_parallelism < 1 || o->intra_op_parallelism > ZINF_IO_MAX_PARALLELISM) {
 		snprintf(msg, len, "aio.intra_op_parallelism %u: expected 1 to 256",
 			 o->intra_op_parallelism);
 		return -EINVAL;

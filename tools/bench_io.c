@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,9 @@ const char bench_io_usage[] =
 	"usage: zinf bench io (--file PATH | --dir PATH[,PATH...]) [options]\n"
 	"Measure NVMe bandwidth and IOPS through the zinf I/O layer (O_DIRECT).\n"
 	"  --file PATH        benchmark this file (created and filled when missing or short;\n"
-	"                     kept afterwards, so fio can be run on the same file)\n"
+	"                     kept afterwards, so fio can be run on the same file); one\n"
+	"                     with data is overwritten (a write mode, --sweep, or filled\n"
+	"                     when short) only with --force\n"
 	"  --dir PATH[,...]   use an extent in a run directory under each path (striped;\n"
 	"                     removed afterwards)\n"
 	"  --size BYTES       bytes per pass (default 2GiB)\n"
@@ -35,6 +38,7 @@ const char bench_io_usage[] =
 	"  --threads N        lanes: rings and worker threads (default 1)\n"
 	"  --loops N          timed passes (default 3)\n"
 	"  --buffered         do not use O_DIRECT\n"
+	"  --force            let the benchmark write over --file's data\n"
 	"  --json             print one JSON object (bytes_per_second is the median)\n"
 	"  --sweep            sweep bs x qd x threads x engine for read and write and print\n"
 	"                     the best aio block as JSON (--size and --loops per point;\n"
@@ -47,7 +51,7 @@ struct bench_cfg {
 	uint32_t qd, threads, loops;
 	const char *rw;
 	enum zinf_io_engine engine;
-	bool direct, json, sweep;
+	bool direct, json, sweep, force;
 };
 
 struct bench_result {
@@ -158,7 +162,7 @@ static int bench_pass(struct zinf_io *io, uint32_t ext, const struct bench_cfg *
 static int bench_run(const struct bench_cfg *c, const char *rw, struct bench_result *res)
 {
 	bool is_read = strstr(rw, "read") != NULL, random = strncmp(rw, "rand", 4) == 0;
-	uint64_t depth = (uint64_t)c->qd * c->threads, n_blocks = c->size / c->bs;
+	uint64_t n_blocks = c->size / c->bs, depth = (uint64_t)c->qd * c->threads;
 	struct zinf_io_opts o;
 	struct zinf_io *io = NULL;
 	struct zinf_io_req *reqs = NULL;
@@ -168,6 +172,8 @@ static int bench_run(const struct bench_cfg *c, const char *rw, struct bench_res
 	uint32_t ext;
 	int rc;
 
+	if (depth > n_blocks) /* no more in flight than a pass has blocks (bench_pass) */
+		depth = n_blocks;
 	zinf_io_opts_init(&o);
 	o.block_size = c->bs;
 	o.queue_depth = c->qd;
@@ -323,16 +329,16 @@ static int bench_sweep(struct bench_cfg c)
 	return 0;
 }
 
-static int parse_u32(const char *opt, const char *text, uint32_t *out)
+static int parse_u32(const char *opt, const char *text, uint32_t max, uint32_t *out)
 {
 	char *end;
 	unsigned long v;
 
 	errno = 0;
 	v = strtoul(text, &end, 10);
-	if (errno || *end || end == text || v == 0 || v > 65536) {
-		fprintf(stderr, "zinf bench io: %s %s: expected a whole number from 1 to 65536\n",
-			opt, text);
+	if (errno || *end || end == text || v == 0 || v > max || text[0] < '0' || text[0] > '9') {
+		fprintf(stderr, "zinf bench io: %s %s: expected a whole number from 1 to %u\n", opt,
+			text, max);
 		return -EINVAL;
 	}
 	*out = (uint32_t)v;
@@ -371,11 +377,16 @@ static int check_dirs(const char *list)
 		}
 		memcpy(path[n], p, len);
 		path[n][len] = 0;
+		if (stat(path[n], &st[n]) != 0) {
+			fprintf(stderr, "zinf bench io: --dir %s: %s\n", path[n], strerror(errno));
+			return -1;
+		}
+		if (!S_ISDIR(st[n].st_mode)) {
+			fprintf(stderr, "zinf bench io: --dir %s: not a directory\n", path[n]);
+			return -1;
+		}
 		for (int i = 0; i < n; i++) {
-			bool same = strcmp(path[i], path[n]) == 0;
-			if (!same && stat(path[n], &st[n]) == 0 && stat(path[i], &st[i]) == 0)
-				same = st[i].st_dev == st[n].st_dev && st[i].st_ino == st[n].st_ino;
-			if (same) {
+			if (st[i].st_dev == st[n].st_dev && st[i].st_ino == st[n].st_ino) {
 				fprintf(stderr,
 					"zinf bench io: --dir %s: %s and %s are the same directory "
 					"(give each once)\n",
@@ -390,16 +401,59 @@ static int check_dirs(const char *list)
 	}
 }
 
+/* --file: a regular file, or a new one in an existing directory; one holding data is
+ * written over (a write mode, --sweep's writes, or filled to --size when short) only
+ * with --force. 0, or -1 after one line on stderr. */
+static int check_file(const struct bench_cfg *c)
+{
+	char parent[4096];
+	struct stat st;
+	bool writes;
+
+	if (stat(c->file, &st) != 0) {
+		snprintf(parent, sizeof(parent), "%s", c->file);
+		if (errno != ENOENT || stat(dirname(parent), &st) || !S_ISDIR(st.st_mode)) {
+			fprintf(stderr, "zinf bench io: --file %s: cannot be made (%s)\n", c->file,
+				errno == ENOENT ? "no such directory" : strerror(errno));
+			return -1;
+		}
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fprintf(stderr, "zinf bench io: --file %s: not a regular file\n", c->file);
+		return -1;
+	}
+	writes = c->sweep || strstr(c->rw, "write") || (uint64_t)st.st_size < c->size;
+	if (st.st_size > 0 && writes && !c->force) {
+		fprintf(stderr,
+			"zinf bench io: --file %s: holds %lld bytes that the benchmark would write "
+			"over (%s; --force allows it)\n",
+			c->file, (long long)st.st_size,
+			c->sweep		 ? "--sweep writes"
+			: strstr(c->rw, "write") ? "a write mode"
+						 : "shorter than --size, so filled");
+		return -1;
+	}
+	return 0;
+}
+
 int bench_io(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"file", required_argument, NULL, 'f'},	  {"dir", required_argument, NULL, 'd'},
-		{"size", required_argument, NULL, 's'},	  {"bs", required_argument, NULL, 'b'},
-		{"qd", required_argument, NULL, 'q'},	  {"rw", required_argument, NULL, 'r'},
-		{"engine", required_argument, NULL, 'e'}, {"threads", required_argument, NULL, 't'},
-		{"loops", required_argument, NULL, 'l'},  {"json", no_argument, NULL, 'j'},
-		{"sweep", no_argument, NULL, 'S'},	  {"buffered", no_argument, NULL, 'B'},
-		{"help", no_argument, NULL, 'h'},	  {NULL, 0, NULL, 0}};
+	static const struct option longopts[] = {{"file", required_argument, NULL, 'f'},
+						 {"dir", required_argument, NULL, 'd'},
+						 {"size", required_argument, NULL, 's'},
+						 {"bs", required_argument, NULL, 'b'},
+						 {"qd", required_argument, NULL, 'q'},
+						 {"rw", required_argument, NULL, 'r'},
+						 {"engine", required_argument, NULL, 'e'},
+						 {"threads", required_argument, NULL, 't'},
+						 {"loops", required_argument, NULL, 'l'},
+						 {"json", no_argument, NULL, 'j'},
+						 {"sweep", no_argument, NULL, 'S'},
+						 {"buffered", no_argument, NULL, 'B'},
+						 {"force", no_argument, NULL, 'F'},
+						 {"help", no_argument, NULL, 'h'},
+						 {NULL, 0, NULL, 0}};
 	struct bench_cfg c = {.size = 2ull << 30,
 			      .bs = 1 << 20,
 			      .qd = 32,
@@ -427,13 +481,13 @@ int bench_io(int argc, char **argv)
 			rc = parse_size("--bs", optarg, &c.bs);
 			break;
 		case 'q':
-			rc = parse_u32("--qd", optarg, &c.qd);
+			rc = parse_u32("--qd", optarg, ZINF_IO_MAX_QUEUE_DEPTH, &c.qd);
 			break;
 		case 't':
-			rc = parse_u32("--threads", optarg, &c.threads);
+			rc = parse_u32("--threads", optarg, ZINF_IO_MAX_PARALLELISM, &c.threads);
 			break;
 		case 'l':
-			rc = parse_u32("--loops", optarg, &c.loops);
+			rc = parse_u32("--loops", optarg, 65536, &c.loops);
 			break;
 		case 'r':
 			c.rw = optarg;
@@ -462,6 +516,9 @@ int bench_io(int argc, char **argv)
 		case 'B':
 			c.direct = false;
 			break;
+		case 'F':
+			c.force = true;
+			break;
 		case 'h':
 			fputs(bench_io_usage, stdout);
 			return ZINF_EXIT_OK;
@@ -483,6 +540,8 @@ int bench_io(int argc, char **argv)
 		return ZINF_EXIT_USAGE;
 	}
 	if (c.dirs && check_dirs(c.dirs))
+		return ZINF_EXIT_USAGE;
+	if (c.file && check_file(&c))
 		return ZINF_EXIT_USAGE;
 	if (c.bs % 4096 || c.bs < 4096 || c.bs > (1ull << 30)) {
 		fprintf(stderr,

@@ -26,6 +26,8 @@ extern "C" {
 #endif
 
 #define ZINF_IO_MAX_PATHS 16
+#define ZINF_IO_MAX_QUEUE_DEPTH 4096 /* aio.queue_depth */
+#define ZINF_IO_MAX_PARALLELISM 256  /* aio.intra_op_parallelism */
 
 enum zinf_io_engine {
 	ZINF_IO_ENGINE_AUTO = 0, /* io_uring, else libaio, else psync; logs the choice */

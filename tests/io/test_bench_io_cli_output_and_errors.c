@@ -1,8 +1,11 @@
 /*
  * `zinf bench io` (the CLI binary, given as argv[1]): a small run prints one JSON object
  * with bytes_per_second and iops and leaves no files; bad options exit 2 with a one-line
- * message naming the option and the value (a --dir list with an empty path or one
- * directory twice among them).
+ * message naming the option and the value (a --dir list with an empty path, one
+ * directory twice, a path that is no directory; --qd and --threads beyond the I/O
+ * layer's limits; a --file that is no regular file or cannot be made); a --file holding
+ * data is written over (a write mode, --sweep, filled when short) only with --force, and
+ * is left unchanged when refused.
  */
 #include <sys/wait.h>
 
@@ -38,7 +41,7 @@ static void want_usage_error(const char *zinf, const char *args, const char *wan
 
 int main(int argc, char **argv)
 {
-	char *dir = t_mkdtemp("/var/tmp"), args[512];
+	char *dir = t_mkdtemp("/var/tmp"), args[1024];
 	int rc;
 
 	T_CHECK(argc == 2, "usage: %s PATH_TO_ZINF", argv[0]);
@@ -66,7 +69,57 @@ int main(int argc, char **argv)
 	want_usage_error(argv[1], "--dir /tmp,,/var/tmp --size 8MiB", "an empty path");
 	want_usage_error(argv[1], "--dir /tmp,/tmp/ --size 8MiB",
 			 "/tmp and /tmp/ are the same directory");
-	rc = run(argv[1], "--dir /nonexistent/zinf --size 8MiB");
-	T_CHECK(rc == 1 && strstr(out, "/nonexistent/zinf"), "missing dir: exit %d: %s", rc, out);
+	want_usage_error(argv[1], "--dir /nonexistent/zinf --size 8MiB",
+			 "--dir /nonexistent/zinf: No such file or directory");
+	want_usage_error(argv[1], "--dir /tmp --threads 300",
+			 "--threads 300: expected a whole number from 1 to 256");
+	want_usage_error(argv[1], "--dir /tmp --qd 5000",
+			 "--qd 5000: expected a whole number from 1 to 4096");
+	want_usage_error(argv[1], "--dir /tmp --qd -1", "--qd -1");
+	want_usage_error(argv[1], "--file /nonexistent/zinf/x --size 8MiB",
+			 "--file /nonexistent/zinf/x: cannot be made");
+	want_usage_error(argv[1], "--file /tmp --size 8MiB", "--file /tmp: not a regular file");
+
+	/* a --file with data: written over only with --force, else refused and unchanged */
+	{
+		static const char keep[] = "a user's data\n";
+		char file[256], got[64] = "";
+		FILE *f;
+
+		dir = t_mkdtemp("/var/tmp");
+		T_CHECK(dir, "scratch directory");
+		snprintf(file, sizeof(file), "%s/data.txt", dir);
+		f = fopen(file, "w");
+		T_CHECK(f && fputs(keep, f) >= 0 && fclose(f) == 0, "write %s", file);
+		snprintf(args, sizeof(args), "--file %s --dir %s --size 8MiB --loops 1", file, dir);
+		want_usage_error(argv[1], args, "exactly one of --file");
+		snprintf(args, sizeof(args), "--file %s --dir x,%s --size 8MiB", file, dir);
+		want_usage_error(argv[1], args, "--dir");
+		snprintf(args, sizeof(args), "--dir %s --size 8MiB", file);
+		want_usage_error(argv[1], args, "not a directory");
+		snprintf(args, sizeof(args), "--file %s --size 8MiB --loops 1", file);
+		want_usage_error(argv[1], args,
+				 "holds 14 bytes that the benchmark would write over (shorter than "
+				 "--size, so filled; --force allows it)");
+		snprintf(args, sizeof(args), "--file %s --size 8MiB --loops 1 --rw randwrite",
+			 file);
+		want_usage_error(argv[1], args, "(a write mode; --force allows it)");
+		snprintf(args, sizeof(args), "--file %s --sweep --size 8MiB --loops 1", file);
+		want_usage_error(argv[1], args, "(--sweep writes; --force allows it)");
+		f = fopen(file, "r");
+		T_CHECK(f && fgets(got, sizeof(got), f) && fgetc(f) == EOF && fclose(f) == 0 &&
+				strcmp(got, keep) == 0,
+			"%s was changed by a refused run: %s", file, got);
+		snprintf(args, sizeof(args), "--file %s --size 8MiB --loops 1 --rw write --force",
+			 file);
+		rc = run(argv[1], args);
+		T_CHECK(rc == 0 && strstr(out, "write 8 MiB"), "--force: exit %d: %s", rc, out);
+		/* a file the benchmark made is long enough: read again without --force */
+		snprintf(args, sizeof(args), "--file %s --size 8MiB --loops 1", file);
+		rc = run(argv[1], args);
+		T_CHECK(rc == 0 && strstr(out, "read 8 MiB"), "read again: exit %d: %s", rc, out);
+		T_CHECK(unlink(file) == 0 && rmdir(dir) == 0, "cleanup %s", dir);
+		free(dir);
+	}
 	return 0;
 }
