@@ -299,6 +299,11 @@ int zinf_config_print(const struct zinf_config *cfg, FILE *f, bool json)
 			continue;
 		zinf_key_value_json(cfg, i, val, sizeof(val));
 		src = zinf_config_source_name((enum zinf_config_source)cfg->source[i]);
+		/* A count with no default (the batch sizes) reads 0 until given: unset, null */
+		if (zinf_keys[i].type == ZK_COUNT && !cfg->is_auto[i] &&
+		    (double)*(const uint64_t *)zinf_key_cfield(cfg, &zinf_keys[i]) <
+			    zinf_keys[i].min)
+			snprintf(val, sizeof(val), json ? "null" : "unset");
 		if (json) {
 			fprintf(f, "%s\n  \"%s\": {\"value\": %s, \"source\": \"%s\"}",
 				first ? "" : ",", zinf_keys[i].path, val, src);
@@ -313,10 +318,6 @@ int zinf_config_print(const struct zinf_config *cfg, FILE *f, bool json)
 				snprintf(human, sizeof(human), " (%s)",
 					 zinf_format_bytes(n, b, sizeof(b)));
 			}
-			/* A count with no default (the batch sizes) reads 0 until given. */
-			if (k->type == ZK_COUNT && !cfg->is_auto[i] &&
-			    (double)*(const uint64_t *)zinf_key_cfield(cfg, k) < k->min)
-				snprintf(val, sizeof(val), "unset");
 			fprintf(f, "%-62s = %s%s  # %s\n", k->path, val, human, src);
 		}
 		first = false;

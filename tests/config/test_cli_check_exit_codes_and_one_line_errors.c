@@ -1,8 +1,9 @@
 /* `zinf check` exits 2 with exactly one line on stderr (the .expect message) and nothing
  * on stdout for every bad config; exits 0 and lists every key for every sample config;
  * and refuses bad command lines with exit 2 (numbers out of range or with a leading space,
- * a WORLD_SIZE that is no number, a FIFO as the config). argv: zinf-binary bad-dir
- * examples-dir. */
+ * a WORLD_SIZE that is no number, a FIFO as the config); --json gives null for a batch
+ * size not set and the resolved "auto" pinned limit; with ZINF_LOG set, each of the
+ * config's warnings is printed once. argv: zinf-binary bad-dir examples-dir. */
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -26,13 +27,16 @@ static void read_file(const char *path, char *buf, size_t len)
 		fclose(f);
 }
 
+static const char *run_env = ""; /* NAME=VALUE given to the run after ZINF_LOG is unset */
+
 static void run(struct run *r, const char *zinf, const char *args)
 {
 	char cmd[8192];
 	int rc;
 
 	snprintf(cmd, sizeof(cmd),
-		 "env -u ZINF_LOG %s %s >cli_check.out 2>cli_check.err </dev/null", zinf, args);
+		 "env -u ZINF_LOG %s %s %s >cli_check.out 2>cli_check.err </dev/null", run_env,
+		 zinf, args);
 	rc = system(cmd);
 	T_CHECK(rc != -1 && WIFEXITED(rc), "could not run: %s", cmd);
 	r->status = WEXITSTATUS(rc);
@@ -104,6 +108,33 @@ int main(int argc, char **argv)
 	T_CHECK(r.status == 0 && r.out[0] == '{' &&
 			strstr(r.out, "\"aio.queue_depth\": {\"value\": 32, \"source\": \"file\"}"),
 		"--json output: %s", r.out);
+	/* a batch size not set is null in JSON (0 is no valid value), "unset" in text; an
+	 * "auto" pinned limit shows the value it resolves to on this machine */
+	{
+		FILE *f = fopen("cli_check_empty.json", "w");
+		T_CHECK(f && fputs("{}\n", f) >= 0 && fclose(f) == 0, "write cli_check_empty.json");
+	}
+	run(&r, argv[1], "check --json cli_check_empty.json");
+	unlink("cli_check_empty.json");
+	T_CHECK(r.status == 0 &&
+			strstr(r.out, "\"train_batch_size\": {\"value\": null, \"source\": "
+				      "\"default\"}") &&
+			strstr(r.out, "\"zinf.pinned_memory_limit\": {\"value\": ") &&
+			!strstr(r.out, "\"zinf.pinned_memory_limit\": {\"value\": \"auto\""),
+		"--json unset and auto values: %s", r.out);
+	/* with ZINF_LOG set, each config warning is still printed once */
+	run_env = "ZINF_LOG=info";
+	snprintf(
+		args, sizeof(args),
+		"check -q --set zero_optimization.sub_group_size=1000 --set "
+		"zero_optimization.offload_optimizer.device=nvme --set "
+		"zero_optimization.offload_optimizer.nvme_path=/tmp --set zero_optimization.stage=3 "
+		"%s/minimal.json",
+		argv[3]);
+	run(&r, argv[1], args);
+	run_env = "";
+	T_CHECK(r.status == 0 && strstr(r.err, "warning: ") && count_lines(r.err) == 1,
+		"ZINF_LOG=info: one warning line expected: exit %d: %s", r.status, r.err);
 
 	static const char *const usage_errors[] = {
 		"check",
