@@ -31,7 +31,7 @@ static const struct command commands[] = {
 	{"bench", cmd_bench, "benchmark the offload path (io, ...)", cmd_bench_usage},
 	{"version", cmd_version, "print the zinf version", cmd_version_usage},
 	{"help", NULL, "show help for zinf or one subcommand",
-	 "usage: zinf help [COMMAND | config]\n"
+	 "usage: zinf help [COMMAND | bench KIND | config]\n"
 	 "'zinf help config' prints the reference of every config key (Markdown).\n"},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -50,6 +50,16 @@ static int cmd_help(int argc, char **argv)
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		usage(stdout);
 		return ZINF_EXIT_OK;
+	}
+	/* one word more only for a benchmark: zinf help bench io */
+	if (argc > 3 || (argc == 3 && strcmp(argv[1], "bench") != 0)) {
+		fprintf(stderr, "zinf help: %s: unexpected argument (try 'zinf help')\n",
+			argv[argc > 3 && strcmp(argv[1], "bench") == 0 ? 3 : 2]);
+		return ZINF_EXIT_USAGE;
+	}
+	if (argc == 3) {
+		char *bench_help[] = {argv[1], argv[2], "--help", NULL};
+		return cmd_bench(3, bench_help);
 	}
 	if (strcmp(argv[1], "config") == 0)
 		return zinf_config_print_reference(stdout) ? ZINF_EXIT_FAIL : ZINF_EXIT_OK;

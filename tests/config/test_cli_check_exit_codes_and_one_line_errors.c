@@ -195,6 +195,11 @@ int main(int argc, char **argv)
 	T_CHECK(r.status == 0 && strstr(r.out, "usage: zinf check"), "check --help");
 	run(&r, argv[1], "help check");
 	T_CHECK(r.status == 0 && strstr(r.out, "usage: zinf check"), "help check");
+	run(&r, argv[1], "help bench io"); /* the benchmark's own, not zinf bench's */
+	T_CHECK(r.status == 0 && strstr(r.out, "usage: zinf bench io"), "help bench io: %s", r.out);
+	run(&r, argv[1], "help config extra");
+	T_CHECK(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, "extra"),
+		"help config extra: exit %d: %s", r.status, r.err);
 	run(&r, argv[1], "version");
 	T_CHECK(r.status == 0 && strncmp(r.out, "zinf ", 5) == 0, "version");
 	return T_EXIT_PASS;
