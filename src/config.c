@@ -565,6 +565,14 @@ static int fail_unknown(struct zinf_config *cfg, const char *prefix, const char 
 
 /* ---- walking the document ----------------------------------------------------------- */
 
+/* Whether keys a and b are in the same section (an old name beside its new one). */
+static bool same_parent(const char *a, const char *b)
+{
+	size_t la = (size_t)(leaf_of(a) - a), lb = (size_t)(leaf_of(b) - b);
+
+	return la == lb && strncmp(a, b, la) == 0;
+}
+
 int config_walk(struct zinf_config *cfg, const cJSON *obj, const char *prefix)
 {
 	const cJSON *child;
@@ -598,6 +606,16 @@ int config_walk(struct zinf_config *cfg, const cJSON *obj, const char *prefix)
 			int rc;
 			if (!cJSON_IsObject(child))
 				return fail_type(cfg, k, path, child);
+			if (k->alias_of) { /* an old section name (bfloat16): its keys alias */
+				if (cJSON_GetObjectItemCaseSensitive(obj, leaf_of(k->alias_of)))
+					return zinf_config_fail(
+						cfg, ZINF_ECONFIG,
+						"%s: given together with its new name "
+						"%s (expected one of the two)",
+						path, k->alias_of);
+				zinf_config_warn(cfg, "%s: old DeepSpeed name, accepted; use %s",
+						 path, k->alias_of);
+			}
 			cfg->present[i] = 1;
 			cfg->source[i] = ZINF_SRC_FILE;
 			rc = config_walk(cfg, child, path);
@@ -605,7 +623,7 @@ int config_walk(struct zinf_config *cfg, const cJSON *obj, const char *prefix)
 				return rc;
 			continue;
 		}
-		if (k->alias_of) {
+		if (k->alias_of && same_parent(k->path, k->alias_of)) {
 			int target = zinf_key_find(k->alias_of);
 			if (cfg->present[target] ||
 			    cJSON_GetObjectItemCaseSensitive(obj, leaf_of(k->alias_of)))
@@ -615,7 +633,7 @@ int config_walk(struct zinf_config *cfg, const cJSON *obj, const char *prefix)
 					path, k->alias_of);
 			zinf_config_warn(cfg, "%s: old DeepSpeed name, accepted; use %s", path,
 					 k->alias_of);
-		}
+		} /* (a key of an old section name: the section was checked and warned) */
 		{
 			int rc = key_assign(cfg, i, path, child, ZINF_SRC_FILE);
 			if (rc)
@@ -648,6 +666,31 @@ static int set_null(struct zinf_config *cfg, int i)
 			key_reset(cfg, j);
 			cfg->by_set[j] = 1;
 		}
+	}
+	return 0;
+}
+
+/* --set of an old name warns, as in a file; an old name and its new one both set is
+ * refused, as in a file (by_set[i] of an old name: it was the one given). */
+static int set_alias_check(struct zinf_config *cfg, int i, const char *key)
+{
+	const struct zinf_key *k = &zinf_keys[i];
+
+	for (int a = 0; a < zinf_n_keys; a++) {
+		const struct zinf_key *o = &zinf_keys[a];
+		bool clash = k->alias_of ? strcmp(o->path, k->alias_of) == 0 && cfg->by_set[a] &&
+						   !cfg->by_set[i]
+					 : o->alias_of && strcmp(o->alias_of, k->path) == 0 &&
+						   cfg->by_set[a];
+		if (clash)
+			return zinf_config_fail(
+				cfg, ZINF_ECONFIG,
+				"%s: given together with %s %s (expected one of the two)", key,
+				k->alias_of ? "its new name" : "its old name", o->path);
+	}
+	if (k->alias_of) {
+		zinf_config_warn(cfg, "%s: old DeepSpeed name, accepted; use %s", key, k->alias_of);
+		cfg->by_set[i] = 1;
 	}
 	return 0;
 }
@@ -689,7 +732,9 @@ static int config_set(struct zinf_config *cfg, const char *key, const char *valu
 		if (!j)
 			return zinf_config_fail(cfg, -ENOMEM, "--set %s: out of memory", key);
 	}
-	rc = key_assign(cfg, i, key, j, ZINF_SRC_SET);
+	rc = set_alias_check(cfg, i, key);
+	if (!rc)
+		rc = key_assign(cfg, i, key, j, ZINF_SRC_SET);
 	cJSON_Delete(j);
 	return rc;
 }

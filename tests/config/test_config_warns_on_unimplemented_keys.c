@@ -1,7 +1,8 @@
 /* DeepSpeed keys zinf does not implement, old key names, values that have no effect yet
  * and paths missing on this machine load with one warning each naming the key, as does
  * a scheduler whose total_num_steps ends before the run and NVMe sub-groups smaller than
- * an I/O block; a config without them loads with none. */
+ * an I/O block; a config without them loads with none. Old names (the bfloat16 section
+ * too) warn through --set as in a file, and both names --set are refused. */
 #include "config.h"
 #include "test.h"
 #include "zinf/zinf.h"
@@ -59,6 +60,33 @@ int main(void)
 			cfg->v.zero.stage3_gather_16bit_weights_on_model_save,
 		"aliases set the new keys");
 	T_CHECK(zinf_config_warning_count(cfg) == 9, "%d warnings", zinf_config_warning_count(cfg));
+
+	/* DeepSpeed's old bfloat16 section: bf16, one warning; and old names through --set,
+	 * warned the same, both names set refused */
+	T_CHECK_RC(zinf_config_load_string(cfg, "{\"bfloat16\": {\"enabled\": true}}", "b.json"));
+	T_CHECK(zinf_config_resolve(cfg, NULL) == 0, "%s", zinf_config_last_error(cfg));
+	T_CHECK(cfg->v.bf16.enabled && zinf_config_warning_count(cfg) == 1 &&
+			has_warning(cfg,
+				    "b.json: bfloat16: old DeepSpeed name, accepted; use bf16"),
+		"bfloat16: %d warnings", zinf_config_warning_count(cfg));
+	T_CHECK_RC(zinf_config_load_string(cfg, "{}", "s.json"));
+	T_CHECK_RC(zinf_config_set(cfg, "aio.thread_count", "3"));
+	T_CHECK(cfg->v.aio.intra_op_parallelism == 3 &&
+			has_warning(cfg,
+				    "--set: aio.thread_count: old DeepSpeed name, accepted; use "
+				    "aio.intra_op_parallelism"),
+		"--set of an old name");
+	T_CHECK_RC(zinf_config_set(cfg, "aio.thread_count", "4")); /* the same name again */
+	T_CHECK(zinf_config_set(cfg, "aio.intra_op_parallelism", "2") != 0 &&
+			strstr(zinf_config_last_error(cfg),
+			       "aio.intra_op_parallelism: given together with its old name "
+			       "aio.thread_count"),
+		"--set of both names: %s", zinf_config_last_error(cfg));
+	T_CHECK_RC(zinf_config_load_string(cfg, "{}", "s.json"));
+	T_CHECK_RC(zinf_config_set(cfg, "bf16.enabled", "true"));
+	T_CHECK(zinf_config_set(cfg, "bfloat16.enabled", "true") != 0 &&
+			strstr(zinf_config_last_error(cfg), "given together with its new name"),
+		"--set of both names, the old one second: %s", zinf_config_last_error(cfg));
 
 	/* Offload refinements DeepSpeed has and zinf does not implement yet. */
 	T_CHECK_RC(zinf_config_load_string(
