@@ -166,7 +166,7 @@ static void resolve(const char *path, char *out, size_t len)
 		snprintf(out, len, "%s", dir);
 	else if (!strcmp(name, ".."))
 		snprintf(out, len, "%s", dirname(dir));
-	else if (snprintf(out, len, "%s/%s", dir, name) >= (int)len)
+	else if (snprintf(out, len, "%s/%s", strcmp(dir, "/") ? dir : "", name) >= (int)len)
 		snprintf(out, len, "%s", path);
 }
 
@@ -262,38 +262,30 @@ static bool names_input(const char *path, const char *input, bool data)
 	return same;
 }
 
-/* path (written through its links) is not one of the names a save writes in save_dir
- * (a snapshot's or the final save's directory, a NAME.tmp, the list of files) nor inside
- * one of the directories a save makes there, which a save fills, renames and removes. */
-static int check_in_save_dir(const char *save_dir, const char *path, const char *what, char *err,
-			     size_t errlen)
+/* path (written through its links) is not a directory a save of the run makes in
+ * --save's directory, nor inside one: a save makes, fills, renames and removes them. */
+static int check_in_save_dir(const struct zinf_train_opts *o, const char *path, const char *what,
+			     char *err, size_t errlen)
 {
-	char cur[PATH_MAX], up[PATH_MAX], name[PATH_MAX];
-	bool made_dir;
+	char cur[PATH_MAX], tmp[PATH_MAX], up[PATH_MAX], name[PATH_MAX];
+	bool leaf = true;
 
 	write_target(path, cur, sizeof(cur));
-	for (bool leaf = true; strcmp(cur, "/") && strcmp(cur, "."); leaf = false) {
-		snprintf(up, sizeof(up), "%s", cur);
-		snprintf(name, sizeof(name), "%s", basename(up));
-		snprintf(up, sizeof(up), "%s", cur);
-		snprintf(cur, sizeof(cur), "%s", dirname(up));
-		if (!same_dir(cur, save_dir) || !train_save_dir_name(name, &made_dir))
-			continue;
-		if (leaf)
-			snprintf(err, errlen,
-				 "%s: %s names %s, which a save writes in the --save directory "
-				 "(the save would fail or write over it)",
-				 path, what, name);
-		else if (made_dir)
-			snprintf(err, errlen,
-				 "%s: %s is inside %s, a directory a save makes in the --save "
-				 "directory and replaces or removes",
-				 path, what, name);
-		else
-			continue;
-		return -EINVAL;
+	for (;; leaf = false) { /* (basename and dirname change their argument: a copy each) */
+		snprintf(tmp, sizeof(tmp), "%s", cur);
+		snprintf(name, sizeof(name), "%s", basename(tmp));
+		snprintf(tmp, sizeof(tmp), "%s", cur);
+		snprintf(up, sizeof(up), "%s", dirname(tmp));
+		if (!strcmp(up, cur)) /* "/", "//", ".": the top */
+			return 0;
+		snprintf(cur, sizeof(cur), "%s", up);
+		if (same_dir(cur, o->save_dir) && train_save_dir_name(o, name))
+			break;
 	}
-	return 0;
+	snprintf(err, errlen,
+		 "%s: %s %s %s, a directory a save of this run makes in the --save directory", path,
+		 what, leaf ? "names" : "is inside", name);
+	return -EINVAL;
 }
 
 int train_check_output(const struct zinf_train_opts *o, const char *what, const char *path,
@@ -334,7 +326,7 @@ int train_check_output(const struct zinf_train_opts *o, const char *what, const 
 				 path, what, dir_flags[i]);
 			return -EINVAL;
 		}
-	return o->save_dir ? check_in_save_dir(o->save_dir, path, what, err, errlen) : 0;
+	return o->save_dir ? check_in_save_dir(o, path, what, err, errlen) : 0;
 }
 
 int train_check_outputs_differ(const char *what_a, const char *a, const char *what_b, const char *b,

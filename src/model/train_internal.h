@@ -277,11 +277,10 @@ int train_snapshot_remove_partial(const char *save_dir, const char *name, char *
  * optimizer state's safetensors (single, shards or index), and the tokenizer and
  * generation files it carries over (train_companion_name). */
 bool train_saved_name(const char *name);
-/* A name a save writes directly in its save directory: a saved file, one's NAME.tmp or
- * the final save's list of its files (*made_dir false); or a directory it makes there, a
- * checkpoint-<digits> snapshot (or its .partial) or the final save's final.partial,
- * final.ready, final.done (*made_dir true). */
-bool train_save_dir_name(const char *name, bool *made_dir);
+/* A directory a save of the run o makes in its save directory: the final save's
+ * final.partial, final.ready, final.done, or a checkpoint-<k> snapshot (or its .partial)
+ * with k one of o's --save-every steps. */
+bool train_save_dir_name(const struct zinf_train_opts *o, const char *name);
 
 /* ---- the tokenizer and generation files a save carries over (train_companions.c) ------ */
 

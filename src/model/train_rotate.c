@@ -184,22 +184,12 @@ static bool partial_file(const char *name)
 	return saved_file(base);
 }
 
-bool train_save_dir_name(const char *name, bool *made_dir)
+bool train_save_dir_name(const struct zinf_train_opts *o, const char *name)
 {
-	size_t n = strlen(name);
-	char base[48];
-	uint64_t k;
+	bool partial;
 
-	*made_dir = !strcmp(name, TRAIN_FINAL_PARTIAL) || !strcmp(name, TRAIN_FINAL_READY) ||
-		    !strcmp(name, TRAIN_FINAL_DONE);
-	if (n > 8 && strcmp(name + n - 8, ".partial") == 0)
-		n -= 8;
-	if (!*made_dir && n < sizeof(base)) {
-		memcpy(base, name, n);
-		base[n] = 0;
-		*made_dir = snapshot_name(base, &k);
-	}
-	return *made_dir || partial_file(name);
+	return !strcmp(name, TRAIN_FINAL_PARTIAL) || !strcmp(name, TRAIN_FINAL_READY) ||
+	       !strcmp(name, TRAIN_FINAL_DONE) || snapshot_of_run(o, 1, name, &partial);
 }
 
 /* Snapshot name in a save directory (fd parent): removed if it is a real directory (not

@@ -11,8 +11,9 @@
  * far beyond the host's (its gradient accumulators too), NVMe state beyond the drive's
  * free space, and a --log-json
  * or zinf.trace path naming an input (--data, --config) or a file a save writes in the
- * --model directory (each left byte-identical) or the --save directory (a snapshot's
- * directory, a file in one, a NAME.tmp), a FIFO as --config, --init, --data or
+ * --model directory (each left byte-identical) or a directory a save of the run makes in
+ * the --save directory (or a file inside one; their neighbours and a path under a missing
+ * top directory are judged at once and not refused wrongly), a FIFO as --config, --init, --data or
  * --log-json (refused at once, not waited on), --micro-batch-size against the config's
  * own value, an "auto" batch size no flag fills, --save-dtype, --save-shard-size or
  * --eval-batches without the flag they need. Good runs (text, an llm.c token file,
@@ -494,16 +495,15 @@ int main(int argc, char **argv)
 			 "zinf.trace names a file a save"},
 			{"--log-json '%s/good3/l.json' --set zinf.trace='%s/good3/./l.json'",
 			 "zinf.trace is the --log-json file"},
-			/* what a save makes in --save: a snapshot's directory (a later mkdir would
-			 * fail), what is inside one (replaced or removed), the final save's */
-			{"--log-json '%s/saved/checkpoint-2'",
-			 "--log-json names checkpoint-2, which a save writes in the --save"},
-			{"--log-json '%s/saved/checkpoint-2.partial/l.json'",
-			 "--log-json is inside checkpoint-2.partial, a directory a save makes"},
+			/* a directory a save of the run makes in --save: a snapshot's (its mkdir
+			 * would fail), one inside it (renamed, removed), the final save's */
+			{"--save-every 1 --log-json '%s/saved/checkpoint-1'",
+			 "--log-json names checkpoint-1, a directory a save of this run makes in "
+			 "the --save directory"},
+			{"--save-every 1 --log-json '%s/saved/checkpoint-1.partial/l.json'",
+			 "--log-json is inside checkpoint-1.partial, a directory a save of this run"},
 			{"--set zinf.trace='%s/saved/final.partial'",
-			 "zinf.trace names final.partial, which a save writes"},
-			{"--log-json '%s/saved/config.json.tmp'",
-			 "--log-json names config.json.tmp, which a save writes"},
+			 "zinf.trace names final.partial, a directory a save of this run makes"},
 		};
 		for (size_t i = 0; i < sizeof(fresh) / sizeof(fresh[0]); i++) {
 			char out[400];
@@ -514,6 +514,25 @@ int main(int argc, char **argv)
 				 d.root, d.ds, d.data, out);
 			T_CHECK(run(a, fresh[i][1], 1) == 2, "%s", out); /* (saved/ not made) */
 		}
+		/* their neighbours are not refused: a name no save of the run makes, a
+		 * directory an earlier run left; and a path under "/" is judged at once (the
+		 * walk up its directories once never ended at "//") */
+		snprintf(
+			a, sizeof(a),
+			"mkdir -p '%s/ok/checkpoint-7' && '%s' train --model '%s/good' --config '%s' "
+			"--data-format text --seq-len 16 --data '%s' --steps 2 --save-every 1 --save "
+			"'%s/ok' --log-json '%s/ok/checkpoint-1.jsonl' --set "
+			"zinf.trace='%s/ok/checkpoint-7/t.json' -q 2>/dev/null",
+			d.root, zinf_bin, d.root, d.ds, d.data, d.root, d.root, d.root);
+		T_CHECK(WEXITSTATUS(system(a)) == 0,
+			"a log beside the snapshots, a trace in an earlier run's one: refused");
+		snprintf(
+			a, sizeof(a),
+			"timeout 120 '%s' train --model '%s/good' --config '%s' --data-format text "
+			"--seq-len 16 --data '%s' --steps 2 --save '%s/ok' --log-json "
+			"/nonexistent-zinf-dir/l.json -q 2>/dev/null",
+			zinf_bin, d.root, d.ds, d.data, d.root);
+		T_CHECK(WEXITSTATUS(system(a)) == 2, "a log under a missing top directory");
 		snprintf(mcfg, sizeof(mcfg), "%s/good2/config.json", d.root);
 		tf_read_all(mcfg, &after, &n_after);
 		T_CHECK(n_before == n_after && memcmp(before, after, n_after) == 0,
