@@ -346,6 +346,9 @@ static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct 
 			why = strstr(zinf_config_last_error(check), key);
 			snprintf(err, errlen, "--device-memory%s",
 				 why ? why + strlen(key) : ": out of range");
+			/* (the key's "auto" is not the flag's) */
+			if ((why = strstr(err, " or \"auto\"")) != NULL)
+				memmove((char *)why, why + 10, strlen(why + 10) + 1);
 		}
 		zinf_config_destroy(check);
 		if (rc)
@@ -361,11 +364,14 @@ static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct 
 		rc = zinf_plan_device_probe(*base, &r->device_kind, &limit, err, errlen);
 		if (rc)
 			return rc;
-		if (!r->device_bytes)
-			r->device_bytes = limit;
+		if (!r->device_bytes) /* the host backend's "auto": a quarter of the host's */
+			r->device_bytes = r->device_kind != ZINF_ENGINE_DEVICE_CUDA && o->host_bytes
+						  ? r->host_bytes / 4
+						  : limit;
 	}
 	/* as zinf train's device open: the host backend's heap is host memory */
-	if (r->device_kind != ZINF_ENGINE_DEVICE_CUDA && r->device_bytes > r->host_bytes) {
+	if (r->device_kind != ZINF_ENGINE_DEVICE_CUDA && r->host_bytes &&
+	    r->device_bytes > r->host_bytes) {
 		char a[32], b[32];
 
 		snprintf(err, errlen,

@@ -211,6 +211,22 @@ int main(int argc, char **argv)
 		    "text --seq-len 64 --steps 1 -q") == 0,
 		"train refused the config plan wrote without --config:\n%s", read_file("err.txt"));
 
+	/* planning a smaller machine: the host backend's "auto" budget is a quarter of the
+	 * --host-memory given, not of this machine's (a GPU, when there is one, is probed) */
+	T_CHECK(run("plan --init model.json --seq-len 64 --host-memory 1GiB --json") <= 1,
+		"plan for a 1 GiB host failed:\n%s", read_file("err.txt"));
+	{
+		char *out = read_file("out.txt");
+		cJSON *j = cJSON_Parse(out);
+		T_CHECK(j, "not JSON:\n%s", out);
+		T_CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "device")), "host") ||
+				cJSON_GetNumberValue(cJSON_GetObjectItem(j, "device_bytes")) ==
+					268435456.0,
+			"a 1 GiB host's device budget is not 256 MiB:\n%s", out);
+		cJSON_Delete(j);
+		free(out);
+	}
+
 	/* bad input */
 	/* the host backend's heap is host memory: a budget beyond it is refused, as train
 	 * refuses it */
