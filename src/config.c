@@ -610,8 +610,7 @@ int config_walk(struct zinf_config *cfg, const cJSON *obj, const char *prefix)
 				if (cJSON_GetObjectItemCaseSensitive(obj, leaf_of(k->alias_of)))
 					return zinf_config_fail(
 						cfg, ZINF_ECONFIG,
-						"%s: given together with its new name "
-						"%s (expected one of the two)",
+						"%s: given together with its new name %s (expected one of the two)",
 						path, k->alias_of);
 				zinf_config_warn(cfg, "%s: old DeepSpeed name, accepted; use %s",
 						 path, k->alias_of);

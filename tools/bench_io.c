@@ -426,8 +426,7 @@ static int check_file(const struct bench_cfg *c)
 	writes = c->sweep || strstr(c->rw, "write") || (uint64_t)st.st_size < c->size;
 	if (st.st_size > 0 && writes && !c->force) {
 		fprintf(stderr,
-			"zinf bench io: --file %s: holds %lld bytes that the benchmark would write "
-			"over (%s; --force allows it)\n",
+			"zinf bench io: --file %s: holds %lld bytes that the benchmark would write over (%s; --force allows it)\n",
 			c->file, (long long)st.st_size,
 			c->sweep		 ? "--sweep writes"
 			: strstr(c->rw, "write") ? "a write mode"

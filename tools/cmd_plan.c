@@ -281,8 +281,7 @@ int cmd_plan(int argc, char **argv)
 	/* refused before the plan is printed (zinf_plan_write_config checks again) */
 	if (out && !force && access(out, F_OK) == 0) {
 		fprintf(stderr,
-			"zinf plan: --write-config %s: exists (expected a new file; --force "
-			"replaces it)\n",
+			"zinf plan: --write-config %s: exists (expected a new file; --force replaces it)\n",
 			out);
 		return ZINF_EXIT_USAGE;
 	}

@@ -141,7 +141,7 @@ static void on_step(const struct zinf_train_step *s, void *user)
 }
 
 static volatile sig_atomic_t stop_signal;
-static bool stderr_tty; /* the message then starts on a line of its own, after ^C */
+static volatile sig_atomic_t stderr_tty; /* the message then starts a line, after ^C */
 
 /* SIGINT, SIGTERM: the run stops at the next module it would fetch (dropping a step in
  * progress) and tears down (its NVMe run directory removed, so the next run is not
@@ -236,9 +236,8 @@ int cmd_train(int argc, char **argv)
 		if (world != 1) {
 			if (world > 1)
 				fprintf(stderr,
-					"zinf train: %s=%d: zinf train runs as one process; training "
-					"across ranks is not built yet (launch one)\n",
-					var, world);
+					"zinf train: %s=%d: zinf train runs as one process; training across ranks is not built yet (launch one; unset %s if only this process trains)\n",
+					var, world, var);
 			return ZINF_EXIT_USAGE;
 		}
 	}

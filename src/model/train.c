@@ -95,7 +95,7 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	if (o->save_dir) {
-		char parent[4096];
+		char parent[4096], *up;
 
 		if (stat(o->save_dir, &st) == 0) {
 			if (!S_ISDIR(st.st_mode)) {
@@ -106,15 +106,18 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 			return 0;
 		}
 		snprintf(parent, sizeof(parent), "%s", o->save_dir);
-		if (stat(dirname(parent), &st)) {
-			snprintf(err, errlen, "%s: --save: its parent %s: %s", o->save_dir, parent,
-				 errno == ENOENT ? "does not exist (only the last level is made)"
-						 : strerror(errno));
-			return -ENOENT;
+		up = dirname(parent);
+		if (stat(up, &st)) {
+			int e = errno;
+
+			snprintf(err, errlen, "%s: --save: its parent %s: %s", o->save_dir, up,
+				 e == ENOENT ? "does not exist (only the last level is made)"
+					     : strerror(e));
+			return -e;
 		}
 		if (!S_ISDIR(st.st_mode)) {
 			snprintf(err, errlen, "%s: --save: its parent %s is not a directory",
-				 o->save_dir, parent);
+				 o->save_dir, up);
 			return -ENOTDIR;
 		}
 	}
@@ -345,6 +348,13 @@ static int check_outputs(struct train_run *r, char *err, size_t errlen)
 	if (!rc && trace && log)
 		rc = train_check_outputs_differ("--log-json", log, "zinf.trace", trace, err,
 						errlen);
+	if (!rc && trace && log) { /* the trace is written as PATH.tmp, renamed to PATH */
+		char tmp[4200];
+
+		snprintf(tmp, sizeof(tmp), "%s.tmp", trace);
+		rc = train_check_outputs_differ("--log-json", log, "zinf.trace's temporary file",
+						tmp, err, errlen);
+	}
 	return rc;
 }
 

@@ -374,12 +374,12 @@ static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct 
 	    r->device_bytes > r->host_bytes) {
 		char a[32], b[32];
 
-		snprintf(err, errlen,
-			 "%s %s is more than the %s of host memory (the host device backend's "
-			 "heap is host memory; plan a GPU with --set zinf.device=cuda)",
-			 o->device_bytes ? "--device-memory" : "zinf.device_memory_limit",
-			 zinf_format_bytes(r->device_bytes, a, sizeof(a)),
-			 zinf_format_bytes(r->host_bytes, b, sizeof(b)));
+		snprintf(
+			err, errlen,
+			"%s %s is more than the %s of host memory (the host device backend's heap is host memory; plan a GPU with --set zinf.device=cuda)",
+			o->device_bytes ? "--device-memory" : "zinf.device_memory_limit",
+			zinf_format_bytes(r->device_bytes, a, sizeof(a)),
+			zinf_format_bytes(r->host_bytes, b, sizeof(b)));
 		return -EINVAL;
 	}
 	rc = train_pass_sizes(tm, r->device_kind, (int)B, (int)o->seq_len,

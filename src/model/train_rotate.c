@@ -229,10 +229,9 @@ static int remove_snapshot(int parent, const char *name, bool partial, char *why
 			snprintf(foreign, sizeof(foreign), "%s", de->d_name);
 		has_config |= !strcmp(de->d_name, "config.json");
 	}
-	if (!strcmp(foreign, TRAIN_SAVE_LOCK)) { /* what is in it may be another run's */
-		snprintf(why, whylen,
-			 "a run saved into it as its --save directory (it holds %s); remove it "
-			 "by hand if that save is not wanted",
+	/* what is in it may be another run's save: said whatever else it holds */
+	if (fstatat(fd, TRAIN_SAVE_LOCK, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		snprintf(why, whylen, "a run saved into it as its --save directory (it holds %s)",
 			 TRAIN_SAVE_LOCK);
 		closedir(d);
 		return 1;
@@ -311,10 +310,10 @@ int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, c
 				zinf_logf(ZINF_LOG_WARN, "%s/%s: --save-total-limit: kept, %s",
 					  save_dir, list[i].name, why);
 			else
-				zinf_logf(ZINF_LOG_INFO,
-					  "%s/%s: removed (--save-total-limit %llu: the newest "
-					  "are kept)",
-					  save_dir, list[i].name, (unsigned long long)keep);
+				zinf_logf(
+					ZINF_LOG_INFO,
+					"%s/%s: removed (--save-total-limit %llu: the newest are kept)",
+					save_dir, list[i].name, (unsigned long long)keep);
 		}
 	}
 out:

@@ -117,6 +117,9 @@ int main(int argc, char **argv)
 
 	T_CHECK(argc == 2, "usage: %s ZINF_BINARY", argv[0]);
 	zinf_bin = argv[1];
+	unsetenv("WORLD_SIZE"); /* (under a launcher of several ranks every run is refused) */
+	unsetenv("OMPI_COMM_WORLD_SIZE");
+	unsetenv("PMI_SIZE");
 	tf_setup(&d, NULL);
 	tf_write_ds(&d, "cpu", "cpu", false);
 	snprintf(base, sizeof(base), "--init '%s' --config '%s' --data-format text --seq-len 16",
@@ -495,6 +498,8 @@ int main(int argc, char **argv)
 			 "zinf.trace names a file a save"},
 			{"--log-json '%s/good3/l.json' --set zinf.trace='%s/good3/./l.json'",
 			 "zinf.trace is the --log-json file"},
+			{"--log-json '%s/good3/l.json.tmp' --set zinf.trace='%s/good3/l.json'",
+			 "zinf.trace's temporary file is the --log-json file"},
 			/* a directory a save of the run makes in --save: a snapshot's (its mkdir
 			 * would fail), one inside it (renamed, removed), the final save's */
 			{"--save-every 1 --log-json '%s/saved/checkpoint-1'",

@@ -13,25 +13,29 @@
 #include "train_fixture.h"
 #include "zinf/log.h"
 
-/* the warning and info lines of the runs, one after another */
+/* the warning and info lines of a run, one after another, each after its level */
 static char info[16384];
 
 static void take_info(enum zinf_log_level level, const char *msg, void *user)
 {
+	const char *tag = level == ZINF_LOG_WARN   ? "warn: "
+			  : level == ZINF_LOG_INFO ? "info: "
+						   : NULL;
+
 	(void)user;
-	if ((level == ZINF_LOG_WARN || level == ZINF_LOG_INFO) &&
-	    strlen(info) + strlen(msg) + 2 < sizeof(info)) {
+	if (tag && strlen(info) + strlen(tag) + strlen(msg) + 2 < sizeof(info)) {
+		strcat(info, tag);
 		strcat(info, msg);
 		strcat(info, "\n");
 	}
 }
 
-/* An info line names save/name and says what (the log of saves and removals). */
-static bool logged(const char *save, const char *name, const char *what)
+/* A line of the level (tag "info: " or "warn: ") names save/name and says what. */
+static bool logged(const char *tag, const char *save, const char *name, const char *what)
 {
 	char line[600];
 
-	snprintf(line, sizeof(line), "%s/%s: %s", save, name, what);
+	snprintf(line, sizeof(line), "%s%s/%s: %s", tag, save, name, what);
 	return strstr(info, line) != NULL;
 }
 
@@ -94,6 +98,7 @@ int main(void)
 	make_dir(save, "checkpoint-900", "config.json", NULL);
 	/* an old snapshot a run then saved into directly (--save DIR/checkpoint-000000) */
 	make_dir(save, "checkpoint-000000", "config.json", ".zinf-save.lock");
+	touch(save, "checkpoint-000000/notes.txt"); /* the lock is said, whatever else is there */
 	/* a link to a directory elsewhere, holding files named as zinf names them */
 	snprintf(elsewhere, sizeof(elsewhere), "%s/precious", d.root);
 	make_dir(d.root, "precious", "config.json", "model.safetensors");
@@ -103,6 +108,7 @@ int main(void)
 	zinf_log_set_level(ZINF_LOG_INFO);
 	zinf_log_set_callback(take_info, NULL);
 	for (int state = 0; state < 2; state++) {
+		info[0] = 0; /* this pass's lines */
 		tf_opts(&d, &o, 7, &l);
 		o.save_dir = save;
 		o.save_every = 2;
@@ -119,11 +125,11 @@ int main(void)
 			T_CHECK(exists(save, "checkpoint-4") && exists(save, "checkpoint-6"),
 				"the newest two are kept");
 			T_CHECK(!exists(save, "checkpoint-2"), "checkpoint-2 is removed");
-			T_CHECK(logged(save, "checkpoint-6", "saved, step 6") &&
-					logged(save, "checkpoint-2",
+			T_CHECK(logged("info: ", save, "checkpoint-6", "saved, step 6") &&
+					logged("info: ", save, "checkpoint-2",
 					       "removed (--save-total-limit 2") &&
-					!logged(save, "checkpoint-4", "removed") &&
-					logged(d.root, "out", "saved, step 7"),
+					!logged("info: ", save, "checkpoint-4", "removed") &&
+					logged("info: ", d.root, "out", "saved, step 7"),
 				"the saves and removals are not logged at info:\n%s", info);
 		} else {
 			T_CHECK(exists(save, "checkpoint-8") && exists(save, "checkpoint-6"),
@@ -149,7 +155,7 @@ int main(void)
 			"files behind a linked snapshot are left");
 		T_CHECK(exists(save, "checkpoint-900"), "an earlier run's newer snapshot is left");
 		T_CHECK(exists(save, "checkpoint-000000/config.json") &&
-				logged(save, "checkpoint-000000",
+				logged("warn: ", save, "checkpoint-000000",
 				       "--save-total-limit: kept, a run saved into it as its --save "
 				       "directory"),
 			"a snapshot a run saved into is not kept, or not said why:\n%s", info);
