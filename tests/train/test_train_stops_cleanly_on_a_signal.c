@@ -89,7 +89,10 @@ static bool stop_with(int sig, enum when when)
 	static int serial; /* fresh files for each run */
 	static const char *const extra[] = {
 		[BETWEEN] = "",
-		[MID_STEP] = "--set gradient_accumulation_steps=400",
+		/* the update before the log line, not overlapping the next step (a slow
+		 * machine's background update would be hit 50 ms on) */
+		[MID_STEP] =
+			"--set gradient_accumulation_steps=400 --set zinf.overlap_optimizer=false",
 		[MID_EVAL] = "--eval-every 1 --eval-batches 600 --eval-data",
 		[LOADING] = "",
 		[UPDATE] = "--set zinf.overlap_optimizer=false --set "
