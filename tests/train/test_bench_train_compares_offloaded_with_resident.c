@@ -101,7 +101,17 @@ int main(int argc, char **argv)
 	}
 
 	snprintf(args, sizeof(args), "--config '%s' --steps 1", ds);
-	expect_usage_error(args, "--steps");
+	expect_usage_error(args, "--steps: too few, at least 2");
+	snprintf(args, sizeof(args), "--config '%s'", ds);
+	expect_usage_error(args, "--steps: required, at least 2");
+	{ /* nothing given: the model is named first */
+		char cmd[600];
+		snprintf(cmd, sizeof(cmd), "'%s' bench train 2>&1", zinf_bin);
+		rc = t_run(cmd, out, sizeof(out));
+		T_CHECK(rc == 2 && strstr(out, "give --model DIR or --init CONFIG.json") &&
+				strchr(out, '\n') == out + strlen(out) - 1,
+			"no arguments: exit %d: %s", rc, out);
+	}
 	snprintf(args, sizeof(args), "--config '%s' --steps 3 --resident-set zinf.bogus=1", ds);
 	expect_usage_error(args, "zinf.bogus");
 	snprintf(args, sizeof(args), "--config '%s' --steps 3 --resident-set foo", ds);
