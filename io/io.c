@@ -78,6 +78,11 @@ const char *zinf_io_engine_name(const struct zinf_io *io)
 	return io->ops->name;
 }
 
+bool zinf_io_direct(const struct zinf_io *io)
+{
+	return io->opts.direct && !io->warned_direct;
+}
+
 uint64_t zinf_io_alignment(const struct zinf_io *io)
 {
 	return io->align;

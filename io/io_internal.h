@@ -155,7 +155,7 @@ struct zinf_io {
 	void *reg_base; /* registered fixed-buffer region */
 	uint64_t reg_len;
 
-	bool warned_direct;
+	bool warned_direct; /* a file refused O_DIRECT (and runs buffered): said once */
 
 	/* counters (atomic adds) */
 	struct zinf_io_stats stats;

@@ -58,6 +58,7 @@ struct bench_result {
 	double bps_min, bps_med, bps_max; /* bytes per second */
 	double iops_med;
 	char engine[16];
+	bool direct; /* every file did O_DIRECT (a tmpfs one falls back to buffered) */
 };
 
 static double now_s(void)
@@ -211,6 +212,7 @@ static int bench_run(const struct bench_cfg *c, const char *rw, struct bench_res
 		fprintf(stderr, "zinf bench io: %s\n", zinf_io_last_error(io));
 		goto out_destroy;
 	}
+	res->direct = zinf_io_direct(io);
 	bool prefill = rc == 1;
 
 	bufs = aligned_alloc(4096, depth * c->bs);
@@ -271,13 +273,13 @@ static void print_result(const struct bench_cfg *c, const char *rw, const struct
 		       "\"bytes_per_second\": %.0f, \"bytes_per_second_min\": %.0f, "
 		       "\"bytes_per_second_max\": %.0f, \"iops\": %.1f}\n",
 		       rw, r->engine, (unsigned long long)c->size, (unsigned long long)c->bs, c->qd,
-		       c->threads, c->loops, c->direct ? "true" : "false", r->bps_med, r->bps_min,
+		       c->threads, c->loops, r->direct ? "true" : "false", r->bps_med, r->bps_min,
 		       r->bps_max, r->iops_med);
 		return;
 	}
 	printf("%s %s, bs %s, qd %u, threads %u, engine %s%s: %.3f GB/s median (min %.3f, max "
 	       "%.3f over %u loops), %.0f IOPS\n",
-	       rw, size, bs, c->qd, c->threads, r->engine, c->direct ? ", O_DIRECT" : "",
+	       rw, size, bs, c->qd, c->threads, r->engine, r->direct ? ", O_DIRECT" : "",
 	       r->bps_med / 1e9, r->bps_min / 1e9, r->bps_max / 1e9, c->loops, r->iops_med);
 }
 

@@ -91,6 +91,9 @@ void zinf_io_destroy(struct zinf_io *io);
 const char *zinf_io_last_error(struct zinf_io *io);
 /* Name of the backend in use: "io_uring", "libaio" or "psync". */
 const char *zinf_io_engine_name(const struct zinf_io *io);
+/* Whether the files opened so far all do O_DIRECT: false when opts.direct is false or a
+ * file refused it (tmpfs) and runs buffered. */
+bool zinf_io_direct(const struct zinf_io *io);
 /* Required alignment (bytes) of buffers, offsets and lengths when O_DIRECT is on. */
 uint64_t zinf_io_alignment(const struct zinf_io *io);
 /* The checksum the handle keeps (opts.checksum): with crc32c, whole-extent reads are

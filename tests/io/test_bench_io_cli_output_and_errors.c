@@ -51,7 +51,8 @@ int main(int argc, char **argv)
 	rc = run(argv[1], args);
 	T_CHECK(rc == 0, "bench run: exit %d: %s", rc, out);
 	T_CHECK(out[0] == '{' && strstr(out, "\"bytes_per_second\": ") &&
-			strstr(out, "\"iops\": ") && strstr(out, "\"rw\": \"randread\""),
+			strstr(out, "\"iops\": ") && strstr(out, "\"rw\": \"randread\"") &&
+			strstr(out, "\"direct\": true"),
 		"JSON output: %s", out);
 	T_CHECK(rmdir(dir) == 0, "bench left files in %s", dir);
 	free(dir);
