@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@ const char bench_io_usage[] =
 	"                     with data is overwritten (a write mode, --sweep, or filled\n"
 	"                     when short) only with --force\n"
 	"  --dir PATH[,...]   use an extent in a run directory under each path (striped;\n"
-	"                     removed afterwards)\n"
+	"                     removed afterwards, and when SIGINT or SIGTERM stops it)\n"
 	"  --size BYTES       bytes per pass (default 2GiB)\n"
 	"  --bs BYTES         request size (default 1MiB)\n"
 	"  --qd N             requests in flight per thread (default 32)\n"
@@ -76,6 +77,15 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* SIGINT, SIGTERM: the pass stops resubmitting, the run directories are removed, and
+ * the process ends by the signal (its default action back after the first). */
+static volatile sig_atomic_t bench_stop;
+
+static void on_stop(int sig)
+{
+	bench_stop = sig;
+}
+
 struct pass_ctx {
 	struct zinf_io *io;
 	const uint64_t *order;
@@ -99,6 +109,9 @@ static void pass_done(struct zinf_io_req *r)
 			snprintf(p->error, sizeof(p->error), "%s", r->error);
 		return;
 	}
+	if (bench_stop && __atomic_compare_exchange_n(&p->status, &expected, -EINTR, false,
+						      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		snprintf(p->error, sizeof(p->error), "stopped (asked to stop)");
 	if (__atomic_load_n(&p->status, __ATOMIC_ACQUIRE))
 		return;
 	i = __atomic_fetch_add(&p->next, 1, __ATOMIC_ACQ_REL);
@@ -154,7 +167,7 @@ static int bench_pass(struct zinf_io *io, uint32_t ext, const struct bench_cfg *
 	}
 	zinf_io_drain(io);
 	*seconds = now_s() - t0;
-	if (p.status)
+	if (p.status && p.status != -EINTR) /* (a stop is said once, at the end) */
 		fprintf(stderr, "zinf bench io: %s\n", p.error);
 	return p.status;
 }
@@ -403,6 +416,18 @@ static int check_dirs(const char *list)
 	}
 }
 
+static void catch_stop(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sa.sa_flags = SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
 /* --file: a regular file, or a new one in an existing directory; one holding data is
  * written over (a write mode, --sweep's writes, or filled to --size when short) only
  * with --force. 0, or -1 after one line on stderr. */
@@ -561,10 +586,19 @@ int bench_io(int argc, char **argv)
 			fprintf(stderr, "zinf bench io: --sweep needs --size of at least 4MiB\n");
 			return ZINF_EXIT_USAGE;
 		}
-		return bench_sweep(c) ? ZINF_EXIT_FAIL : ZINF_EXIT_OK;
 	}
-	if (bench_run(&c, c.rw, &r))
+	catch_stop();
+	rc = c.sweep ? bench_sweep(c) : bench_run(&c, c.rw, &r);
+	if (bench_stop) { /* the handle is destroyed: its run directories are gone */
+		fprintf(stderr, "zinf bench io: stopped (asked to stop)%s\n",
+			c.dirs ? "; its run directories removed" : "");
+		fflush(NULL);
+		raise(bench_stop);
+		return 128 + bench_stop;
+	}
+	if (rc)
 		return ZINF_EXIT_FAIL;
-	print_result(&c, c.rw, &r);
+	if (!c.sweep)
+		print_result(&c, c.rw, &r);
 	return ZINF_EXIT_OK;
 }

@@ -5,8 +5,12 @@
  * directory twice, a path that is no directory; --qd and --threads beyond the I/O
  * layer's limits; a --file that is no regular file or cannot be made); a --file holding
  * data is written over (a write mode, --sweep, filled when short) only with --force, and
- * is left unchanged when refused.
+ * is left unchanged when refused; a run stopped by SIGTERM removes its run directory and
+ * ends by the signal.
  */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "io_test_util.h"
@@ -56,6 +60,39 @@ int main(int argc, char **argv)
 		"JSON output: %s", out);
 	T_CHECK(rmdir(dir) == 0, "bench left files in %s", dir);
 	free(dir);
+
+	/* SIGTERM during the passes: the run directory removed, the end by the signal */
+	{
+		char run_dir[600];
+		struct stat st;
+		int status;
+		pid_t pid;
+
+		dir = t_mkdtemp("/var/tmp");
+		T_CHECK(dir, "scratch directory");
+		snprintf(run_dir, sizeof(run_dir), "%s/zinf-bench-io", dir);
+		pid = fork();
+		T_CHECK(pid >= 0, "fork");
+		if (pid == 0) {
+			int null = open("/dev/null", O_WRONLY);
+			dup2(null, 1);
+			dup2(null, 2);
+			execl(argv[1], argv[1], "bench", "io", "--dir", dir, "--size", "16MiB",
+			      "--bs", "1MiB", "--qd", "4", "--loops", "60000", "--rw", "write",
+			      (char *)NULL);
+			_exit(127);
+		}
+		for (int waited = 0; stat(run_dir, &st) != 0 && waited < 20000; waited++) {
+			T_CHECK(waitpid(pid, &status, WNOHANG) == 0, "bench io ended at once");
+			usleep(1000);
+		}
+		usleep(100000); /* into the passes */
+		T_CHECK(kill(pid, SIGTERM) == 0 && waitpid(pid, &status, 0) == pid, "kill, wait");
+		T_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
+			"stopped bench io: status %#x, expected an end by SIGTERM", status);
+		T_CHECK(rmdir(dir) == 0, "a stopped bench io left files in %s", dir);
+		free(dir);
+	}
 
 	want_usage_error(argv[1], "--dir /tmp --bs 1000", "--bs 1000");
 	want_usage_error(argv[1], "--dir /tmp --bs banana", "--bs banana");
