@@ -554,8 +554,9 @@ static int fail_unknown(struct zinf_config *cfg, const char *prefix, const char 
 	for (int i = 0; i < zinf_n_keys; i++) {
 		if (zinf_keys[i].alias_of || strcmp(leaf_of(zinf_keys[i].path), name) != 0)
 			continue;
-		return zinf_config_fail(cfg, ZINF_ECONFIG, "%s: unknown key here; did you mean %s?",
-					path, zinf_keys[i].path);
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG, "%s: unknown key here; did you mean %s%s?", path,
+			strchr(zinf_keys[i].path, '.') ? "" : "the top-level ", zinf_keys[i].path);
 	}
 	return zinf_config_fail(
 		cfg, ZINF_ECONFIG,
