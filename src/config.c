@@ -723,9 +723,10 @@ static int config_set(struct zinf_config *cfg, const char *key, const char *valu
 		cJSON_Delete(j);
 		return set_null(cfg, i);
 	}
-	if (!j || (is_textual(zinf_keys[i].type) && !cJSON_IsString(j) &&
-		   !(zinf_keys[i].type == ZK_STRLIST && cJSON_IsArray(j)) &&
-		   !(zinf_keys[i].type == ZK_BYTES && cJSON_IsNumber(j)))) {
+	/* a byte size's bare word is text (512MiB); another JSON value stays itself, so a
+	 * wrong type is named as given (true, [1]) */
+	if (!j || (is_textual(zinf_keys[i].type) && zinf_keys[i].type != ZK_BYTES &&
+		   !cJSON_IsString(j) && !(zinf_keys[i].type == ZK_STRLIST && cJSON_IsArray(j)))) {
 		/* A bare word: nvme, /mnt/nvme0, 512MiB. */
 		cJSON_Delete(j);
 		j = cJSON_CreateString(value);

@@ -63,6 +63,14 @@ int main(void)
 		zinf_config_last_error(cfg),
 		"--set: zero_optimization.stage: 5 is out of range (expected an integer from 0 to 3)");
 	T_CHECK(cfg->v.zero.stage == 3, "refused value not stored");
+	/* a byte size's wrong type is named as given, not as a string of it */
+	T_CHECK(zinf_config_set(cfg, "zinf.pinned_memory_limit", "true") == ZINF_ECONFIG &&
+			strstr(zinf_config_last_error(cfg),
+			       "--set: zinf.pinned_memory_limit: wrong type: true (expected"),
+		"a bool as a byte size: %s", zinf_config_last_error(cfg));
+	T_CHECK(zinf_config_set(cfg, "zinf.pinned_memory_limit", "[1]") == ZINF_ECONFIG &&
+			strstr(zinf_config_last_error(cfg), "wrong type: a list of 1 (expected"),
+		"a list as a byte size: %s", zinf_config_last_error(cfg));
 	T_CHECK(zinf_config_set(cfg, "zero_optimization.stage3_prefetch_bucket_sise", "1") ==
 			ZINF_ECONFIG,
 		"typo");
