@@ -243,6 +243,10 @@ static int set_whole(struct zinf_config *cfg, const struct zinf_key *k, const ch
 	zinf_fmt_num(v, shown, sizeof(shown));
 	if (!isfinite(v) || v != floor(v))
 		return fail_type(cfg, k, path, j);
+	if (!in_range(k, v) && k->type == ZK_COUNT && k->max >= 1e15 && v > k->max)
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"%s: %.17g is out of range (expected a whole number up to 1e15)", path, v);
 	if (!in_range(k, v))
 		return fail_range(cfg, k, path, shown);
 	if (k->type == ZK_INT)

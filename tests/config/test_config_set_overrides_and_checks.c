@@ -63,6 +63,12 @@ int main(void)
 		zinf_config_last_error(cfg),
 		"--set: zero_optimization.stage: 5 is out of range (expected an integer from 0 to 3)");
 	T_CHECK(cfg->v.zero.stage == 3, "refused value not stored");
+	/* a count's unwritten bound (1e15) is said, with the value as given */
+	T_CHECK(zinf_config_set(cfg, "zero_optimization.sub_group_size", "1000000000000001") ==
+				ZINF_ECONFIG &&
+			strstr(zinf_config_last_error(cfg),
+			       "1000000000000001 is out of range (expected a whole number up to 1e15)"),
+		"a count past 1e15: %s", zinf_config_last_error(cfg));
 	/* a byte size's wrong type is named as given, not as a string of it */
 	T_CHECK(zinf_config_set(cfg, "zinf.pinned_memory_limit", "true") == ZINF_ECONFIG &&
 			strstr(zinf_config_last_error(cfg),
