@@ -363,9 +363,8 @@ static int parse_u32(const char *opt, const char *text, uint32_t max, uint32_t *
 static int parse_size(const char *opt, const char *text, uint64_t *out)
 {
 	if (zinf_parse_bytes(text, out) != 0 || *out == 0) {
-		fprintf(stderr,
-			"zinf bench io: %s %s: expected a byte size like 2GiB, 1MiB or 5e8\n", opt,
-			text);
+		fprintf(stderr, "zinf bench io: %s %s: expected a byte size like 2GiB or 1MiB\n",
+			opt, text);
 		return -EINVAL;
 	}
 	return 0;
