@@ -3,6 +3,7 @@
  * ckpt joins when it is built). Each subcommand parses its own flags with
  * getopt_long and answers --help.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,14 +130,18 @@ static void raise_open_files_limit(void)
 	}
 }
 
-int main(int argc, char **argv)
+/* What a command printed reached stdout (a full disk, a closed pipe: exit 1, said once),
+ * else its own status. */
+static int stdout_written(int rc)
 {
-	rerun_with_fast_defaults(argv);
-	raise_open_files_limit();
-	if (argc < 2) {
-		usage(stderr);
-		return ZINF_EXIT_USAGE;
-	}
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return rc;
+	fprintf(stderr, "zinf: cannot write to stdout: %s\n", strerror(errno));
+	return rc == ZINF_EXIT_OK ? ZINF_EXIT_FAIL : rc;
+}
+
+static int run_command(int argc, char **argv)
+{
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		usage(stdout);
 		return ZINF_EXIT_OK;
@@ -152,4 +157,15 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "zinf: %s: unknown command (try 'zinf help')\n", argv[1]);
 	return ZINF_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	rerun_with_fast_defaults(argv);
+	raise_open_files_limit();
+	if (argc < 2) {
+		usage(stderr);
+		return ZINF_EXIT_USAGE;
+	}
+	return stdout_written(run_command(argc, argv));
 }

@@ -3,10 +3,12 @@
  * and refuses bad command lines with exit 2 (numbers out of range or with a leading space,
  * a WORLD_SIZE that is no number, a FIFO as the config); --json gives null for a batch
  * size not set and the resolved "auto" pinned limit; with ZINF_LOG set, each of the
- * config's warnings is printed once. argv: zinf-binary bad-dir examples-dir. */
+ * config's warnings is printed once; output that cannot reach stdout exits 1 with one
+ * line. argv: zinf-binary bad-dir examples-dir. */
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "test.h"
 #include "zinf/zinf.h"
@@ -202,5 +204,22 @@ int main(int argc, char **argv)
 		"help config extra: exit %d: %s", r.status, r.err);
 	run(&r, argv[1], "version");
 	T_CHECK(r.status == 0 && strncmp(r.out, "zinf ", 5) == 0, "version");
+	if (access("/dev/full", W_OK) == 0) { /* what cannot reach stdout fails, said once */
+		for (int i = 0; i < 2; i++) {
+			int rc;
+			if (i)
+				snprintf(args, sizeof(args),
+					 "%s version >/dev/full 2>cli_check.err", argv[1]);
+			else
+				snprintf(args, sizeof(args),
+					 "%s check %s/minimal.json >/dev/full 2>cli_check.err",
+					 argv[1], argv[3]);
+			rc = system(args);
+			read_file("cli_check.err", r.err, sizeof(r.err));
+			T_CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && count_lines(r.err) == 1 &&
+					strstr(r.err, "zinf: cannot write to stdout: "),
+				"%s: exit %d: %s", args, WEXITSTATUS(rc), r.err);
+		}
+	}
 	return T_EXIT_PASS;
 }
