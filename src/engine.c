@@ -47,6 +47,20 @@ char *engine_msg(struct zinf_engine *e)
 	return e->last_error;
 }
 
+int zinf_engine_write_trace(struct zinf_engine *e)
+{
+	int rc;
+
+	if (!e->timeline || e->trace_written)
+		return 0;
+	rc = zinf_timeline_write(e->timeline, e->cfg->v.zinf.trace);
+	if (rc)
+		return engine_fail(e, rc, "zinf.trace: cannot write %s: %s", e->cfg->v.zinf.trace,
+				   zinf_strerror(rc));
+	e->trace_written = true;
+	return 0;
+}
+
 const char *zinf_last_error(const struct zinf_engine *e)
 {
 	return e->last_error;
@@ -283,7 +297,8 @@ void zinf_engine_destroy(struct zinf_engine *e)
 	zinf_pinned_destroy(e->pinned);
 	zinf_device_destroy(e->dev);
 	if (e->timeline) {
-		int rc = zinf_timeline_write(e->timeline, e->cfg->v.zinf.trace);
+		int rc = e->trace_written ? 0
+					  : zinf_timeline_write(e->timeline, e->cfg->v.zinf.trace);
 		if (rc)
 			zinf_logf(ZINF_LOG_ERROR, "zinf.trace: cannot write %s: %s",
 				  e->cfg->v.zinf.trace, zinf_strerror(rc));

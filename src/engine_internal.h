@@ -245,6 +245,7 @@ struct zinf_engine {
 	uint64_t dstate_bytes;
 	struct zinf_prefetch *prefetch; /* trace-based prefetch (prefetch.c) */
 	struct zinf_timeline *timeline; /* zinf.trace: written at destroy (timeline.c) */
+	bool trace_written;		/* by zinf_engine_write_trace: not again at destroy */
 	struct egroup groups[ENGINE_MAX_GROUPS];
 	int n_groups;
 	uint64_t nvme_state_bytes;

@@ -50,8 +50,13 @@ enum zinf_param_flags {
  * engine. On failure returns a negative code with a one-line reason in err. */
 int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, char *err,
 		       size_t errlen);
-/* Free everything; NULL is a no-op. */
+/* Free everything; NULL is a no-op. With zinf.trace set, the timeline is written here
+ * unless zinf_engine_write_trace wrote it (a failure here is only logged). */
 void zinf_engine_destroy(struct zinf_engine *e);
+/* Write zinf.trace now, with the events so far, so that a failure can fail the run: 0
+ * (also when no trace is set, or it was written), or a negative code with the reason in
+ * zinf_last_error. zinf_engine_destroy then writes nothing more. */
+int zinf_engine_write_trace(struct zinf_engine *e);
 /* The last error as one line ("" if none). */
 const char *zinf_last_error(const struct zinf_engine *e);
 
