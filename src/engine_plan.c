@@ -94,11 +94,14 @@ int zinf_plan_param_add(struct zinf_plan *p, uint32_t module, enum zinf_dtype dt
 	uint64_t elems = 1;
 	bool decay = ndim >= 2 && !(flags & ZINF_PARAM_NO_DECAY); /* as zinf_param_add */
 
-	if (module >= p->n_modules || ndim < 1 || ndim > 4 ||
+	if (module >= p->n_modules || ndim < 1 || ndim > 4 || !shape ||
 	    (dtype != ZINF_DTYPE_F32 && dtype != ZINF_DTYPE_BF16 && dtype != ZINF_DTYPE_F16))
 		return -EINVAL;
-	for (int d = 0; d < ndim; d++)
+	for (int d = 0; d < ndim; d++) { /* as zinf_param_add: each 1 or more, product < 2^62 */
+		if (shape[d] == 0 || elems > UINT64_MAX / 4 / shape[d])
+			return -EINVAL;
 		elems *= shape[d];
+	}
 	p->elems += elems;
 	p->param_bytes += elems * engine_dtype_bytes(dtype);
 	p->group[3 * decay + (dtype - ZINF_DTYPE_F32)] += elems; /* as engine_group_elems */

@@ -330,6 +330,14 @@ int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_pro
 	rc = engine_check_not_held(e, "progress set", 0, e->n_modules, true, ZINF_ESTATE);
 	if (rc)
 		return rc;
+	/* (2^53: counts a double holds exactly, and far from a wrap of the next step's) */
+	if (in->steps > (1ull << 53) || in->skipped > (1ull << 53) ||
+	    in->scaler_iteration > (1ull << 53))
+		return engine_fail(
+			e, -EINVAL,
+			"progress: steps %llu, skipped %llu, scaler_iteration %llu (expected each at most 2^53)",
+			(unsigned long long)in->steps, (unsigned long long)in->skipped,
+			(unsigned long long)in->scaler_iteration);
 	if (!(in->loss_scale > 0) || isinf(in->loss_scale))
 		return engine_fail(e, -EINVAL, "progress: loss_scale %g (expected > 0, finite)",
 				   in->loss_scale);

@@ -215,6 +215,11 @@ static void check(const char *opt_home, enum zinf_dtype dtype, const char *dir)
 		T_CHECK(zinf_engine_progress_set(b.e, &bad) == -EINVAL &&
 				strstr(zinf_last_error(b.e), "scaler_last_overflow_iter"),
 			"overflow after the iteration: %s", zinf_last_error(b.e));
+		bad = pa; /* a step count the next step would wrap to 0 (bias correction / 0) */
+		bad.steps = UINT64_MAX;
+		T_CHECK(zinf_engine_progress_set(b.e, &bad) == -EINVAL &&
+				strstr(zinf_last_error(b.e), "steps"),
+			"steps 2^64 - 1: %s", zinf_last_error(b.e));
 		bad = pa;
 		bad.scaler_hysteresis_left = 1000;
 		T_CHECK(zinf_engine_progress_set(b.e, &bad) == -EINVAL &&

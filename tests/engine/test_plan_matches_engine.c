@@ -7,7 +7,8 @@
  * behind it, the NVMe drive bytes, the host bytes finalize checks and where the
  * gradients go. And it says "fits" exactly when the engine accepts the device budget
  * (finalize, then zinf_engine_check_room for every module and the pair): at the
- * estimate's device figure and one allocation unit (256 bytes) below it.
+ * estimate's device figure and one allocation unit (256 bytes) below it. A shape
+ * zinf_param_add refuses (a dimension of 0, 2^62 elements or more, none) is refused.
  *
  * White-box: engine_pinned_need, engine_nvme_drive_bytes and engine_grad_host_bytes
  * (engine_internal.h). */
@@ -299,6 +300,22 @@ int main(void)
 	static const char *const grads[] = {"cpu", "nvme", "auto"};
 
 	zinf_log_set_level(ZINF_LOG_ERROR);
+	{ /* shapes zinf_param_add refuses are refused here too: a plan of them would "fit" */
+		struct zinf_plan *p;
+		uint32_t m;
+		const uint64_t zero[] = {0}, huge[] = {1ull << 40, 1ull << 40}, ok[] = {4, 8};
+
+		T_CHECK_RC(zinf_plan_create(&p));
+		T_CHECK_RC(zinf_plan_module_add(p, &m));
+		T_CHECK(zinf_plan_param_add(p, m, ZINF_DTYPE_F32, 1, zero, 0) == -EINVAL,
+			"a dimension of 0");
+		T_CHECK(zinf_plan_param_add(p, m, ZINF_DTYPE_F32, 2, huge, 0) == -EINVAL,
+			"2^80 elements");
+		T_CHECK(zinf_plan_param_add(p, m, ZINF_DTYPE_F32, 2, NULL, 0) == -EINVAL,
+			"no shape");
+		T_CHECK_RC(zinf_plan_param_add(p, m, ZINF_DTYPE_F32, 2, ok, 0));
+		zinf_plan_destroy(p);
+	}
 	T_CHECK(mkdtemp(dir), "mkdtemp");
 	for (int pi = 0; pi < 3; pi++) {
 		for (int oi = 0; oi < 3; oi++) {
