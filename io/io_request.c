@@ -538,11 +538,11 @@ int zinf_io_wait(struct zinf_io *io, struct zinf_io_req **done, int min, int max
 	struct timespec deadline;
 	int n = 0, rc = 0;
 
-	if (!done || max <= 0 || min > max || min < 0) {
+	if (!done || max <= 0 || min > max || min < 0 || timeout_ms < -1) {
 		io_set_error(
 			io,
-			"wait: min %d, max %d (expected 0 <= min <= max, max > 0, and an array)",
-			min, max);
+			"wait: min %d, max %d, timeout %d ms (expected 0 <= min <= max, max > 0, a timeout of -1 or more, and an array)",
+			min, max, timeout_ms);
 		return -EINVAL;
 	}
 	if (timeout_ms >= 0) {

@@ -197,9 +197,10 @@ static int grads_sumsq(struct zinf_engine *e, double *sumsq)
 	return 0;
 }
 
-int zinf_step(struct zinf_engine *e, struct zinf_step_result *out)
+int zinf_step(struct zinf_engine *e, struct zinf_step_result *result)
 {
 	double t0 = engine_now_seconds(), sumsq = 0, loss_scale = zinf_loss_scale(e);
+	struct zinf_step_result unused, *out = result ? result : &unused;
 	struct zinf_grad_clip clip;
 	struct zinf_adam_step_info info;
 	int rc;

@@ -268,7 +268,7 @@ struct zinf_step_result {
  * then refused (ZINF_ESTATE, naming the failed step) until every module has been loaded
  * whole (zinf_module_load or zinf_module_load_state) and the progress set, which also
  * drops the gradients accumulated meanwhile (see docs/engine.md, "A step that fails"). */
-int zinf_step(struct zinf_engine *e, struct zinf_step_result *out);
+int zinf_step(struct zinf_engine *e, struct zinf_step_result *out); /* out may be NULL */
 
 /* With zinf.overlap_optimizer (the default) zinf_step computes the norm and returns; the
  * updates run in the background, module by module in forward order, and a fetch waits

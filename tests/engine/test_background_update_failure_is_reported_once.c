@@ -84,7 +84,8 @@ int main(void)
 	pass(e);
 	/* every write of the update fails: module 0, written first, is not written */
 	zinf_io_fault_set(IO_FAULT_ERRNO, 1000000, EIO, 0, 1u << ZINF_IO_WRITE);
-	T_CHECK(zinf_step(e, &r) == 0, "the step itself (norm, hand-over): %s", zinf_last_error(e));
+	T_CHECK(zinf_step(e, NULL) == 0, /* (the result may be left out) */
+		"the step itself (norm, hand-over): %s", zinf_last_error(e));
 	rc = zinf_module_fetch(e, mod[0]);
 	T_CHECK(rc != 0 && strstr(zinf_last_error(e), "optimizer step") &&
 			!strchr(zinf_last_error(e), '\n'),

@@ -135,6 +135,10 @@ int main(void)
 		T_CHECK(zinf_io_poll(io, got, 4) == 2, "both completed requests come back");
 		T_CHECK_RC(zinf_io_submit(io, bc, 1)); /* collected: free again */
 		T_CHECK(zinf_io_wait(io, got, 1, 4, 10000) == 1 && got[0] == &b, "wait b");
+		/* a timeout below -1 is refused, not taken as no limit */
+		T_CHECK(zinf_io_wait(io, got, 1, 4, -2) == -EINVAL &&
+				strstr(zinf_io_last_error(io), "timeout -2 ms"),
+			"a timeout of -2: %s", zinf_io_last_error(io));
 	}
 	zinf_io_drain(io);
 	zinf_io_destroy(io);
