@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -336,6 +337,23 @@ static int set_string(struct zinf_config *cfg, const struct zinf_key *k, const c
 }
 
 /* The paths of j (a string or a list of them) into l, checked. */
+/* Two spellings of one directory: the same text but for trailing slashes ("/d", "/d/"),
+ * or, both there, one inode (a link, "a/../d"). */
+static bool same_path(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	struct stat sa, sb;
+
+	while (la > 1 && a[la - 1] == '/')
+		la--;
+	while (lb > 1 && b[lb - 1] == '/')
+		lb--;
+	if (la == lb && strncmp(a, b, la) == 0)
+		return true;
+	return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+	       sa.st_ino == sb.st_ino;
+}
+
 static int list_build(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
 		      const cJSON *j, struct zinf_strlist *l)
 {
@@ -363,7 +381,7 @@ static int list_build(struct zinf_config *cfg, const struct zinf_key *k, const c
 				i, got);
 		}
 		for (int d = 0; d < l->n; d++)
-			if (strcmp(l->v[d], e->valuestring) == 0)
+			if (same_path(l->v[d], e->valuestring))
 				return zinf_config_fail(
 					cfg, ZINF_ECONFIG,
 					"%s[%d]: \"%.60s\" is listed twice (expected each drive once)",
