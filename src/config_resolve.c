@@ -401,7 +401,7 @@ void zinf_config_warn_environment(struct zinf_config *cfg, bool paths)
 			cfg,
 			KEYS("scheduler.params.total_num_steps",
 			     "scheduler.params.warmup_num_steps"),
-			"%llu is less than warmup_num_steps %llu; the schedule never leaves warmup",
+			"%llu is less than warmup_num_steps %llu; the rate warms up through warmup_num_steps all the same, then falls at once to the schedule's final rate",
 			(unsigned long long)v->scheduler.total_num_steps,
 			(unsigned long long)v->scheduler.warmup_num_steps);
 }
@@ -509,12 +509,13 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 			1024.0 / (double)(v->zero.sub_group_size ? v->zero.sub_group_size : 1));
 	if (info && info->total_steps && v->scheduler.total_num_steps &&
 	    v->scheduler.total_num_steps < info->total_steps &&
+	    v->scheduler.total_num_steps >= v->scheduler.warmup_num_steps && /* (else above) */
 	    cfg->source[KEY("scheduler.params.total_num_steps")] != ZINF_SRC_RESOLVED &&
 	    (v->scheduler.type == ZINF_LR_WARMUP_DECAY ||
 	     v->scheduler.type == ZINF_LR_WARMUP_COSINE))
 		warn_keys(
 			cfg, KEYS("scheduler.params.total_num_steps"),
-			"%llu is less than the run's %llu optimizer steps; the steps after it keep the schedule's last learning rate",
+			"%llu is less than the run's %llu optimizer steps; the steps after it run at the schedule's final learning rate",
 			(unsigned long long)v->scheduler.total_num_steps,
 			(unsigned long long)info->total_steps);
 	if (!info || !info->require_all)

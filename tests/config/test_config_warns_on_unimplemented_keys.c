@@ -152,20 +152,28 @@ int main(void)
 			zinf_config_warning_count(cfg));
 	}
 
-	/* A schedule shorter than the run: its last rate for the rest, said once resolved. */
-	for (int k = 0; k < 3; k++) {
-		static const char *total[3] = {"2", "4", "\"auto\""};
+	/* A schedule shorter than the run: its final rate for the rest, said once resolved;
+	 * shorter than its warmup: the warmup goes on, then the rate falls at once (k 3) */
+	for (int k = 0; k < 4; k++) {
+		static const char *total[4] = {"2", "4", "\"auto\"", "2"};
 		struct zinf_config_resolve_info info = {.world_size = 1, .total_steps = 4};
 		char json[256];
 		snprintf(json, sizeof(json),
 			 "{\"scheduler\": {\"type\": \"WarmupCosineLR\", \"params\":"
-			 " {\"total_num_steps\": %s}}}",
-			 total[k]);
+			 " {\"total_num_steps\": %s, \"warmup_num_steps\": %d}}}",
+			 total[k], k == 3 ? 3 : 1);
 		T_CHECK_RC(zinf_config_load_string(cfg, json, "s.json"));
 		T_CHECK_RC(zinf_config_resolve(cfg, &info));
 		T_CHECK(has_warning(cfg, "scheduler.params.total_num_steps: 2 is less than the "
-					 "run's 4 optimizer steps") == (k == 0),
+					 "run's 4 optimizer steps; the steps after it run at the "
+					 "schedule's final learning rate") == (k == 0),
 			"total_num_steps %s of a 4-step run: %d warnings", total[k],
+			zinf_config_warning_count(cfg));
+		T_CHECK(has_warning(cfg,
+				    "2 is less than warmup_num_steps 3; the rate warms up "
+				    "through warmup_num_steps all the same, then falls at once") ==
+				(k == 3),
+			"total_num_steps %s below the warmup: %d warnings", total[k],
 			zinf_config_warning_count(cfg));
 	}
 
