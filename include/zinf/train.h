@@ -146,7 +146,8 @@ struct zinf_train_result {
 	uint64_t param_elems;
 	uint64_t peak_device_bytes, peak_pinned_bytes, device_limit_bytes, pinned_limit_bytes;
 	uint64_t host_pinned_bytes; /* page-locked host homes (offload_param.pin_memory) */
-	/* by the steps and any --save-every snapshots, before the final save */
+	/* by the run before the final save: the load's writes, the steps, evaluations and
+	 * --save-every snapshots */
 	uint64_t nvme_read_bytes, nvme_write_bytes;
 	/* The final save (save_dir): its time and what it read from NVMe (the masters, 4
 	 * bytes a parameter, and with save_state the moments too, 12 in all, when the
