@@ -66,10 +66,11 @@ struct train_flags {
 	struct zinf_train_opts *o;
 	const char *sets[TRAIN_FLAGS_MAX_SETS]; /* --set KEY=VALUE, in order */
 	int n_sets;
+	bool seen[TF_FIRST_FREE - TF_MODEL]; /* a flag given (only --set may come again) */
 };
 
-/* Apply flag c (a TF_* code) with its argument to f->o. Returns 0, or -1 after printing
- * the error. */
+/* Apply flag c (a TF_* code) with its argument to f->o; a flag other than --set given a
+ * second time is refused. Returns 0, or -1 after printing the error. */
 int train_flag_apply(struct train_flags *f, int c, const char *arg);
 /* A whole non-negative decimal number. Returns 0, or -1 after printing the error. */
 int train_flag_u64(const char *prog, const char *flag, const char *text, uint64_t *out);

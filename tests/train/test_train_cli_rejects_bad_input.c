@@ -5,7 +5,8 @@
  * under 256, a config that does not load, --resume of no directory or of a checkpoint
  * without its training state, --save-total-limit 0, an NVMe path that is no directory
  * (one line naming the key that gave it, not the I/O layer's log besides), a zinf.trace path that cannot be written
- * (before the run, not after it), a launcher's world size above 1 or not a number, a --set typo (named as --set's, not the file's), a
+ * (before the run, not after it), a launcher's world size above 1 or not a number, a
+ * flag other than --set given twice, a --set typo (named as --set's, not the file's), a
  * device budget that holds a decoder layer but not with its gradients or is more than the
  * host's memory (the host device backend), a pinned budget more than the host's memory, parameters and optimizer state in host memory
  * far beyond the host's (its gradient accumulators too), NVMe state beyond the drive's
@@ -196,6 +197,11 @@ int main(int argc, char **argv)
 	T_CHECK(run(a, "--steps  -1", 1) == 2, "--steps with a leading space (was 2^64 - 1)");
 	snprintf(a, sizeof(a), "%s --data '%s'", base, d.data);
 	T_CHECK(run(a, "--steps: required", 1) == 2, "no --steps");
+	/* a flag given twice is refused, not the last one taken (--set may repeat) */
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 1 --data '%s'", base, d.data, tokens);
+	T_CHECK(run(a, "--data: given twice (expected once)", 1) == 2, "--data twice");
+	snprintf(a, sizeof(a), "%s --init '%s' --data '%s' --steps 1", base, d.model, d.data);
+	T_CHECK(run(a, "--init: given twice", 1) == 2, "--init twice");
 	snprintf(a, sizeof(a), "--init '%s' --config '%s' --data-format text --data '%s' --steps 2",
 		 d.model, d.ds, d.data);
 	T_CHECK(run(a, "--seq-len: required", 1) == 2, "no --seq-len");
