@@ -32,7 +32,8 @@
 const char bench_adam_usage[] =
 	"usage: zinf bench adam [options]\n"
 	"Time the in-memory CPU Adam/AdamW step and compare it with the memory bandwidth\n"
-	"(STREAM-triad-like loop) measured in the same run.\n"
+	"(STREAM-triad-like loop over at least 16M elements, beyond any cache) measured in\n"
+	"the same run (a shard that fits in the last-level cache can beat it).\n"
 	"  --elems N          parameters in the shard (default 67108864; 5e7, 64MiB accepted)\n"
 	"  --threads T        threads for the step and for the triad (default 2)\n"
 	"  --grad-dtype D     bf16 | fp32 | fp16 (default bf16)\n"

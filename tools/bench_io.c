@@ -317,8 +317,14 @@ static int bench_sweep(struct bench_cfg c)
 					c.qd = qds[q];
 					c.threads = ths[t];
 					c.engine = engs[e];
-					if (c.size < c.bs * c.qd * c.threads)
+					if (c.size < c.bs * c.qd * c.threads) {
+						if (e == 0) /* (once for both engines) */
+							fprintf(stderr,
+								"sweep: bs %llu qd %u threads %u: skipped (more in flight than --size)\n",
+								(unsigned long long)c.bs, c.qd,
+								c.threads);
 						continue;
+					}
 					rc = bench_run(&c, "write", &w);
 					if (rc == 0)
 						rc = bench_run(&c, "read", &r);
