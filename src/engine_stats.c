@@ -1,6 +1,7 @@
 /* Engine counters: zinf_engine_get_stats and the JSON form (include/zinf/engine.h). */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "engine_internal.h"
@@ -81,14 +82,28 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
 		out->param_elems += e->params[i].elems;
 }
 
+/* A number JSON can hold: a finite one as %.6f, else null (a caller-filled struct). */
+static const char *json_seconds(double v, char *buf, size_t len)
+{
+	if (isfinite(v))
+		snprintf(buf, len, "%.6f", v);
+	else
+		snprintf(buf, len, "null");
+	return buf;
+}
+
 static void json_link(FILE *f, const char *name, const struct zinf_link_stats *l, bool last)
 {
-	fprintf(f, "\"%s\": {\"bytes\": %" PRIu64 ", \"seconds\": %.6f, \"count\": %" PRIu64 "}%s",
-		name, l->bytes, l->seconds, l->count, last ? "" : ", ");
+	char s[48];
+
+	fprintf(f, "\"%s\": {\"bytes\": %" PRIu64 ", \"seconds\": %s, \"count\": %" PRIu64 "}%s",
+		name, l->bytes, json_seconds(l->seconds, s, sizeof(s)), l->count, last ? "" : ", ");
 }
 
 int zinf_stats_json(const struct zinf_stats *st, FILE *f)
 {
+	char w[48], o[48], ow[48];
+
 	fprintf(f,
 		"{\"device\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64 ", \"limit\": %" PRIu64
 		"}, "
@@ -104,16 +119,16 @@ int zinf_stats_json(const struct zinf_stats *st, FILE *f)
 	json_link(f, "device_to_pinned", &st->device_to_pinned, false);
 	json_link(f, "pinned_to_nvme", &st->pinned_to_nvme, true);
 	fprintf(f,
-		"}, \"wait_seconds\": %.6f, \"fetches\": %" PRIu64 ", \"hits\": %" PRIu64
+		"}, \"wait_seconds\": %s, \"fetches\": %" PRIu64 ", \"hits\": %" PRIu64
 		", \"prefetches\": %" PRIu64 ", \"prefetch_hits\": %" PRIu64
 		", \"trace_divergences\": %" PRIu64 ", \"evictions\": %" PRIu64
 		", \"reuse_evictions\": %" PRIu64 ", \"steps\": %" PRIu64
 		", \"skipped_steps\": %" PRIu64
-		", \"optimizer_seconds\": %.6f, \"optimizer_wait_seconds\": %.6f"
+		", \"optimizer_seconds\": %s, \"optimizer_wait_seconds\": %s"
 		", \"param_elems\": %" PRIu64 "}",
-		st->wait_seconds, st->fetches, st->hits, st->prefetches, st->prefetch_hits,
-		st->trace_divergences, st->evictions, st->reuse_evictions, st->steps,
-		st->skipped_steps, st->optimizer_seconds, st->optimizer_wait_seconds,
-		st->param_elems);
+		json_seconds(st->wait_seconds, w, sizeof(w)), st->fetches, st->hits, st->prefetches,
+		st->prefetch_hits, st->trace_divergences, st->evictions, st->reuse_evictions,
+		st->steps, st->skipped_steps, json_seconds(st->optimizer_seconds, o, sizeof(o)),
+		json_seconds(st->optimizer_wait_seconds, ow, sizeof(ow)), st->param_elems);
 	return ferror(f) ? -EIO : 0;
 }

@@ -335,7 +335,7 @@ struct zinf_stats {
 };
 
 void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out);
-/* One JSON object (no newline). Returns 0 or -EIO. */
+/* One JSON object (no newline); a time that is not finite is null. Returns 0 or -EIO. */
 int zinf_stats_json(const struct zinf_stats *st, FILE *f);
 
 /* ---- planning (no engine) ---------------------------------------------------------------- */
