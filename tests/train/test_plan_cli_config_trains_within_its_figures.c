@@ -241,6 +241,8 @@ int main(int argc, char **argv)
 	expect_usage("plan --init model.json --seq-len 64 --device-memory 4KiB",
 		     "--device-memory: 4096 is out of range (expected a byte size >= 1048576");
 	expect_usage("plan --init model.json --seq-len 64 --bogus", "--bogus");
+	expect_usage("plan --init model.json --seq-len 64 --seq-len 32",
+		     "--seq-len: given twice (expected once)");
 	expect_usage("plan --init missing.json --seq-len 64", "missing.json");
 	expect_usage("plan --init model.json --seq-len 4096", "max_position_embeddings");
 	/* yarn stretches 256 positions to 2048, as zinf train allows */
