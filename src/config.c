@@ -244,10 +244,16 @@ static int set_whole(struct zinf_config *cfg, const struct zinf_key *k, const ch
 	zinf_fmt_num(v, shown, sizeof(shown));
 	if (!isfinite(v) || v != floor(v))
 		return fail_type(cfg, k, path, j);
-	if (!in_range(k, v) && k->type == ZK_COUNT && k->max >= 1e15 && v > k->max)
+	if (!in_range(k, v) && k->type == ZK_COUNT && k->max >= 1e15 && v > k->max) {
+		for (int digits = 15; digits <= 17; digits++) { /* the shortest that reads back */
+			snprintf(shown, sizeof(shown), "%.*g", digits, v);
+			if (strtod(shown, NULL) == v)
+				break;
+		}
 		return zinf_config_fail(
 			cfg, ZINF_ECONFIG,
-			"%s: %.17g is out of range (expected a whole number up to 1e15)", path, v);
+			"%s: %s is out of range (expected a whole number up to 1e15)", path, shown);
+	}
 	if (!in_range(k, v))
 		return fail_range(cfg, k, path, shown);
 	if (k->type == ZK_INT)
@@ -336,7 +342,6 @@ static int set_string(struct zinf_config *cfg, const struct zinf_key *k, const c
 	return 0;
 }
 
-/* The paths of j (a string or a list of them) into l, checked. */
 /* Two spellings of one directory: the same text but for trailing slashes ("/d", "/d/"),
  * or, both there, one inode (a link, "a/../d"). */
 static bool same_path(const char *a, const char *b)
@@ -354,6 +359,7 @@ static bool same_path(const char *a, const char *b)
 	       sa.st_ino == sb.st_ino;
 }
 
+/* The paths of j (a string or a list of them) into l, checked. */
 static int list_build(struct zinf_config *cfg, const struct zinf_key *k, const char *path,
 		      const cJSON *j, struct zinf_strlist *l)
 {
@@ -382,10 +388,15 @@ static int list_build(struct zinf_config *cfg, const struct zinf_key *k, const c
 		}
 		for (int d = 0; d < l->n; d++)
 			if (same_path(l->v[d], e->valuestring))
-				return zinf_config_fail(
-					cfg, ZINF_ECONFIG,
-					"%s[%d]: \"%.60s\" is listed twice (expected each drive once)",
-					path, i, e->valuestring);
+				return strcmp(l->v[d], e->valuestring) == 0
+					       ? zinf_config_fail(
+							 cfg, ZINF_ECONFIG,
+							 "%s[%d]: \"%.60s\" is listed twice (expected each drive once)",
+							 path, i, e->valuestring)
+					       : zinf_config_fail(
+							 cfg, ZINF_ECONFIG,
+							 "%s[%d]: \"%.60s\" is the directory of [%d] \"%.60s\" (expected each drive once)",
+							 path, i, e->valuestring, d, l->v[d]);
 		if (strlist_push(l, e->valuestring))
 			return zinf_config_fail(cfg, -ENOMEM, "%s: out of memory", path);
 		i++;
@@ -700,10 +711,11 @@ static int set_alias_check(struct zinf_config *cfg, int i, const char *key)
 
 	for (int a = 0; a < zinf_n_keys; a++) {
 		const struct zinf_key *o = &zinf_keys[a];
+		/* (a key reset by --set KEY=null has its default's source: no clash) */
 		bool clash = k->alias_of ? strcmp(o->path, k->alias_of) == 0 && cfg->by_set[a] &&
-						   !cfg->by_set[i]
+						   cfg->source[a] == ZINF_SRC_SET && !cfg->by_set[i]
 					 : o->alias_of && strcmp(o->alias_of, k->path) == 0 &&
-						   cfg->by_set[a];
+						   cfg->by_set[a] && cfg->source[i] == ZINF_SRC_SET;
 		if (clash)
 			return zinf_config_fail(
 				cfg, ZINF_ECONFIG,
@@ -717,6 +729,17 @@ static int set_alias_check(struct zinf_config *cfg, int i, const char *key)
 	return 0;
 }
 
+/* --set OLD=null: the key (or section) the old name stands for goes back to its default,
+ * with the old name's warning. */
+static int null_target(struct zinf_config *cfg, int i, const char *key)
+{
+	if (!zinf_keys[i].alias_of)
+		return i;
+	zinf_config_warn(cfg, "%s: old DeepSpeed name, accepted; use %s", key,
+			 zinf_keys[i].alias_of);
+	return zinf_key_find(zinf_keys[i].alias_of);
+}
+
 static int config_set(struct zinf_config *cfg, const char *key, const char *value)
 {
 	int i = key ? zinf_key_find(key) : -1;
@@ -727,7 +750,7 @@ static int config_set(struct zinf_config *cfg, const char *key, const char *valu
 		return zinf_config_fail(cfg, ZINF_ECONFIG, "%s: no %s given (expected KEY=VALUE)",
 					key ? key : "(null)", key ? "value" : "key");
 	if (i >= 0 && zinf_keys[i].type == ZK_OBJECT && strcmp(value, "null") == 0)
-		return set_null(cfg, i);
+		return set_null(cfg, null_target(cfg, i, key));
 	if (i < 0 || zinf_keys[i].type == ZK_OBJECT || zinf_keys[i].type == ZK_IGNORED) {
 		const char *dot = strrchr(key, '.');
 		char prefix[256] = "";
@@ -743,7 +766,7 @@ static int config_set(struct zinf_config *cfg, const char *key, const char *valu
 	j = cJSON_ParseWithOpts(value, NULL, true);
 	if (j && cJSON_IsNull(j)) {
 		cJSON_Delete(j);
-		return set_null(cfg, i);
+		return set_null(cfg, null_target(cfg, i, key));
 	}
 	/* a byte size's bare word is text (512MiB); another JSON value stays itself, so a
 	 * wrong type is named as given (true, [1]) */

@@ -82,6 +82,14 @@ int main(void)
 			       "aio.intra_op_parallelism: given together with its old name "
 			       "aio.thread_count"),
 		"--set of both names: %s", zinf_config_last_error(cfg));
+	/* an old name set to null resets what it stands for (and is no clash after) */
+	T_CHECK_RC(zinf_config_load_string(cfg, "{\"bf16\": {\"enabled\": true}}", "n.json"));
+	T_CHECK_RC(zinf_config_set(cfg, "bfloat16", "null"));
+	T_CHECK(!cfg->v.bf16.enabled && has_warning(cfg, "--set: bfloat16: old DeepSpeed name"),
+		"--set bfloat16=null left bf16.enabled");
+	T_CHECK_RC(zinf_config_set(cfg, "bf16.enabled", "true"));
+	T_CHECK_RC(zinf_config_set(cfg, "bf16", "null"));
+	T_CHECK_RC(zinf_config_set(cfg, "bfloat16.enabled", "true"));
 	T_CHECK_RC(zinf_config_load_string(cfg, "{}", "s.json"));
 	T_CHECK_RC(zinf_config_set(cfg, "bf16.enabled", "true"));
 	T_CHECK(zinf_config_set(cfg, "bfloat16.enabled", "true") != 0 &&
