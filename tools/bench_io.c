@@ -79,11 +79,16 @@ static int cmp_double(const void *a, const void *b)
 
 /* SIGINT, SIGTERM: the pass stops resubmitting, the run directories are removed, and
  * the process ends by the signal (its default action back after the first). */
-static volatile sig_atomic_t bench_stop;
+static int bench_stop; /* the signal; lock-free atomics: safe in a handler, across threads */
 
 static void on_stop(int sig)
 {
-	bench_stop = sig;
+	__atomic_store_n(&bench_stop, sig, __ATOMIC_RELAXED);
+}
+
+static int stopped(void)
+{
+	return __atomic_load_n(&bench_stop, __ATOMIC_RELAXED);
 }
 
 struct pass_ctx {
@@ -109,8 +114,8 @@ static void pass_done(struct zinf_io_req *r)
 			snprintf(p->error, sizeof(p->error), "%s", r->error);
 		return;
 	}
-	if (bench_stop && __atomic_compare_exchange_n(&p->status, &expected, -EINTR, false,
-						      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+	if (stopped() && __atomic_compare_exchange_n(&p->status, &expected, -EINTR, false,
+						     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		snprintf(p->error, sizeof(p->error), "stopped (asked to stop)");
 	if (__atomic_load_n(&p->status, __ATOMIC_ACQUIRE))
 		return;
@@ -184,8 +189,11 @@ static int bench_run(const struct bench_cfg *c, const char *rw, struct bench_res
 	double secs[c->loops];
 	char *bufs = NULL, err[512], *dirs = NULL, *save = NULL;
 	uint32_t ext;
+	bool made = false; /* --file made by this run, not yet filled */
 	int rc;
 
+	if (stopped()) /* (a sweep's next point) */
+		return -EINTR;
 	if (depth > n_blocks) /* no more in flight than a pass has blocks (bench_pass) */
 		depth = n_blocks;
 	zinf_io_opts_init(&o);
@@ -211,7 +219,10 @@ static int bench_run(const struct bench_cfg *c, const char *rw, struct bench_res
 	snprintf(res->engine, sizeof(res->engine), "%s", zinf_io_engine_name(io));
 	if (c->file) {
 		struct stat st;
-		bool fill = stat(c->file, &st) != 0 || (uint64_t)st.st_size < c->size;
+		bool fill;
+
+		made = stat(c->file, &st) != 0;
+		fill = made || (uint64_t)st.st_size < c->size;
 
 		rc = zinf_io_extent_open_file(io, c->file, c->size, true, &ext);
 		if (rc == 0 && fill && is_read)
@@ -249,12 +260,18 @@ static int bench_run(const struct bench_cfg *c, const char *rw, struct bench_res
 		rc = bench_pass(io, ext, c, ZINF_IO_WRITE, false, bufs, order, reqs, &s);
 		if (rc)
 			goto out_destroy;
+		made = false; /* filled: kept for the next run, and for fio */
 	}
 	for (uint32_t l = 0; l < c->loops; l++) {
+		if (stopped()) {
+			rc = -EINTR;
+			goto out_destroy;
+		}
 		rc = bench_pass(io, ext, c, is_read ? ZINF_IO_READ : ZINF_IO_WRITE, random, bufs,
 				order, reqs, &secs[l]);
 		if (rc)
 			goto out_destroy;
+		made = false; /* a whole pass written (or read after the fill) */
 		secs[l] = (double)(n_blocks * c->bs) / secs[l]; /* now bytes per second */
 	}
 	qsort(secs, c->loops, sizeof(double), cmp_double);
@@ -266,6 +283,9 @@ static int bench_run(const struct bench_cfg *c, const char *rw, struct bench_res
 	rc = 0;
 out_destroy:
 	zinf_io_destroy(io);
+	/* a file this run made and did not fill would read as fast as holes do next time */
+	if (rc && made)
+		unlink(c->file);
 out_free:
 	free(bufs);
 	free(reqs);
@@ -429,8 +449,15 @@ static void catch_stop(void)
 	sa.sa_handler = on_stop;
 	sa.sa_flags = SA_RESETHAND;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	for (int i = 0; i < 2; i++) {
+		int sig = i ? SIGTERM : SIGINT;
+		struct sigaction old;
+
+		/* one the caller ignores stays ignored (a script's trap '' INT, cmd &) */
+		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		sigaction(sig, &sa, NULL);
+	}
 }
 
 /* --file: a regular file, or a new one in an existing directory; one holding data is
@@ -594,12 +621,14 @@ int bench_io(int argc, char **argv)
 	}
 	catch_stop();
 	rc = c.sweep ? bench_sweep(c) : bench_run(&c, c.rw, &r);
-	if (bench_stop) { /* the handle is destroyed: its run directories are gone */
+	if (stopped()) { /* the handle is destroyed: its run directories are gone */
+		int sig = stopped();
+
 		fprintf(stderr, "zinf bench io: stopped (asked to stop)%s\n",
 			c.dirs ? "; its run directories removed" : "");
 		fflush(NULL);
-		raise(bench_stop);
-		return 128 + bench_stop;
+		raise(sig);
+		return 128 + sig;
 	}
 	if (rc)
 		return ZINF_EXIT_FAIL;
