@@ -186,6 +186,19 @@ const char *zinf_adam_isa_name(const struct zinf_adam *adam)
 
 /* ---- the worker pool ---------------------------------------------------------------- */
 
+int zinf_adam_numa_nodes(void)
+{
+	hwloc_topology_t topo;
+	int n = 0;
+
+	if (hwloc_topology_init(&topo) < 0)
+		return 0;
+	if (hwloc_topology_load(topo) == 0)
+		n = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+	hwloc_topology_destroy(topo);
+	return n > 0 ? n : 0;
+}
+
 /* Bind each worker to one core of NUMA node `node`, round robin. Binding is advice:
  * a failure is logged, not fatal. */
 static void adam_bind_workers(struct zinf_adam *adam, int node)

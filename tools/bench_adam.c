@@ -12,7 +12,6 @@
  * (same engine and settings, same files) with requests of the step's sizes; the step's
  * time is compared with read_bytes / read_bw + write_bytes / write_bw. Medians.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -139,22 +138,6 @@ static int cmp_double(const void *x, const void *y)
 	return (a > b) - (a < b);
 }
 
-/* NUMA nodes the kernel lists (node0, node1, ...: counted as hwloc counts them), 0 when
- * it lists none. */
-static int numa_nodes(void)
-{
-	DIR *d = opendir("/sys/devices/system/node");
-	struct dirent *e;
-	int n = 0;
-
-	while (d && (e = readdir(d)))
-		n += strncmp(e->d_name, "node", 4) == 0 && e->d_name[4] >= '0' &&
-		     e->d_name[4] <= '9';
-	if (d)
-		closedir(d);
-	return n;
-}
-
 static int parse_dtype(const char *s, enum zinf_dtype *out, bool allow_none)
 {
 	if (strcmp(s, "bf16") == 0)
@@ -255,10 +238,10 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 				b->threads = (unsigned)v;
 			else if (c == 'k')
 				b->iters = (unsigned)v;
-			else if (v >= numa_nodes() && numa_nodes() > 0) {
+			else if (v >= zinf_adam_numa_nodes() && zinf_adam_numa_nodes() > 0) {
 				fprintf(stderr,
-					"zinf bench adam: --numa-node %s: this machine has NUMA nodes 0 to %d\n",
-					optarg, numa_nodes() - 1);
+					"zinf bench adam: --numa-node %s: this process may use NUMA nodes 0 to %d\n",
+					optarg, zinf_adam_numa_nodes() - 1);
 				return ZINF_EXIT_USAGE;
 			} else {
 				b->opts.numa_node = (int)v;

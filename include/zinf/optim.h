@@ -60,6 +60,9 @@ struct zinf_adam_opts {
 
 /* Fill opts with the defaults above. */
 void zinf_adam_opts_init(struct zinf_adam_opts *opts);
+/* The NUMA nodes numa_node can name (hwloc's, those this process may use: 0 to the count
+ * less one); 0 when the topology cannot be read. */
+int zinf_adam_numa_nodes(void);
 
 /* Validate opts, pick the instruction set, start the worker threads. *out is owned by
  * the caller; free with zinf_adam_destroy(). Returns 0, -EINVAL (bad opts; the one-line
