@@ -31,7 +31,7 @@
 const char bench_adam_usage[] =
 	"usage: zinf bench adam [options]\n"
 	"Time the in-memory CPU Adam/AdamW step and compare it with the memory bandwidth\n"
-	"(STREAM-triad-like loop over at least 16M elements, beyond any cache) measured in\n"
+	"(STREAM-triad-like loop over at least 16M elements, beyond most caches) measured in\n"
 	"the same run (a shard that fits in the last-level cache can beat it).\n"
 	"  --elems N          parameters in the shard (default 67108864; 5e7, 64MiB accepted)\n"
 	"  --threads T        threads for the step and for the triad (default 2)\n"

@@ -391,13 +391,13 @@ static int parse(int argc, char **argv, struct run *off, struct run *res, bool *
 	}
 	if (!off->o.model_dir && !off->o.init_config) {
 		fprintf(stderr,
-			"zinf bench train: the model: give --model DIR or --init CONFIG.json (see zinf bench train --help)\n");
+			"zinf bench train: the model: give --model DIR or --init CONFIG.json (try 'zinf bench train --help')\n");
 		return -1;
 	}
 	if (off->o.steps < 2) {
 		fprintf(stderr,
 			"zinf bench train: --steps: %s, at least 2 (step 1 is not measured)\n",
-			off->o.steps ? "too few" : "required");
+			fo.seen[TF_STEPS - TF_MODEL] ? "too few" : "required");
 		return -1;
 	}
 	/* The resident run: the shared overrides, then the baseline's, then the user's. */

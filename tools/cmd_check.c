@@ -124,7 +124,8 @@ int cmd_check(int argc, char **argv)
 		return ZINF_EXIT_USAGE;
 	}
 	/* Warnings are printed below from the config itself, once each: the log's copies
-	 * are dropped, and its other lines kept when ZINF_LOG asks for them. */
+	 * are dropped, and its other lines kept when ZINF_LOG asks for them (check opens no
+	 * device, pinned pool or file: the config is all that warns here). */
 	if (!getenv("ZINF_LOG"))
 		zinf_log_set_level(ZINF_LOG_ERROR);
 	else

@@ -130,8 +130,8 @@ static void raise_open_files_limit(void)
 	}
 }
 
-/* What a command printed reached stdout (a full disk, a closed pipe: exit 1, said once),
- * else its own status. */
+/* What a command printed reached stdout (a full disk: exit 1, said once; a closed pipe
+ * ends the process by SIGPIPE first), else its own status. */
 static int stdout_written(int rc)
 {
 	if (fflush(stdout) == 0 && !ferror(stdout))

@@ -169,7 +169,8 @@ struct zinf_engine_progress {
 };
 
 /* Read, or set (to resume; after finalize, with no module held), the progress. Set
- * checks the values (a loss scale > 0, finite and, dynamic, not below
+ * checks the values (steps, skipped and scaler_iteration at most 2^53; a loss scale > 0,
+ * finite and, dynamic, not below
  * fp16.min_loss_scale; an overflow iteration before the iteration; hysteresis within
  * fp16.hysteresis): -EINVAL with the field named, nothing changed. Read is refused
  * (ZINF_ESTATE) while the engine is torn (zinf_step): its modules are a mix of two steps.

@@ -7,8 +7,9 @@
  * Setup checks every input before anything is trained or written (the model, the
  * config, the data, the sequence length against the model) and fails with one line
  * naming what and where; an option is named by its zinf train flag (seq_len as
- * --seq-len, config_path as --config, config_sets as --set). The loop per optimizer step runs gradient_accumulation_steps
- * micro-batches of train_micro_batch_size_per_gpu rows (both from the config), module by
+ * --seq-len, config_path as --config, config_sets as --set). The loop per optimizer
+ * step runs gradient_accumulation_steps micro-batches of train_micro_batch_size_per_gpu
+ * rows (both from the config), module by
  * module through the engine (fetch, wait, compute, release; backward in reverse with
  * gradients accumulated into the engine's buffers), then zinf_step(). docs/train.md
  * describes every option, the log-json fields and the demo.
