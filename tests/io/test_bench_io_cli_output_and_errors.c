@@ -48,6 +48,38 @@ static bool direct_here(const char *dir)
 	return fd >= 0;
 }
 
+/* zinf bench io ARGS (NULL-ended) in the background, SIGTERM usec after path appears:
+ * it must end by that signal. */
+static void stop_when_made(const char *zinf, const char *path, useconds_t usec,
+			   const char *const *args)
+{
+	const char *argv[32] = {zinf, "bench", "io"};
+	struct stat st;
+	int n = 3, status;
+	pid_t pid;
+
+	while (*args && n < 31)
+		argv[n++] = *args++;
+	argv[n] = NULL;
+	pid = fork();
+	T_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		execv(zinf, (char *const *)argv);
+		_exit(127);
+	}
+	for (int waited = 0; stat(path, &st) != 0 && waited < 20000; waited++) {
+		T_CHECK(waitpid(pid, &status, WNOHANG) == 0, "bench io ended before %s", path);
+		usleep(1000);
+	}
+	usleep(usec);
+	T_CHECK(kill(pid, SIGTERM) == 0 && waitpid(pid, &status, 0) == pid, "kill, wait");
+	T_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
+		"stopped bench io: status %#x, expected an end by SIGTERM", status);
+}
+
 static void want_usage_error(const char *zinf, const char *args, const char *want)
 {
 	int rc = run(zinf, args);
@@ -75,59 +107,27 @@ int main(int argc, char **argv)
 	T_CHECK(rmdir(dir) == 0, "bench left files in %s", dir);
 	free(dir);
 
-	/* SIGTERM during the passes: the run directory removed, the end by the signal */
+	/* SIGTERM during the passes: the run directory removed, the end by the signal; and a
+	 * --file it made, stopped before it was filled, not left behind (its holes would read
+	 * faster than the drive next time) */
 	{
-		char run_dir[600];
+		char path[600];
 		struct stat st;
-		int status;
-		pid_t pid;
 
 		dir = t_mkdtemp("/var/tmp");
 		T_CHECK(dir, "scratch directory");
-		snprintf(run_dir, sizeof(run_dir), "%s/zinf-bench-io", dir);
-		pid = fork();
-		T_CHECK(pid >= 0, "fork");
-		if (pid == 0) {
-			int null = open("/dev/null", O_WRONLY);
-			dup2(null, 1);
-			dup2(null, 2);
-			execl(argv[1], argv[1], "bench", "io", "--dir", dir, "--size", "16MiB",
-			      "--bs", "1MiB", "--qd", "4", "--loops", "60000", "--rw", "write",
-			      (char *)NULL);
-			_exit(127);
-		}
-		for (int waited = 0; stat(run_dir, &st) != 0 && waited < 20000; waited++) {
-			T_CHECK(waitpid(pid, &status, WNOHANG) == 0, "bench io ended at once");
-			usleep(1000);
-		}
-		usleep(100000); /* into the passes */
-		T_CHECK(kill(pid, SIGTERM) == 0 && waitpid(pid, &status, 0) == pid, "kill, wait");
-		T_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
-			"stopped bench io: status %#x, expected an end by SIGTERM", status);
+		snprintf(path, sizeof(path), "%s/zinf-bench-io", dir);
+		stop_when_made(argv[1], path, 100000,
+			       (const char *[]){"--dir", dir, "--size", "16MiB", "--bs", "1MiB",
+						"--qd", "4", "--loops", "60000", "--rw", "write",
+						NULL});
 		T_CHECK(rmdir(dir) == 0, "a stopped bench io left files in %s", dir);
-
-		/* a --file it made, stopped before it was filled, is not left behind (its
-		 * holes would read faster than the drive next time) */
-		snprintf(run_dir, sizeof(run_dir), "%s/new.bin", dir);
 		T_CHECK(mkdir(dir, 0700) == 0, "mkdir %s", dir);
-		pid = fork();
-		T_CHECK(pid >= 0, "fork");
-		if (pid == 0) {
-			int null = open("/dev/null", O_WRONLY);
-			dup2(null, 1);
-			dup2(null, 2);
-			execl(argv[1], argv[1], "bench", "io", "--file", run_dir, "--size", "1GiB",
-			      "--qd", "2", (char *)NULL);
-			_exit(127);
-		}
-		for (int waited = 0; stat(run_dir, &st) != 0 && waited < 20000; waited++) {
-			T_CHECK(waitpid(pid, &status, WNOHANG) == 0, "bench io ended at once");
-			usleep(1000);
-		}
-		T_CHECK(kill(pid, SIGTERM) == 0 && waitpid(pid, &status, 0) == pid, "kill, wait");
-		T_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
-			"stopped in the fill: status %#x", status);
-		T_CHECK(stat(run_dir, &st) != 0, "a --file stopped in its fill is left");
+		snprintf(path, sizeof(path), "%s/new.bin", dir);
+		stop_when_made(
+			argv[1], path, 0,
+			(const char *[]){"--file", path, "--size", "1GiB", "--qd", "2", NULL});
+		T_CHECK(stat(path, &st) != 0, "a --file stopped in its fill is left");
 		T_CHECK(rmdir(dir) == 0, "files left in %s", dir);
 		free(dir);
 	}
