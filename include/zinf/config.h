@@ -42,8 +42,9 @@ int zinf_config_create(struct zinf_config **out);
 /* Free cfg. NULL is a no-op. */
 void zinf_config_destroy(struct zinf_config *cfg);
 
-/* Read and validate the JSON file at path into cfg (which must be fresh from
- * zinf_config_create). Returns 0, or ZINF_EJSON / ZINF_ECONFIG / -errno with the
+/* Read and validate the JSON file at path into cfg. A load starts from the defaults: what
+ * cfg held before (an earlier load, a zinf_config_set) is dropped, so overrides go after
+ * it. Returns 0, or ZINF_EJSON / ZINF_ECONFIG / -errno with the
  * one-line message in zinf_config_last_error(). On error cfg keeps no partial state
  * that later calls could mistake for a valid config. */
 int zinf_config_load_file(struct zinf_config *cfg, const char *path);
