@@ -185,7 +185,8 @@ int zinf_io_submit(struct zinf_io *io, struct zinf_io_req **reqs, int n);
  * Returns the count (0 when none). Never blocks. */
 int zinf_io_poll(struct zinf_io *io, struct zinf_io_req **done, int max);
 /* Like poll but waits until at least min are complete or timeout_ms passes
- * (-1: no limit; below -1: -EINVAL). Returns the count, or -ETIMEDOUT with none. */
+ * (-1: no limit, so with fewer than min in flight it waits for another thread's
+ * submits; below -1: -EINVAL). Returns the count, or -ETIMEDOUT with none. */
 int zinf_io_wait(struct zinf_io *io, struct zinf_io_req **done, int min, int max, int timeout_ms);
 /* Wait until no request is in flight (completed ones stay queued for poll). */
 int zinf_io_drain(struct zinf_io *io);
