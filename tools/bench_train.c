@@ -349,6 +349,7 @@ static int parse(int argc, char **argv, struct run *off, struct run *res, bool *
 	};
 	static struct train_flags fo, fr;
 	const char *extra[TRAIN_FLAGS_MAX_SETS];
+	bool given[CMD_FLAG_CODES] = {false}; /* (cmd_flag_once) */
 	int c, n_extra = 0;
 
 	fo = (struct train_flags){.prog = "zinf bench train", .o = &off->o};
@@ -367,6 +368,10 @@ static int parse(int argc, char **argv, struct run *off, struct run *res, bool *
 				cmd_bad_flag(argv, argc));
 			return -1;
 		}
+		if (cmd_flag_once(given, longopts, c,
+				  (const int[]){TF_SET, BT_RESIDENT_SET, BT_JSON, 0},
+				  "zinf bench train"))
+			return -1;
 		if (c == BT_JSON) {
 			*json = true;
 		} else if (c == BT_RESIDENT_SET) {
@@ -397,7 +402,7 @@ static int parse(int argc, char **argv, struct run *off, struct run *res, bool *
 	if (off->o.steps < 2) {
 		fprintf(stderr,
 			"zinf bench train: --steps: %s, at least 2 (step 1 is not measured)\n",
-			fo.seen[TF_STEPS - TF_MODEL] ? "too few" : "required");
+			given[TF_STEPS] ? "too few" : "required");
 		return -1;
 	}
 	/* The resident run: the shared overrides, then the baseline's, then the user's. */

@@ -35,6 +35,20 @@ extern const char bench_adam_usage[];
 int bench_train(int argc, char **argv);
 extern const char bench_train_usage[];
 
+#define CMD_MAX_WORLD_SIZE (1u << 24)
+
+/* The world size a launcher set ($WORLD_SIZE, $OMPI_COMM_WORLD_SIZE, $PMI_SIZE: the first
+ * set), 1 when none did, with *var (when not NULL) the variable's name or NULL; 0 when
+ * that variable is not a whole number from 1 to CMD_MAX_WORLD_SIZE (a line printed). */
+int cmd_env_world_size(const char *prog, const char **var);
+
+#define CMD_FLAG_CODES 512 /* getopt_long codes cmd_flag_once tells apart */
+
+/* Flag c (a getopt_long code of opts) given a second time: one line naming it and -1,
+ * unless c is in again (0-ended: --set and the like). A second value would otherwise
+ * replace the first without a word. seen: CMD_FLAG_CODES entries, false at the start. */
+int cmd_flag_once(bool *seen, const struct option *opts, int c, const int *again, const char *prog);
+
 /* The flag getopt_long just refused (unknown, or missing its value) as written: "--bogus",
  * or "-x" for a short one, inside a cluster ("-qx", "-xq") too. */
 static inline const char *cmd_bad_flag(char **argv, int argc)

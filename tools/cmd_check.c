@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "train_flags.h"
 #include "zinf/zinf.h"
 
 const char cmd_check_usage[] =

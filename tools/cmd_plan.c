@@ -187,7 +187,7 @@ int cmd_plan(int argc, char **argv)
 	struct zinf_plan_opts o;
 	struct zinf_plan_result *r;
 	const char *sets[64], *out = NULL;
-	bool json = false, force = false, seen[128] = {false};
+	bool json = false, force = false, seen[CMD_FLAG_CODES] = {false};
 	char err[1024] = "";
 	int c, rc;
 
@@ -196,18 +196,8 @@ int cmd_plan(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		/* once each, --set excepted (as zinf train's flags) */
-		if (c > 0 && c < 128 && c != 's' && c != 'h' && c != ':' && c != '?') {
-			if (seen[c]) {
-				for (size_t i = 0; opts[i].name; i++)
-					if (opts[i].val == c)
-						fprintf(stderr,
-							"zinf plan: --%s: given twice (expected once)\n",
-							opts[i].name);
-				return ZINF_EXIT_USAGE;
-			}
-			seen[c] = true;
-		}
+		if (cmd_flag_once(seen, opts, c, (const int[]){'s', 'h', ':', '?', 0}, "zinf plan"))
+			return ZINF_EXIT_USAGE;
 		switch (c) {
 		case 'm':
 			o.model_dir = optarg;

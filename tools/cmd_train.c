@@ -195,7 +195,7 @@ int cmd_train(int argc, char **argv)
 	struct zinf_train_result res;
 	struct progress prog = {.f = stdout};
 	char err[2048];
-	bool eval_batches = false;
+	bool eval_batches = false, seen[CMD_FLAG_CODES] = {false};
 	int c;
 
 	zinf_train_opts_init(&o);
@@ -212,6 +212,8 @@ int cmd_train(int argc, char **argv)
 				cmd_bad_flag(argv, argc));
 			return ZINF_EXIT_USAGE;
 		}
+		if (cmd_flag_once(seen, longopts, c, (const int[]){TF_SET, 'q', 0}, "zinf train"))
+			return ZINF_EXIT_USAGE;
 		if (c == 'q')
 			prog.quiet = true;
 		else if (train_flag_apply(&flags, c, optarg))

@@ -60,47 +60,10 @@ static int parse_dtype(const char *prog, const char *text, enum zinf_dtype *out)
 	return 0;
 }
 
-static const char *const flag_names[TF_FIRST_FREE - TF_MODEL] = {
-	[TF_MODEL - TF_MODEL] = "--model",
-	[TF_INIT - TF_MODEL] = "--init",
-	[TF_CONFIG - TF_MODEL] = "--config",
-	[TF_SET - TF_MODEL] = "--set",
-	[TF_DATA - TF_MODEL] = "--data",
-	[TF_DATA_FORMAT - TF_MODEL] = "--data-format",
-	[TF_SEQ_LEN - TF_MODEL] = "--seq-len",
-	[TF_MICRO_BATCH - TF_MODEL] = "--micro-batch-size",
-	[TF_GRAD_ACCUM - TF_MODEL] = "--gradient-accumulation-steps",
-	[TF_STEPS - TF_MODEL] = "--steps",
-	[TF_SEED - TF_MODEL] = "--seed",
-	[TF_SHUFFLE - TF_MODEL] = "--shuffle",
-	[TF_CKPT - TF_MODEL] = "--activation-checkpointing",
-	[TF_EVAL_DATA - TF_MODEL] = "--eval-data",
-	[TF_EVAL_EVERY - TF_MODEL] = "--eval-every",
-	[TF_EVAL_BATCHES - TF_MODEL] = "--eval-batches",
-	[TF_SAVE - TF_MODEL] = "--save",
-	[TF_SAVE_DTYPE - TF_MODEL] = "--save-dtype",
-	[TF_SAVE_SHARD - TF_MODEL] = "--save-shard-size",
-	[TF_SAVE_EVERY - TF_MODEL] = "--save-every",
-	[TF_SAVE_STATE - TF_MODEL] = "--save-state",
-	[TF_SAVE_TOTAL_LIMIT - TF_MODEL] = "--save-total-limit",
-	[TF_RESUME - TF_MODEL] = "--resume",
-	[TF_LOG_JSON - TF_MODEL] = "--log-json",
-};
-
 int train_flag_apply(struct train_flags *f, int c, const char *arg)
 {
 	struct zinf_train_opts *o = f->o;
 
-	/* a second value would replace the first without a word (a script appending
-	 * flags would train on other input than it shows) */
-	if (c >= TF_MODEL && c < TF_FIRST_FREE && c != TF_SET) {
-		if (f->seen[c - TF_MODEL]) {
-			fprintf(stderr, "%s: %s: given twice (expected once)\n", f->prog,
-				flag_names[c - TF_MODEL]);
-			return -1;
-		}
-		f->seen[c - TF_MODEL] = true;
-	}
 	switch (c) {
 	case TF_MODEL:
 		o->model_dir = arg;
@@ -183,31 +146,4 @@ int train_flag_apply(struct train_flags *f, int c, const char *arg)
 	}
 	fprintf(stderr, "%s: bad option (try '%s --help')\n", f->prog, f->prog);
 	return -1;
-}
-
-int cmd_env_world_size(const char *prog, const char **var)
-{
-	static const char *const vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
-
-	if (var)
-		*var = NULL;
-	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-		const char *v = getenv(vars[i]);
-		char *end;
-		unsigned long long n;
-
-		if (!v || !*v)
-			continue;
-		if (var)
-			*var = vars[i];
-		errno = 0;
-		n = strtoull(v, &end, 10);
-		if (errno || *end || n == 0 || n > CMD_MAX_WORLD_SIZE || v[0] < '0' || v[0] > '9') {
-			fprintf(stderr, "%s: %s: '%s' is not a whole number from 1 to %u\n", prog,
-				vars[i], v, CMD_MAX_WORLD_SIZE);
-			return 0;
-		}
-		return (int)n;
-	}
-	return 1;
 }

@@ -66,20 +66,12 @@ struct train_flags {
 	struct zinf_train_opts *o;
 	const char *sets[TRAIN_FLAGS_MAX_SETS]; /* --set KEY=VALUE, in order */
 	int n_sets;
-	bool seen[TF_FIRST_FREE - TF_MODEL]; /* a flag given (only --set may come again) */
 };
 
-/* Apply flag c (a TF_* code) with its argument to f->o; a flag other than --set given a
- * second time is refused. Returns 0, or -1 after printing the error. */
+/* Apply flag c (a TF_* code) with its argument to f->o. Returns 0, or -1 after printing
+ * the error. */
 int train_flag_apply(struct train_flags *f, int c, const char *arg);
 /* A whole non-negative decimal number. Returns 0, or -1 after printing the error. */
 int train_flag_u64(const char *prog, const char *flag, const char *text, uint64_t *out);
-
-#define CMD_MAX_WORLD_SIZE (1u << 24)
-
-/* The world size a launcher set ($WORLD_SIZE, $OMPI_COMM_WORLD_SIZE, $PMI_SIZE: the first
- * set), 1 when none did, with *var (when not NULL) the variable's name or NULL; 0 when
- * that variable is not a whole number from 1 to CMD_MAX_WORLD_SIZE (a line printed). */
-int cmd_env_world_size(const char *prog, const char **var);
 
 #endif /* ZINF_TOOLS_TRAIN_FLAGS_H */

@@ -1,0 +1,57 @@
+/*
+ * Helpers the zinf subcommands share (tools/cmd.h): the launcher's world size, and the
+ * rule that a flag is given once.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cmd.h"
+
+int cmd_env_world_size(const char *prog, const char **var)
+{
+	static const char *const vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+
+	if (var)
+		*var = NULL;
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+		char *end;
+		unsigned long long n;
+
+		if (!v || !*v)
+			continue;
+		if (var)
+			*var = vars[i];
+		errno = 0;
+		n = strtoull(v, &end, 10);
+		if (errno || *end || n == 0 || n > CMD_MAX_WORLD_SIZE || v[0] < '0' || v[0] > '9') {
+			fprintf(stderr, "%s: %s: '%s' is not a whole number from 1 to %u\n", prog,
+				vars[i], v, CMD_MAX_WORLD_SIZE);
+			return 0;
+		}
+		return (int)n;
+	}
+	return 1;
+}
+
+int cmd_flag_once(bool *seen, const struct option *opts, int c, const int *again, const char *prog)
+{
+	if (c <= 0 || c >= CMD_FLAG_CODES)
+		return 0;
+	for (const int *a = again; *a; a++)
+		if (*a == c)
+			return 0;
+	if (!seen[c]) {
+		seen[c] = true;
+		return 0;
+	}
+	for (size_t i = 0; opts[i].name; i++)
+		if (!opts[i].flag && opts[i].val == c) {
+			fprintf(stderr, "%s: --%s: given twice (expected once)\n", prog,
+				opts[i].name);
+			return -1;
+		}
+	fprintf(stderr, "%s: -%c: given twice (expected once)\n", prog, c);
+	return -1;
+}
