@@ -199,12 +199,13 @@ static int opts_check(const struct zinf_io_opts *o, char *msg, size_t len)
 		return -EINVAL;
 	}
 	if (o->queue_depth < 1 || o->queue_depth > ZINF_IO_MAX_QUEUE_DEPTH) {
-		snprintf(msg, len, "aio.queue_depth %u: expected 1 to 4096", o->queue_depth);
+		snprintf(msg, len, "aio.queue_depth %u: expected 1 to %d", o->queue_depth,
+			 ZINF_IO_MAX_QUEUE_DEPTH);
 		return -EINVAL;
 	}
 	if (o->intra_op_parallelism < 1 || o->intra_op_parallelism > ZINF_IO_MAX_PARALLELISM) {
-		snprintf(msg, len, "aio.intra_op_parallelism %u: expected 1 to 256",
-			 o->intra_op_parallelism);
+		snprintf(msg, len, "aio.intra_op_parallelism %u: expected 1 to %d",
+			 o->intra_op_parallelism, ZINF_IO_MAX_PARALLELISM);
 		return -EINVAL;
 	}
 	if ((unsigned)o->engine > ZINF_IO_ENGINE_PSYNC) {

@@ -599,6 +599,11 @@ static int fail_unknown(struct zinf_config *cfg, const char *prefix, const char 
 
 /* ---- walking the document ----------------------------------------------------------- */
 
+static void warn_old_name(struct zinf_config *cfg, const char *given, const char *new_name)
+{
+	zinf_config_warn(cfg, "%s: old DeepSpeed name, accepted; use %s", given, new_name);
+}
+
 /* Whether keys a and b are in the same section (an old name beside its new one). */
 static bool same_parent(const char *a, const char *b)
 {
@@ -636,19 +641,21 @@ int config_walk(struct zinf_config *cfg, const cJSON *obj, const char *prefix)
 		 * documented examples): as if not given, the default applies */
 		if (cJSON_IsNull(child))
 			continue;
+		/* an old name, of a key or of a section (bfloat16) whose keys alias: warned, and
+		 * refused beside its new one (an old section's keys were checked with it) */
+		if (k->alias_of && same_parent(k->path, k->alias_of)) {
+			if (cfg->present[zinf_key_find(k->alias_of)] ||
+			    cJSON_GetObjectItemCaseSensitive(obj, leaf_of(k->alias_of)))
+				return zinf_config_fail(
+					cfg, ZINF_ECONFIG,
+					"%s: given together with its new name %s (expected one of the two)",
+					path, k->alias_of);
+			warn_old_name(cfg, path, k->alias_of);
+		}
 		if (k->type == ZK_OBJECT) {
 			int rc;
 			if (!cJSON_IsObject(child))
 				return fail_type(cfg, k, path, child);
-			if (k->alias_of) { /* an old section name (bfloat16): its keys alias */
-				if (cJSON_GetObjectItemCaseSensitive(obj, leaf_of(k->alias_of)))
-					return zinf_config_fail(
-						cfg, ZINF_ECONFIG,
-						"%s: given together with its new name %s (expected one of the two)",
-						path, k->alias_of);
-				zinf_config_warn(cfg, "%s: old DeepSpeed name, accepted; use %s",
-						 path, k->alias_of);
-			}
 			cfg->present[i] = 1;
 			cfg->source[i] = ZINF_SRC_FILE;
 			rc = config_walk(cfg, child, path);
@@ -656,17 +663,6 @@ int config_walk(struct zinf_config *cfg, const cJSON *obj, const char *prefix)
 				return rc;
 			continue;
 		}
-		if (k->alias_of && same_parent(k->path, k->alias_of)) {
-			int target = zinf_key_find(k->alias_of);
-			if (cfg->present[target] ||
-			    cJSON_GetObjectItemCaseSensitive(obj, leaf_of(k->alias_of)))
-				return zinf_config_fail(
-					cfg, ZINF_ECONFIG,
-					"%s: given together with its new name %s (expected one of the two)",
-					path, k->alias_of);
-			zinf_config_warn(cfg, "%s: old DeepSpeed name, accepted; use %s", path,
-					 k->alias_of);
-		} /* (a key of an old section name: the section was checked and warned) */
 		{
 			int rc = key_assign(cfg, i, path, child, ZINF_SRC_FILE);
 			if (rc)
@@ -723,7 +719,7 @@ static int set_alias_check(struct zinf_config *cfg, int i, const char *key)
 				k->alias_of ? "its new name" : "its old name", o->path);
 	}
 	if (k->alias_of) {
-		zinf_config_warn(cfg, "%s: old DeepSpeed name, accepted; use %s", key, k->alias_of);
+		warn_old_name(cfg, key, k->alias_of);
 		cfg->by_set[i] = 1;
 	}
 	return 0;
@@ -735,8 +731,7 @@ static int null_target(struct zinf_config *cfg, int i, const char *key)
 {
 	if (!zinf_keys[i].alias_of)
 		return i;
-	zinf_config_warn(cfg, "%s: old DeepSpeed name, accepted; use %s", key,
-			 zinf_keys[i].alias_of);
+	warn_old_name(cfg, key, zinf_keys[i].alias_of);
 	return zinf_key_find(zinf_keys[i].alias_of);
 }
 

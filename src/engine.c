@@ -297,11 +297,8 @@ void zinf_engine_destroy(struct zinf_engine *e)
 	zinf_pinned_destroy(e->pinned);
 	zinf_device_destroy(e->dev);
 	if (e->timeline) {
-		int rc = e->trace_written ? 0
-					  : zinf_timeline_write(e->timeline, e->cfg->v.zinf.trace);
-		if (rc)
-			zinf_logf(ZINF_LOG_ERROR, "zinf.trace: cannot write %s: %s",
-				  e->cfg->v.zinf.trace, zinf_strerror(rc));
+		if (zinf_engine_write_trace(e)) /* (unless written already) */
+			zinf_logf(ZINF_LOG_ERROR, "%s", e->last_error);
 		zinf_timeline_destroy(e->timeline);
 	}
 	free(e->state);

@@ -602,11 +602,13 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	fill_result(&r, res);
 	if (opts->save_dir)
 		rc = train_save_final(&r, res, err, errlen);
-	if (!rc && (rc = zinf_engine_write_trace(r.e)) != 0) /* a run's output, as its log */
-		snprintf(err, errlen, "%s%s%s%s", zinf_last_error(r.e),
-			 opts->save_dir ? " (the save in " : "",
-			 opts->save_dir ? opts->save_dir : "",
-			 opts->save_dir ? " is complete)" : "");
+	if (!rc && (rc = zinf_engine_write_trace(r.e)) != 0) { /* a run's output, as its log */
+		if (opts->save_dir)
+			snprintf(err, errlen, "%s (the save in %s is complete)",
+				 zinf_last_error(r.e), opts->save_dir);
+		else
+			snprintf(err, errlen, "%s", zinf_last_error(r.e));
+	}
 out:
 	res->seconds = train_now_seconds() - t0;
 	finish(&r, rc != 0);
