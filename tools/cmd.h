@@ -37,9 +37,10 @@ extern const char bench_train_usage[];
 
 #define CMD_MAX_WORLD_SIZE (1u << 24)
 
-/* The world size a launcher set ($WORLD_SIZE, $OMPI_COMM_WORLD_SIZE, $PMI_SIZE: the first
- * set), 1 when none did, with *var (when not NULL) the variable's name or NULL; 0 when
- * that variable is not a whole number from 1 to CMD_MAX_WORLD_SIZE (a line printed). */
+/* The world size a launcher set ($WORLD_SIZE, $OMPI_COMM_WORLD_SIZE, $PMI_SIZE: every one
+ * set must say the same), 1 when none did, with *var (when not NULL) the first variable
+ * set or NULL; 0 when one is not a whole number from 1 to CMD_MAX_WORLD_SIZE or two
+ * disagree (a line printed). */
 int cmd_env_world_size(const char *prog, const char **var);
 
 #define CMD_FLAG_CODES 512 /* getopt_long codes cmd_flag_once tells apart */

@@ -11,6 +11,8 @@
 int cmd_env_world_size(const char *prog, const char **var)
 {
 	static const char *const vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+	const char *first = NULL;
+	unsigned long long world = 1;
 
 	if (var)
 		*var = NULL;
@@ -21,8 +23,6 @@ int cmd_env_world_size(const char *prog, const char **var)
 
 		if (!v || !*v)
 			continue;
-		if (var)
-			*var = vars[i];
 		errno = 0;
 		n = strtoull(v, &end, 10);
 		if (errno || *end || n == 0 || n > CMD_MAX_WORLD_SIZE || v[0] < '0' || v[0] > '9') {
@@ -30,9 +30,20 @@ int cmd_env_world_size(const char *prog, const char **var)
 				vars[i], v, CMD_MAX_WORLD_SIZE);
 			return 0;
 		}
-		return (int)n;
+		if (first && n != world) { /* a stale export beside a launcher's own */
+			fprintf(stderr,
+				"%s: %s=%llu but %s=%llu: the launcher's world sizes disagree (unset the stale one)\n",
+				prog, first, world, vars[i], n);
+			return 0;
+		}
+		if (!first) {
+			first = vars[i];
+			world = n;
+		}
 	}
-	return 1;
+	if (var)
+		*var = first;
+	return (int)world;
 }
 
 int cmd_flag_once(bool *seen, const struct option *opts, int c, const int *again, const char *prog)

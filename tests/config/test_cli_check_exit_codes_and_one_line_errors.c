@@ -186,6 +186,15 @@ int main(int argc, char **argv)
 		r.err);
 	run(&r, argv[1], "check --help");
 	T_CHECK(r.status == 0, "WORLD_SIZE=garbage with --help: exit %d", r.status);
+	setenv("WORLD_SIZE", "2", 1); /* two launchers' variables that disagree */
+	setenv("PMI_SIZE", "3", 1);
+	snprintf(args, sizeof(args), "check %s/minimal.json", argv[3]);
+	run(&r, argv[1], args);
+	T_CHECK(r.status == 2 && count_lines(r.err) == 1 &&
+			strstr(r.err,
+			       "WORLD_SIZE=2 but PMI_SIZE=3: the launcher's world sizes disagree"),
+		"WORLD_SIZE=2 beside PMI_SIZE=3: exit %d: %s", r.status, r.err);
+	unsetenv("PMI_SIZE");
 	unsetenv("WORLD_SIZE");
 	unlink("cli_check.fifo");
 	T_CHECK(mkfifo("cli_check.fifo", 0644) == 0, "mkfifo");

@@ -147,8 +147,14 @@ int main(int argc, char **argv)
 	unsetenv("WORLD_SIZE");
 	setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
 	T_CHECK(run(a, "OMPI_COMM_WORLD_SIZE=4", 1) == 2, "OMPI_COMM_WORLD_SIZE=4 not refused");
+	setenv("WORLD_SIZE", "1", 1); /* a stale export does not hide the launcher's 4 */
+	T_CHECK(run(a,
+		    "WORLD_SIZE=1 but OMPI_COMM_WORLD_SIZE=4: the launcher's world sizes disagree",
+		    1) == 2,
+		"OMPI_COMM_WORLD_SIZE=4 beside WORLD_SIZE=1 not refused");
 	setenv("OMPI_COMM_WORLD_SIZE", "1", 1); /* mpirun -np 1 */
 	T_CHECK(run(a, "", 0) == 0, "a good run under a launcher of one rank fails");
+	unsetenv("WORLD_SIZE");
 	unsetenv("OMPI_COMM_WORLD_SIZE");
 	T_CHECK(run(a, "", 0) == 0, "a good run fails");
 	snprintf(save, sizeof(save), "%s/saved/model.safetensors", d.root);
