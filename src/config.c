@@ -342,9 +342,7 @@ static int set_string(struct zinf_config *cfg, const struct zinf_key *k, const c
 	return 0;
 }
 
-/* Two spellings of one directory: the same text but for trailing slashes ("/d", "/d/"),
- * or, both there, one inode (a link, "a/../d"). */
-static bool same_path(const char *a, const char *b)
+bool zinf_config_same_path(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b);
 	struct stat sa, sb;
@@ -387,7 +385,7 @@ static int list_build(struct zinf_config *cfg, const struct zinf_key *k, const c
 				i, got);
 		}
 		for (int d = 0; d < l->n; d++)
-			if (same_path(l->v[d], e->valuestring))
+			if (zinf_config_same_path(l->v[d], e->valuestring))
 				return strcmp(l->v[d], e->valuestring) == 0
 					       ? zinf_config_fail(
 							 cfg, ZINF_ECONFIG,

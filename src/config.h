@@ -217,6 +217,9 @@ void zinf_config_warn(struct zinf_config *cfg, const char *fmt, ...)
 /* Cross-key checks. world_size 0 = unknown (at load): batch sizes are checked for
  * divisibility only; otherwise exactly, and the missing one is derived. */
 int zinf_config_validate(struct zinf_config *cfg, int world_size);
+/* Two spellings of one directory: the same text but for trailing slashes ("/d", "/d/"),
+ * or, both there, one inode (a link, "a/../d"). */
+bool zinf_config_same_path(const char *a, const char *b);
 /* config.c: every key back to its default and source; assign an object's keys under
  * prefix ("" for the top level) from the file, checking each (config_load.c calls it) */
 void config_reset(struct zinf_config *cfg);

@@ -44,7 +44,7 @@ int zinf_config_nvme_paths(const struct zinf_config *cfg, const char **paths, co
 	for (int i = 0; i < nc; i++) {
 		bool dup = false;
 		for (int j = 0; j < n; j++)
-			dup |= strcmp(paths[j], cand[i]) == 0;
+			dup |= zinf_config_same_path(paths[j], cand[i]);
 		if (!dup && n < max) {
 			if (names)
 				names[n] = cand_name[i];

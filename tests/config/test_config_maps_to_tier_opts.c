@@ -1,7 +1,11 @@
 /* The config reaches each tier's options: aio and zinf keys to the I/O engine (enum
  * values in the same order), NVMe paths from zinf.nvme_paths or the offload blocks
- * (deduplicated), device and pinned limits ("auto" = 0, resolved by the tier), the CUDA
+ * (deduplicated, however spelled), device and pinned limits ("auto" = 0, resolved by the tier), the CUDA
  * wait mode, and the parameter home tier and chunk size to the store. */
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "config.h"
 #include "test.h"
 #include "tier_opts.h"
@@ -65,6 +69,35 @@ int main(void)
 	zinf_config_store_opts(cfg, &st);
 	T_CHECK(st.param_home == ZINF_TIER_HOST, "cpu offload -> host home");
 	zinf_config_destroy(cfg);
+
+	/* One directory spelled two ways in the offload blocks is one path (the I/O layer
+	 * would find its run directory locked by this same run), two directories two. */
+	{
+		static const char *const spellings[][2] = {
+			{"/nvme/b", "/nvme/b/"}, {"map_dir", "map_link"}, {"map_dir", "./map_dir"}};
+		char json[512];
+
+		T_CHECK(mkdir("map_dir", 0755) == 0 || errno == EEXIST, "mkdir");
+		unlink("map_link");
+		T_CHECK(symlink("map_dir", "map_link") == 0, "symlink");
+		for (int i = 0; i < 4; i++) {
+			const char *p = i < 3 ? spellings[i][0] : "/nvme/c";
+			const char *o = i < 3 ? spellings[i][1] : "/nvme/d";
+			snprintf(
+				json, sizeof(json),
+				"{\"zero_optimization\": {\"stage\": 3,"
+				" \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"},"
+				" \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"%s\"}}}",
+				p, o);
+			cfg = load(json);
+			T_CHECK_RC(zinf_config_io_opts(cfg, &io));
+			T_CHECK(io.n_paths == (i < 3 ? 1 : 2) && strcmp(io.nvme_paths[0], p) == 0,
+				"%s and %s: %d paths", p, o, io.n_paths);
+			zinf_config_destroy(cfg);
+		}
+		unlink("map_link");
+		rmdir("map_dir");
+	}
 
 	/* Every io_engine name maps to the engine of the same name. */
 	for (int i = 0; i < 4; i++) {
