@@ -5,6 +5,7 @@
  * O_DIRECT and the alignment there, and emptying and removing it at the end. docs/io.md,
  * "Lifetime", has the rules.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,26 +28,45 @@ static int path_join(char **out, const char *a, const char *b)
 	return 0;
 }
 
-/* Whether a run directory holds a data file. */
-static bool run_dir_has_data(const char *run_dir)
+/* Whether name is one of a run directory's data files (space.c names them data.N). */
+static bool is_data_name(const char *name)
 {
-	char name[PATH_MAX];
+	if (strncmp(name, "data.", 5) != 0 || !name[5])
+		return false;
+	return strspn(name + 5, "0123456789") == strlen(name + 5);
+}
 
-	snprintf(name, sizeof(name), "%s/data.0", run_dir);
-	return access(name, F_OK) == 0;
+/* Remove (unless only counting) every data file of a run directory, whichever a stopped
+ * run had removed already: its teardown unlinks them in order, and a kill can land
+ * between. Returns how many there were. */
+static int run_dir_data_files(const char *run_dir, bool remove)
+{
+	DIR *d = opendir(run_dir);
+	struct dirent *e;
+	char name[PATH_MAX];
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) != NULL) {
+		if (!is_data_name(e->d_name))
+			continue;
+		n++;
+		if (remove &&
+		    snprintf(name, sizeof(name), "%s/%s", run_dir, e->d_name) < (int)sizeof(name))
+			unlink(name);
+	}
+	closedir(d);
+	return n;
 }
 
 /* Remove the data files and (unless keep_lock) the lock file of a run directory (stale
  * or ours). */
-static void run_dir_clear(const char *run_dir, int n_files_hint, bool keep_lock)
+static void run_dir_clear(const char *run_dir, bool keep_lock)
 {
 	char name[PATH_MAX];
 
-	for (int i = 0; i < n_files_hint || i < IO_MAX_FILES; i++) {
-		snprintf(name, sizeof(name), "%s/data.%d", run_dir, i);
-		if (unlink(name) != 0 && errno == ENOENT && i >= n_files_hint)
-			break;
-	}
+	run_dir_data_files(run_dir, true);
 	snprintf(name, sizeof(name), "%s/direct.probe", run_dir);
 	unlink(name);
 	if (keep_lock)
@@ -126,7 +146,7 @@ static int stale_take(struct zinf_io *io, struct io_path *p, int fd)
 	bool known = owner_read(fd, &o);
 
 	this_boot(boot, sizeof(boot));
-	if (!known && owner_empty(fd) && !run_dir_has_data(p->run_dir)) {
+	if (!known && owner_empty(fd) && run_dir_data_files(p->run_dir, false) == 0) {
 		zinf_logf(ZINF_LOG_WARN,
 			  "zinf io: taking run directory %s, which a process left before writing "
 			  "its lock file or any data",
@@ -154,7 +174,7 @@ static int stale_take(struct zinf_io *io, struct io_path *p, int fd)
 			     p->run_dir);
 		return -EEXIST;
 	}
-	run_dir_clear(p->run_dir, 0, true);
+	run_dir_clear(p->run_dir, true);
 	return 0;
 }
 
@@ -172,7 +192,7 @@ static int lock_open(const char *run_dir, const char *lock_name, int *out)
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
 		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
 	else if (io_fault_take(IO_FAULT_LOCK_GONE, 0, NULL, NULL) && /* as destroy does */
-		 (run_dir_clear(run_dir, 0, false), rmdir(run_dir) != 0))
+		 (run_dir_clear(run_dir, false), rmdir(run_dir) != 0))
 		rc = -errno;
 	else if (fstat(fd, &a) != 0 || stat(lock_name, &b) != 0 || a.st_dev != b.st_dev ||
 		 a.st_ino != b.st_ino)
@@ -208,10 +228,18 @@ static int run_dir_take(struct zinf_io *io, struct io_path *p)
 		break;
 	}
 	if (rc == -EBUSY) {
+		struct run_owner o = {0};
+		int lfd = open(lock_name, O_RDONLY | O_CLOEXEC);
+		char who[320] = "";
+
+		if (lfd >= 0 && owner_read(lfd, &o))
+			snprintf(who, sizeof(who), " (process %ld on host %s)", o.pid, o.host);
+		if (lfd >= 0)
+			close(lfd);
 		io_set_error(io,
-			     "run directory %s is in use by another live process (choose another "
-			     "run_dir_name)",
-			     p->run_dir);
+			     "run directory %s is in use by another live process%s: give this run "
+			     "another NVMe path (or another run_dir_name)",
+			     p->run_dir, who);
 		goto out_free;
 	}
 	if (rc) {
@@ -287,10 +315,8 @@ int io_run_dir_open(struct zinf_io *io, struct io_path *p)
 	struct stat st;
 	int rc;
 
-	if (stat(p->dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		rc = errno ? -errno : -ENOTDIR;
-		if (rc == 0 || S_ISREG(st.st_mode))
-			rc = -ENOTDIR;
+	rc = stat(p->dir, &st) != 0 ? -errno : S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+	if (rc) { /* (-ENOTDIR: a file, a device, a FIFO) */
 		io_set_error(io, "%s %s: not a usable directory: %s", p->name, p->dir,
 			     strerror(-rc));
 		return rc;
@@ -307,7 +333,7 @@ void io_run_dir_close(struct io_path *p, bool remove)
 {
 	if (p->lock_fd >= 0) {
 		if (remove) {
-			run_dir_clear(p->run_dir, p->n_files, false);
+			run_dir_clear(p->run_dir, false);
 			rmdir(p->run_dir);
 		}
 		close(p->lock_fd);

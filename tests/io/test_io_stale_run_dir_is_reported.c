@@ -5,7 +5,9 @@
  * so that process is gone); one of another boot or machine, or whose lock file names no
  * process, is reported (-EEXIST, naming the key) and left untouched unless remove_stale.
  * A lock file removed between its open and flock (a run ending there) is locked anew, so
- * no two handles share the directory; an empty lock file with no data is taken.
+ * no two handles share the directory; an empty lock file with no data is taken. Every
+ * data file of a stale directory is emptied, whichever went first. A second handle is
+ * told who holds the directory; a path that is no directory is said to be none.
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -39,7 +41,8 @@ static pid_t dead_pid(void)
 
 int main(void)
 {
-	char *dir = t_mkdtemp("/var/tmp"), *run = NULL, *lock = NULL, *data = NULL, err[512];
+	char *dir = t_mkdtemp("/var/tmp"), *run = NULL, *lock = NULL, *data = NULL, *data1 = NULL;
+	char err[512];
 	char line[400], boot[64] = "", owner_boot[64];
 	long pid;
 	struct zinf_io_opts o;
@@ -53,7 +56,8 @@ int main(void)
 
 	T_CHECK(dir, "scratch directory");
 	T_CHECK(asprintf(&run, "%s/zinf-run", dir) > 0 && asprintf(&lock, "%s/lock", run) > 0 &&
-			asprintf(&data, "%s/data.0", run) > 0,
+			asprintf(&data, "%s/data.0", run) > 0 &&
+			asprintf(&data1, "%s/data.1", run) > 0,
 		"asprintf");
 	f = fopen("/proc/sys/kernel/random/boot_id", "r");
 	if (!f || !fgets(boot, sizeof(boot), f)) {
@@ -78,7 +82,10 @@ int main(void)
 	/* a second handle on the same run directory: in use */
 	rc = zinf_io_create(&o, &io2, err, sizeof(err));
 	T_CHECK(rc == -EBUSY && io2 == NULL, "second handle: %d", rc);
-	T_CHECK(strstr(err, run) && strstr(err, "in use"), "%s", err);
+	snprintf(line, sizeof(line), "in use by another live process (process %ld on host ",
+		 (long)getpid());
+	T_CHECK(strstr(err, run) && strstr(err, line) && strstr(err, "another NVMe path"),
+		"the holder or the way out not named: %s", err);
 	zinf_io_destroy(io);
 	T_CHECK(stat(run, &st) != 0 && errno == ENOENT, "run directory kept after destroy");
 
@@ -116,6 +123,32 @@ int main(void)
 	T_CHECK(stat(data, &st) != 0 && errno == ENOENT, "this boot's crashed run not emptied");
 	zinf_io_destroy(io);
 	T_CHECK(stat(run, &st) != 0 && errno == ENOENT, "run directory kept after destroy");
+	/* killed in its teardown, after data.0 went: data.1 is emptied too, not left to make
+	 * the next run's second file fail */
+	snprintf(line, sizeof(line), "pid %ld boot %s host here\n", (long)dead_pid(), boot);
+	plant(run, lock, data1, line);
+	T_CHECK_RC(zinf_io_create(&o, &io, err, sizeof(err)));
+	T_CHECK(stat(data1, &st) != 0 && errno == ENOENT, "data.1 left after data.0 went");
+	zinf_io_destroy(io);
+	/* an empty lock file beside data.1 alone: data was written, so it is not taken as a
+	 * process that stopped before writing any */
+	plant(run, lock, data1, "");
+	rc = zinf_io_create(&o, &io, err, sizeof(err));
+	T_CHECK(rc == -EEXIST && io == NULL && strstr(err, "zinf.remove_stale_run_dir"),
+		"an empty lock file beside data.1 taken: %d (%s)", rc, err);
+	T_CHECK(stat(data1, &st) == 0, "stale directory was touched");
+	unlink(data1);
+	unlink(lock);
+	T_CHECK(rmdir(run) == 0, "rmdir %s", run);
+	/* a path that is there but no directory (a device, a FIFO): said so */
+	T_CHECK(mkfifo(run, 0600) == 0, "mkfifo");
+	o.nvme_paths[0] = run;
+	rc = zinf_io_create(&o, &io, err, sizeof(err));
+	T_CHECK(rc == -ENOTDIR && io == NULL &&
+			strstr(err, "not a usable directory: Not a directory"),
+		"a FIFO as the path: %d (%s)", rc, err);
+	o.nvme_paths[0] = dir;
+	unlink(run);
 
 	/* the lock file removed between the open and the flock (a run ending there): the
 	 * lock is taken again on the file of that name, so a second handle is refused */
@@ -148,5 +181,6 @@ int main(void)
 	free(run);
 	free(lock);
 	free(data);
+	free(data1);
 	return 0;
 }
