@@ -98,7 +98,7 @@ uint64_t engine_pinned_need(struct zinf_engine *e)
 	zinf_device_get_stats(e->dev, &ds);
 	if (chunks > ds.limit)
 		chunks = ds.limit;
-	need = chunks + e->cfg->v.zinf.chunk_size;
+	need = chunks + zinf_store_largest_chunk(e->store);
 	if (e->dev_first > 0) /* the gradients' two stages, unless all stay on the device */
 		need += 2 * largest_grads(e);
 	if (e->nvme_state)
@@ -138,7 +138,7 @@ int engine_check_nvme_space(struct zinf_engine *e)
 	nvme_drive_parts(e, &homes, &state, &grads);
 	if (homes) { /* a chunk: at most chunk_size, rounded to the I/O alignment */
 		uint64_t align = zinf_io_alignment(e->io);
-		largest = (e->cfg->v.zinf.chunk_size + align - 1) / align * align;
+		largest = (zinf_store_largest_chunk(e->store) + align - 1) / align * align;
 	}
 	if (state && engine_nvme_largest_extent(e) > largest)
 		largest = engine_nvme_largest_extent(e);

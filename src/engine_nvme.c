@@ -225,7 +225,7 @@ static int staging_fits(struct zinf_engine *e, uint64_t need)
 int engine_nvme_finalize(struct zinf_engine *e)
 {
 	struct zinf_pinned_stats ps;
-	uint64_t need = e->cfg->v.zinf.chunk_size;
+	uint64_t need = zinf_store_largest_chunk(e->store);
 	char a[32], b[32];
 	int rc;
 

@@ -247,6 +247,13 @@ static uint32_t dev_first(const struct zinf_plan *p, const struct zinf_config *c
 	return engine_state_split(&cfg->v, p->n_modules, plan_module_elems, p);
 }
 
+/* The largest chunk of any module (zinf_store_largest_chunk): chunk_size, or the
+ * largest module when every one is smaller (dev_bytes are whole pages already). */
+static uint64_t largest_chunk(const struct zinf_plan *p, const struct zinf_config *cfg)
+{
+	return cfg->v.zinf.chunk_size < p->largest_dev ? cfg->v.zinf.chunk_size : p->largest_dev;
+}
+
 /* The pinned pool finalize makes for the modules (engine_pinned_need) with chunks bytes
  * of parameter chunks on NVMe (param_split's nvme) and the optimizer state's staging of
  * sub-groups. */
@@ -258,7 +265,7 @@ static uint64_t pinned_need(const struct zinf_plan *p, const struct zinf_config 
 	/* the parameter chunks staged from NVMe, at most the device's worth */
 	if (chunks > device_limit(mc))
 		chunks = device_limit(mc);
-	need = chunks + cfg->v.zinf.chunk_size + staging;
+	need = chunks + largest_chunk(p, cfg) + staging;
 	if (dev_first(p, cfg) > 0) /* the gradients' two stages, unless all stay on the device */
 		need += 2 * p->largest_grads;
 	return need + need / 8 + (4ull << 20);
@@ -397,7 +404,8 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 		       zinf_format_bytes(pool, a, sizeof(a)));
 	/* engine_nvme.c's staging_fits: the staging, and a chunk or a module's gradients
 	 * beside it */
-	need_left = v->zinf.chunk_size > p->largest_grads ? v->zinf.chunk_size : p->largest_grads;
+	need_left =
+		largest_chunk(p, cfg) > p->largest_grads ? largest_chunk(p, cfg) : p->largest_grads;
 	if (nvme_state && (staging > pool || pool - staging < need_left))
 		refuse(out, ZINF_PLAN_PINNED,
 		       "pinned: the optimizer's staging of sub_group_size %llu needs %s and %s "
@@ -460,7 +468,7 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 uint64_t zinf_plan_largest_sub_group(const struct zinf_plan *p, const struct zinf_config *cfg,
 				     const struct zinf_plan_machine *mc)
 {
-	uint64_t lo = 0, hi = cfg->v.zero.sub_group_size, left = cfg->v.zinf.chunk_size;
+	uint64_t lo = 0, hi = cfg->v.zero.sub_group_size, left = largest_chunk(p, cfg);
 	struct param_split split;
 
 	if (p->largest_grads > left)

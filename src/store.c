@@ -412,6 +412,22 @@ uint64_t zinf_store_chunk_bytes(struct zinf_store *s)
 	return s->o.param_home == ZINF_TIER_NVME ? chunks_sum(s, ZINF_TIER_NVME, NULL) : 0;
 }
 
+uint64_t zinf_store_largest_chunk(struct zinf_store *s)
+{
+	uint64_t largest = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (uint32_t m = 0; m < s->n_modules; m++) {
+		struct module *mod = &s->modules[m];
+		if (!s->finalized)
+			layout_module(s, mod);
+		if (mod->n_chunks && chunk_len(s, mod, 0) > largest) /* chunk 0: the longest */
+			largest = chunk_len(s, mod, 0);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return store_round_up(largest, IO_ALIGN);
+}
+
 uint64_t zinf_store_host_split_bytes(struct zinf_store *s)
 {
 	return s->o.param_home == ZINF_TIER_NVME ? chunks_sum(s, ZINF_TIER_HOST, NULL) : 0;

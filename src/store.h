@@ -135,6 +135,10 @@ uint64_t zinf_store_nvme_home_bytes(struct zinf_store *store);
  * never staged), each rounded to the I/O alignment: what staging all of them at once
  * takes. Before finalize too. */
 uint64_t zinf_store_chunk_bytes(struct zinf_store *store);
+/* The largest chunk of any module, rounded to the I/O alignment: chunk_size, or less when
+ * every module is smaller. What one chunk staged in the pinned pool or written to NVMe
+ * takes at most. Before finalize too. */
+uint64_t zinf_store_largest_chunk(struct zinf_store *store);
 /* With an NVME home, the bytes of the chunks host_elems keeps in host memory (each
  * rounded to the I/O alignment, as allocated); 0 for other homes. Before finalize too. */
 uint64_t zinf_store_host_split_bytes(struct zinf_store *store);

@@ -12,9 +12,9 @@
 #include "zinf/engine.h"
 #include "zinf/zinf.h"
 
-/* An engine with a bf16 weight of 512 x 512 and a bias of 100, optimizer state on NVMe
+/* An engine with a bf16 weight of rows x 512 and a bias of 100, optimizer state on NVMe
  * in dir; returns finalize's result (the engine destroyed). */
-static int nvme_finalize(const char *dir, const char *pinned, const char *chunk, uint64_t sub,
+static int nvme_finalize(const char *dir, const char *pinned, uint64_t rows, uint64_t sub,
 			 bool pipelined, char *msg, size_t len);
 
 static struct zinf_config *config(const char *json, bool resolve)
@@ -33,10 +33,11 @@ static struct zinf_config *config(const char *json, bool resolve)
 #define HOST                                                                                       \
 	"\"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"1MiB\", \"pinned_memory_limit\": \"2MiB\"}"
 
-static int nvme_finalize(const char *dir, const char *pinned, const char *chunk, uint64_t sub,
+static int nvme_finalize(const char *dir, const char *pinned, uint64_t rows, uint64_t sub,
 			 bool pipelined, char *msg, size_t len)
 {
-	static const uint64_t w[2] = {512, 512}, b[1] = {100};
+	static const uint64_t b[1] = {100};
+	const uint64_t w[2] = {rows, 512};
 	struct zinf_config *cfg;
 	struct zinf_engine *e;
 	char json[1024], err[512];
@@ -48,9 +49,9 @@ static int nvme_finalize(const char *dir, const char *pinned, const char *chunk,
 		 " \"sub_group_size\": %llu, \"offload_optimizer\": {\"device\": \"nvme\","
 		 " \"nvme_path\": \"%s\", \"pipeline_read\": %s, \"pipeline_write\": %s}},"
 		 " \"zinf\": {\"device\": \"host\", \"device_memory_limit\":"
-		 " \"4MiB\", \"pinned_memory_limit\": \"%s\", \"chunk_size\": \"%s\"}}",
+		 " \"4MiB\", \"pinned_memory_limit\": \"%s\", \"chunk_size\": \"64KiB\"}}",
 		 (unsigned long long)sub, dir, pipelined ? "true" : "false",
-		 pipelined ? "true" : "false", pinned, chunk);
+		 pipelined ? "true" : "false", pinned);
 	cfg = config(json, true);
 	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s", err);
 	T_CHECK_RC(zinf_module_add(e, "layer", &m));
@@ -72,8 +73,7 @@ static void staging_over_budget(const char *dir)
 	unsigned long long sub = 0;
 	double mib = 0;
 
-	T_CHECK(nvme_finalize(dir, "2MiB", "64KiB", 1000000, true, msg, sizeof(msg)) ==
-			ZINF_EBUDGET,
+	T_CHECK(nvme_finalize(dir, "2MiB", 512, 1000000, true, msg, sizeof(msg)) == ZINF_EBUDGET,
 		"staging buffers of 3 MiB in a 2 MiB pool accepted");
 	T_CHECK(!strchr(msg, '\n') &&
 			strstr(msg, "staging buffers (2 groups, sub_group_size 1000000)"),
@@ -84,26 +84,24 @@ static void staging_over_budget(const char *dir)
 	T_CHECK(at && sscanf(at, "sub_group_size to at most %llu", &sub) == 1 && sub > 0, "%s",
 		msg);
 	snprintf(limit, sizeof(limit), "%.0fMiB", mib);
-	T_CHECK(nvme_finalize(dir, limit, "64KiB", 1000000, true, msg, sizeof(msg)) == 0,
+	T_CHECK(nvme_finalize(dir, limit, 512, 1000000, true, msg, sizeof(msg)) == 0,
 		"the limit advised (%s) is refused: %s", limit, msg);
-	T_CHECK(nvme_finalize(dir, "2MiB", "64KiB", sub, true, msg, sizeof(msg)) == 0,
+	T_CHECK(nvme_finalize(dir, "2MiB", 512, sub, true, msg, sizeof(msg)) == 0,
 		"the sub_group_size advised (%llu) is refused: %s", sub, msg);
-	/* a chunk leaving less than one sub-group's buffers: only the limit can help */
-	T_CHECK(nvme_finalize(dir, "2MiB", "1984KiB", 1000000, true, msg, sizeof(msg)) ==
-				ZINF_EBUDGET &&
+	/* a module whose gradients (992 x 512 x 4 bytes: 1984 KiB) leave less than one
+	 * sub-group's buffers: only the limit can help */
+	T_CHECK(nvme_finalize(dir, "2MiB", 992, 1000000, true, msg, sizeof(msg)) == ZINF_EBUDGET &&
 			strstr(msg, "raise it to at least") && !strstr(msg, "at most"),
 		"%s", msg);
 	/* ... unless one staging buffer a group (no pipelining) leaves room for a size */
-	T_CHECK(nvme_finalize(dir, "2MiB", "1984KiB", 1000000, false, msg, sizeof(msg)) ==
-			ZINF_EBUDGET,
+	T_CHECK(nvme_finalize(dir, "2MiB", 992, 1000000, false, msg, sizeof(msg)) == ZINF_EBUDGET,
 		"one staging buffer a group of 1000000 elements in 64 KiB accepted");
 	at = strstr(msg, "sub_group_size to at most ");
 	T_CHECK(at && sscanf(at, "sub_group_size to at most %llu", &sub) == 1 && sub > 0,
 		"no size advised where one fits: %s", msg);
-	T_CHECK(nvme_finalize(dir, "2MiB", "1984KiB", sub, false, msg, sizeof(msg)) == 0,
+	T_CHECK(nvme_finalize(dir, "2MiB", 992, sub, false, msg, sizeof(msg)) == 0,
 		"the sub_group_size advised (%llu) is refused: %s", sub, msg);
-	T_CHECK(nvme_finalize(dir, "2MiB", "1984KiB", sub + 1, false, msg, sizeof(msg)) ==
-			ZINF_EBUDGET,
+	T_CHECK(nvme_finalize(dir, "2MiB", 992, sub + 1, false, msg, sizeof(msg)) == ZINF_EBUDGET,
 		"the sub_group_size advised (%llu) is not the largest that fits", sub);
 }
 
