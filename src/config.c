@@ -271,8 +271,12 @@ static int set_bytes(struct zinf_config *cfg, const struct zinf_key *k, const ch
 
 	if (cJSON_IsNumber(j)) {
 		double v = j->valuedouble;
-		if (!isfinite(v) || v != floor(v) || v < 0 || v >= 18446744073709551616.0)
+		if (!isfinite(v) || v != floor(v))
 			return fail_type(cfg, k, path, j);
+		if (v < 0 || v >= 18446744073709551616.0) { /* a whole number, out of range */
+			zinf_fmt_num(v, shown, sizeof(shown));
+			return fail_range(cfg, k, path, shown);
+		}
 		bytes = (uint64_t)v;
 		snprintf(shown, sizeof(shown), "%.17g", v);
 	} else if (cJSON_IsString(j)) {
@@ -329,6 +333,11 @@ static int set_string(struct zinf_config *cfg, const struct zinf_key *k, const c
 	char **f = zinf_key_field(cfg, k);
 	char *copy;
 
+	if (cJSON_IsArray(j) && strstr(k->path, ".nvme_path")) /* several drives */
+		return zinf_config_fail(
+			cfg, ZINF_ECONFIG,
+			"%s: wrong type: a list of %d (expected one path; to stripe over several drives, list them in zinf.nvme_paths)",
+			path, cJSON_GetArraySize(j));
 	if (!cJSON_IsString(j))
 		return fail_type(cfg, k, path, j);
 	if (!*j->valuestring)
