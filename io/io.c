@@ -75,27 +75,27 @@ const char *zinf_io_last_error(struct zinf_io *io)
 
 const char *zinf_io_engine_name(const struct zinf_io *io)
 {
-	return io->ops->name;
+	return io ? io->ops->name : "none";
 }
 
 bool zinf_io_direct(const struct zinf_io *io)
 {
-	return io->opts.direct && !io->warned_direct;
+	return io && io->opts.direct && !io->warned_direct;
 }
 
 uint64_t zinf_io_alignment(const struct zinf_io *io)
 {
-	return io->align;
+	return io ? io->align : 0;
 }
 
 enum zinf_io_checksum zinf_io_checksum_kind(const struct zinf_io *io)
 {
-	return io->opts.checksum;
+	return io ? io->opts.checksum : ZINF_IO_CHECKSUM_NONE;
 }
 
 int zinf_io_parse_engine(const char *text, enum zinf_io_engine *out)
 {
-	for (int i = 0; text && i < 4; i++) {
+	for (int i = 0; text && out && i < 4; i++) {
 		if (strcmp(text, engine_names[i]) == 0) {
 			*out = (enum zinf_io_engine)i;
 			return 0;
@@ -338,7 +338,13 @@ int zinf_io_create(const struct zinf_io_opts *opts, struct zinf_io **out, char *
 	char msg[512] = "";
 	int rc;
 
-	*out = NULL;
+	if (out)
+		*out = NULL;
+	if (!opts || !out) {
+		snprintf(msg, sizeof(msg), "zinf io: %s is NULL", !opts ? "opts" : "out");
+		rc = -EINVAL;
+		goto out_msg;
+	}
 	rc = opts_check(opts, msg, sizeof(msg));
 	if (rc)
 		goto out_msg;
@@ -554,10 +560,16 @@ int zinf_io_unregister_buffer(struct zinf_io *io)
 
 void zinf_io_get_stats(struct zinf_io *io, struct zinf_io_stats *out)
 {
-	const uint64_t *src = (const uint64_t *)&io->stats;
+	const uint64_t *src;
 	uint64_t *dst = (uint64_t *)out;
 	size_t head = offsetof(struct zinf_io_stats, n_paths) / sizeof(uint64_t);
 
+	if (!out)
+		return;
+	memset(out, 0, sizeof(*out));
+	if (!io)
+		return;
+	src = (const uint64_t *)&io->stats;
 	for (size_t i = 0; i < head; i++)
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 	out->n_paths = io->stats.n_paths;

@@ -524,7 +524,12 @@ int zinf_io_poll(struct zinf_io *io, struct zinf_io_req **done, int max)
 {
 	int n;
 
-	if (max <= 0 || !done)
+	if (max < 0 || (max > 0 && !done)) { /* as zinf_io_wait */
+		io_set_error(io, "poll: max %d (expected 0 or more, and an array when above 0)",
+			     max);
+		return -EINVAL;
+	}
+	if (max == 0)
 		return 0;
 	pthread_mutex_lock(&io->done_lock);
 	n = done_pop(io, done, max);

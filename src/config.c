@@ -139,8 +139,12 @@ void config_reset(struct zinf_config *cfg)
 
 int zinf_config_create(struct zinf_config **out)
 {
-	struct zinf_config *cfg = calloc(1, sizeof(*cfg));
+	struct zinf_config *cfg;
 
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	cfg = calloc(1, sizeof(*cfg));
 	if (!cfg)
 		return -ENOMEM;
 	cfg->source = calloc((size_t)zinf_n_keys, 1);
@@ -172,17 +176,17 @@ void zinf_config_destroy(struct zinf_config *cfg)
 
 const char *zinf_config_last_error(const struct zinf_config *cfg)
 {
-	return cfg->last_error;
+	return cfg ? cfg->last_error : "";
 }
 
 int zinf_config_warning_count(const struct zinf_config *cfg)
 {
-	return cfg->n_warnings;
+	return cfg ? cfg->n_warnings : 0;
 }
 
 const char *zinf_config_warning(const struct zinf_config *cfg, int i)
 {
-	return i >= 0 && i < cfg->n_warnings ? cfg->warnings[i] : NULL;
+	return cfg && i >= 0 && i < cfg->n_warnings ? cfg->warnings[i] : NULL;
 }
 
 /* ---- messages about values --------------------------------------------------------- */
@@ -789,9 +793,12 @@ static int config_set(struct zinf_config *cfg, const char *key, const char *valu
 
 int zinf_config_set(struct zinf_config *cfg, const char *key, const char *value)
 {
-	char set_name[] = "--set", *file = cfg->name;
+	char set_name[] = "--set", *file;
 	int rc;
 
+	if (!cfg)
+		return -EINVAL;
+	file = cfg->name;
 	/* what goes wrong here is the command line's, not the file's: name it so */
 	cfg->last_error[0] = 0;
 	cfg->name = set_name;

@@ -69,7 +69,13 @@ int zinf_config_load_string(struct zinf_config *cfg, const char *json, const cha
 	cJSON *root;
 	int rc;
 
+	if (!cfg)
+		return -EINVAL;
 	config_reset(cfg);
+	if (!json) {
+		set_name(cfg, name);
+		return zinf_config_fail(cfg, -EINVAL, "no JSON text given (json is NULL)");
+	}
 	if (set_name(cfg, name))
 		return zinf_config_fail(cfg, -ENOMEM, "out of memory for the config's name");
 	root = cJSON_ParseWithOpts(json, &end, true);
@@ -152,6 +158,10 @@ int zinf_config_load_file(struct zinf_config *cfg, const char *path)
 	long size;
 	int fd, rc;
 
+	if (!cfg)
+		return -EINVAL;
+	if (!path)
+		return zinf_config_fail(cfg, -EINVAL, "no config path given (path is NULL)");
 	if (set_name(cfg, path))
 		return zinf_config_fail(cfg, -ENOMEM, "out of memory for the config's name");
 	/* (a FIFO opens at once, to be refused, rather than waiting for a writer) */
@@ -291,6 +301,13 @@ int zinf_config_write_edited(const char *src_path, const char *const *sets, int 
 	FILE *f = NULL;
 	int rc = 0;
 
+	if (!err)
+		errlen = 0;
+	if (!out_path || (n_sets > 0 && !sets)) {
+		snprintf(err, errlen, "edit config: %s is NULL (required)",
+			 !out_path ? "out_path" : "sets");
+		return -EINVAL;
+	}
 	if (snprintf(partial, sizeof(partial), "%s.partial", out_path) >= (int)sizeof(partial)) {
 		snprintf(err, errlen, "%s: path too long", out_path);
 		return -ENAMETOOLONG;

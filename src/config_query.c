@@ -23,7 +23,7 @@ const char *zinf_config_source_name(enum zinf_config_source src)
  * no value. */
 static int value_key(const char *key, const struct zinf_key **out)
 {
-	int i = zinf_key_find(key);
+	int i = key ? zinf_key_find(key) : -1;
 
 	if (i < 0)
 		return -ENOENT;
@@ -39,6 +39,9 @@ int zinf_config_get_double(const struct zinf_config *cfg, const char *key, doubl
 {
 	const struct zinf_key *k;
 	int i = value_key(key, &k);
+
+	if (!cfg || !out)
+		return -EINVAL;
 	const void *f;
 
 	if (i < 0)
@@ -66,6 +69,9 @@ int zinf_config_get_u64(const struct zinf_config *cfg, const char *key, uint64_t
 {
 	const struct zinf_key *k;
 	int i = value_key(key, &k);
+
+	if (!cfg || !out)
+		return -EINVAL;
 	double d;
 	int rc;
 
@@ -91,6 +97,9 @@ int zinf_config_get_bool(const struct zinf_config *cfg, const char *key, bool *o
 {
 	const struct zinf_key *k;
 	int i = value_key(key, &k);
+
+	if (!cfg || !out)
+		return -EINVAL;
 
 	if (i < 0)
 		return i;
@@ -146,6 +155,9 @@ int zinf_config_get_string(const struct zinf_config *cfg, const char *key, const
 	const struct zinf_key *k;
 	int i = value_key(key, &k);
 
+	if (!cfg || !out)
+		return -EINVAL;
+
 	if (i < 0)
 		return i;
 	if (k->type == ZK_STRING) {
@@ -175,6 +187,8 @@ int zinf_config_get_list(const struct zinf_config *cfg, const char *key, int idx
 	int i = value_key(key, &k);
 	const struct zinf_strlist *l;
 
+	if (!cfg || !out)
+		return -EINVAL;
 	if (i < 0)
 		return i;
 	if (k->type != ZK_STRLIST)
@@ -189,8 +203,10 @@ int zinf_config_get_list(const struct zinf_config *cfg, const char *key, int idx
 int zinf_config_get_source(const struct zinf_config *cfg, const char *key,
 			   enum zinf_config_source *out)
 {
-	int i = zinf_key_find(key);
+	int i = key ? zinf_key_find(key) : -1;
 
+	if (!cfg || !out)
+		return -EINVAL;
 	if (i < 0)
 		return -ENOENT;
 	if (zinf_keys[i].alias_of)
@@ -291,6 +307,8 @@ int zinf_config_print(const struct zinf_config *cfg, FILE *f, bool json)
 	char val[1200];
 	bool first = true;
 
+	if (!cfg || !f)
+		return -EINVAL;
 	if (json)
 		fputs("{", f);
 	for (int i = 0; i < zinf_n_keys; i++) {
@@ -363,6 +381,8 @@ int zinf_config_print_reference(FILE *f)
 	struct zinf_config *fresh;
 	char val[256], want[256];
 
+	if (!f)
+		return -EINVAL;
 	if (zinf_config_create(&fresh))
 		return -ENOMEM;
 	fputs("| key | type | default | accepted values | meaning |\n|---|---|---|---|---|\n", f);

@@ -448,11 +448,14 @@ static void resolve_bool(struct zinf_config *cfg, const char *path, bool value)
 
 int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolve_info *info)
 {
-	struct zinf_config_values *v = &cfg->v;
+	struct zinf_config_values *v;
 	int world = info && info->world_size > 0 ? info->world_size : 1;
 	uint64_t h = info ? info->hidden_size : 0;
 	int rc;
 
+	if (!cfg)
+		return -EINVAL;
+	v = &cfg->v;
 	cfg->last_error[0] = 0;
 	/* here, not at the load: --set overrides come between (a path given on the command
 	 * line in place of the file's is the one looked at); a run about to start reports a

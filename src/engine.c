@@ -63,7 +63,7 @@ int zinf_engine_write_trace(struct zinf_engine *e)
 
 const char *zinf_last_error(const struct zinf_engine *e)
 {
-	return e->last_error;
+	return e ? e->last_error : "";
 }
 
 /* ---- bring-up ----------------------------------------------------------------------- */
@@ -221,11 +221,19 @@ static int create_tiers(struct zinf_engine *e, char *err, size_t errlen)
 int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, char *err,
 		       size_t errlen)
 {
-	const struct zinf_config_values *v = &cfg->v;
+	const struct zinf_config_values *v;
 	struct zinf_engine *e;
 	int rc;
 
-	*out = NULL;
+	if (!err) /* as zinf_io_create: no message wanted (snprintf writes nothing) */
+		errlen = 0;
+	if (out)
+		*out = NULL;
+	if (!cfg || !out) {
+		snprintf(err, errlen, "engine: %s is NULL", !cfg ? "cfg" : "out");
+		return -EINVAL;
+	}
+	v = &cfg->v;
 	for (int i = 0; i < zinf_n_keys; i++) {
 		if (cfg->is_auto[i] && !(zinf_keys[i].flags & ZKF_AUTO_AT_OPEN)) {
 			snprintf(
@@ -331,6 +339,11 @@ int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module)
 	struct emodule *m;
 	int rc;
 
+	if (!e)
+		return -EINVAL;
+	if (!name || !module)
+		return engine_fail(e, -EINVAL, "module add: %s is NULL (required)",
+				   !name ? "name" : "module");
 	if (e->finalized)
 		return engine_fail(e, ZINF_ESTATE, "module %s: added after finalize", name);
 	if (e->n_modules == e->cap_modules) {
@@ -369,6 +382,13 @@ int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enu
 	struct emodule *m;
 	int rc;
 
+	if (!e)
+		return -EINVAL;
+	if (!name || !shape || !param)
+		return engine_fail(e, -EINVAL, "param add: %s is NULL (required)",
+				   !name    ? "name"
+				   : !shape ? "shape"
+					    : "param");
 	if (e->finalized)
 		return engine_fail(e, ZINF_ESTATE, "param %s: added after finalize", name);
 	if (module >= e->n_modules || module != e->n_modules - 1)

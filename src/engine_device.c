@@ -30,6 +30,8 @@ int zinf_engine_device_alloc(struct zinf_engine *e, uint64_t bytes, void **out)
 {
 	int rc;
 
+	if (!out)
+		return engine_fail(e, -EINVAL, "device memory for activations: out is NULL");
 	*out = NULL;
 	if (!e->finalized)
 		return engine_fail(e, ZINF_ESTATE,
@@ -67,6 +69,8 @@ int zinf_engine_check_room(struct zinf_engine *e, uint32_t n, const uint32_t *mo
 	if (n > 8)
 		return engine_fail(e, -EINVAL, "check the device budget: %u modules (8 at most)",
 				   n);
+	if (n && !modules)
+		return engine_fail(e, -EINVAL, "check the device budget: the module list is NULL");
 	for (uint32_t i = 0; i < n; i++) {
 		int rc = engine_check_module(e, modules[i]);
 		if (rc)

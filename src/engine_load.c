@@ -421,6 +421,8 @@ int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_
 
 	if (rc)
 		return rc;
+	if (!dst)
+		return engine_fail(e, -EINVAL, "param %u: dst is NULL (required)", param);
 	if (!valid_dtype(dst_dtype))
 		return engine_fail(e, -EINVAL,
 				   "param %u: target dtype %d (expected f32, bf16 or f16)", param,

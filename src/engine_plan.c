@@ -47,6 +47,8 @@ static uint64_t round_up(uint64_t x, uint64_t a)
 
 int zinf_plan_create(struct zinf_plan **out)
 {
+	if (!out)
+		return -EINVAL;
 	*out = calloc(1, sizeof(**out));
 	return *out ? 0 : -ENOMEM;
 }
@@ -75,6 +77,8 @@ static int grow(void **v, uint32_t *cap, uint32_t n, size_t size)
 
 int zinf_plan_module_add(struct zinf_plan *p, uint32_t *module)
 {
+	if (!p || !module)
+		return -EINVAL;
 	if (grow((void **)&p->modules, &p->cap_modules, p->n_modules, sizeof(*p->modules)))
 		return -ENOMEM;
 	memset(&p->modules[p->n_modules], 0, sizeof(*p->modules));
@@ -94,7 +98,7 @@ int zinf_plan_param_add(struct zinf_plan *p, uint32_t module, enum zinf_dtype dt
 	uint64_t elems = 1;
 	bool decay = ndim >= 2 && !(flags & ZINF_PARAM_NO_DECAY); /* as zinf_param_add */
 
-	if (module >= p->n_modules || ndim < 1 || ndim > 4 || !shape ||
+	if (!p || module >= p->n_modules || ndim < 1 || ndim > 4 || !shape ||
 	    (dtype != ZINF_DTYPE_F32 && dtype != ZINF_DTYPE_BF16 && dtype != ZINF_DTYPE_F16))
 		return -EINVAL;
 	for (int d = 0; d < ndim; d++) { /* as zinf_param_add: each 1 or more, product < 2^62 */
@@ -125,7 +129,7 @@ int zinf_plan_param_add(struct zinf_plan *p, uint32_t module, enum zinf_dtype dt
 
 int zinf_plan_modules_together(struct zinf_plan *p, uint32_t a, uint32_t b)
 {
-	if (a >= p->n_modules || b >= p->n_modules || a == b)
+	if (!p || a >= p->n_modules || b >= p->n_modules || a == b)
 		return -EINVAL;
 	p->modules[a].partner = (int32_t)b;
 	p->modules[b].partner = (int32_t)a;
@@ -365,16 +369,21 @@ static uint64_t nvme_align(const struct zinf_plan_machine *mc)
 int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 		       const struct zinf_plan_machine *mc, struct zinf_plan_need *out)
 {
-	const struct zinf_config_values *v = &cfg->v;
-	bool nvme_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME;
-	bool homes_cpu = v->zero.offload_param.device == ZINF_OFFLOAD_CPU;
+	const struct zinf_config_values *v;
+	bool nvme_state, homes_cpu;
 	uint64_t staging = 0, pool, need_left, chunk;
-	uint32_t first = dev_first(p, cfg);
+	uint32_t first;
 	struct nvme_figures nf = {0};
 	struct param_split split;
 	char a[32], b[32], c[32];
 	int rc;
 
+	if (!p || !cfg || !mc || !out)
+		return -EINVAL;
+	v = &cfg->v;
+	nvme_state = v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME;
+	homes_cpu = v->zero.offload_param.device == ZINF_OFFLOAD_CPU;
+	first = dev_first(p, cfg);
 	memset(out, 0, sizeof(*out));
 	out->fits = true;
 	out->param_elems = p->elems;
@@ -468,9 +477,13 @@ int zinf_plan_estimate(const struct zinf_plan *p, const struct zinf_config *cfg,
 uint64_t zinf_plan_largest_sub_group(const struct zinf_plan *p, const struct zinf_config *cfg,
 				     const struct zinf_plan_machine *mc)
 {
-	uint64_t lo = 0, hi = cfg->v.zero.sub_group_size, left = largest_chunk(p, cfg);
+	uint64_t lo = 0, hi, left;
 	struct param_split split;
 
+	if (!p || !cfg || !mc)
+		return 0;
+	hi = cfg->v.zero.sub_group_size;
+	left = largest_chunk(p, cfg);
 	if (p->largest_grads > left)
 		left = p->largest_grads;
 	param_split(p, cfg, nvme_align(mc), &split);
@@ -497,7 +510,7 @@ double zinf_plan_ratio_of(const struct zinf_plan *p, uint32_t k)
 	uint64_t total = 0, below = 0;
 	double scale = 1;
 
-	if (k == 0 || k >= p->n_modules)
+	if (!p || k == 0 || k >= p->n_modules)
 		return 0;
 	for (uint32_t m = 0; m < p->n_modules; m++) {
 		total += p->modules[m].elems;
@@ -532,6 +545,12 @@ int zinf_plan_device_probe(const struct zinf_config *cfg, enum zinf_engine_devic
 	struct zinf_device *dev;
 	int rc;
 
+	if (!err)
+		errlen = 0;
+	if (!cfg || !kind || !limit) {
+		snprintf(err, errlen, "device probe: cfg, kind and limit are required");
+		return -EINVAL;
+	}
 	zinf_config_device_opts(cfg, &o);
 	rc = zinf_device_create(&o, &dev, err, errlen);
 	if (rc)
@@ -548,9 +567,16 @@ int zinf_plan_nvme_free(const struct zinf_config *cfg, uint64_t *free_bytes, cha
 			size_t errlen)
 {
 	const char *paths[ZINF_IO_MAX_PATHS], *names[ZINF_IO_MAX_PATHS];
-	int n = zinf_config_nvme_paths(cfg, paths, names, ZINF_IO_MAX_PATHS);
 	uint64_t least = UINT64_MAX;
+	int n;
 
+	if (!err)
+		errlen = 0;
+	if (!cfg || !free_bytes) {
+		snprintf(err, errlen, "NVMe free space: cfg and free_bytes are required");
+		return -EINVAL;
+	}
+	n = zinf_config_nvme_paths(cfg, paths, names, ZINF_IO_MAX_PATHS);
 	if (n <= 0) {
 		snprintf(err, errlen, "no NVMe path in the config");
 		return -ENOENT;

@@ -18,6 +18,8 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
 {
 	struct zinf_store_stats st;
 
+	if (!out)
+		return;
 	memset(out, 0, sizeof(*out));
 	zinf_store_get_stats(e->store, &st);
 	out->device_now = st.device_now;

@@ -307,6 +307,8 @@ int zinf_engine_progress_get(struct zinf_engine *e, struct zinf_engine_progress 
 {
 	int rc;
 
+	if (!out)
+		return engine_fail(e, -EINVAL, "progress read: out is NULL");
 	memset(out, 0, sizeof(*out));
 	rc = engine_opt_drain(e);
 	if (!rc) /* a mix of two steps has no step count to checkpoint with */
@@ -326,6 +328,8 @@ int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_pro
 {
 	int rc;
 
+	if (!in)
+		return engine_fail(e, -EINVAL, "progress set: in is NULL");
 	if (!e->finalized)
 		return engine_fail(e, ZINF_ESTATE, "progress set before finalize");
 	rc = engine_check_not_held(e, "progress set", 0, e->n_modules, true, ZINF_ESTATE);

@@ -23,7 +23,7 @@ static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 int zinf_log_parse_level(const char *text, enum zinf_log_level *out)
 {
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; out && i < 4; i++) {
 		if (text && strcmp(text, level_names[i]) == 0) {
 			*out = (enum zinf_log_level)i;
 			return 0;

@@ -270,6 +270,12 @@ static int adam_create(struct zinf_adam **out, const struct zinf_adam_opts *opts
 	unsigned threads;
 	int rc;
 
+	if (!out || !opts) {
+		if (out)
+			*out = NULL;
+		zinf_logf(ZINF_LOG_ERROR, "adam: %s is NULL", !out ? "out" : "opts");
+		return -EINVAL;
+	}
 	*out = NULL;
 	rc = adam_check_opts(opts);
 	if (rc)
@@ -376,6 +382,11 @@ int zinf_adam_step(struct zinf_adam *adam, const struct zinf_adam_shard *shard,
 	struct zinf_adam_args args;
 	int rc;
 
+	if (!adam)
+		return -EINVAL;
+	if (!shard || !info)
+		return adam_fail(adam, -EINVAL, "adam step: %s is NULL (required)",
+				 !shard ? "shard" : "info");
 	rc = adam_check_step(adam, shard, info);
 	if (rc)
 		return rc;

@@ -335,6 +335,8 @@ void zinf_adam_nvme_get_info(const struct zinf_adam_nvme *h, struct zinf_adam_nv
 {
 	uint64_t bytes = 0;
 
+	if (!out)
+		return;
 	memset(out, 0, sizeof(*out));
 	if (!h)
 		return;

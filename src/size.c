@@ -37,7 +37,7 @@ int zinf_parse_bytes(const char *text, uint64_t *out)
 	double v;
 
 	/* decimal digits first (strtod would also take whitespace, a sign, hex, inf, nan) */
-	if (!text || !isdigit((unsigned char)text[0]) ||
+	if (!text || !out || !isdigit((unsigned char)text[0]) ||
 	    strpbrk(text, "xXpP") != NULL) /* no hex: 0x10, 1p3 */
 		return -EINVAL;
 	errno = 0;

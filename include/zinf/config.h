@@ -37,7 +37,7 @@ enum zinf_config_source {
 };
 
 /* Create a config holding every default. *out is owned by the caller; free with
- * zinf_config_destroy(). Returns 0 or -ENOMEM. */
+ * zinf_config_destroy(). Returns 0, -EINVAL (out NULL) or -ENOMEM. */
 int zinf_config_create(struct zinf_config **out);
 /* Free cfg. NULL is a no-op. */
 void zinf_config_destroy(struct zinf_config *cfg);
@@ -48,13 +48,15 @@ void zinf_config_destroy(struct zinf_config *cfg);
  * one-line message in zinf_config_last_error(). On error cfg keeps no partial state
  * that later calls could mistake for a valid config. */
 int zinf_config_load_file(struct zinf_config *cfg, const char *path);
-/* Same, from a NUL-terminated JSON text; name is used in messages in place of a path. */
+/* Same, from a NUL-terminated JSON text (NULL: -EINVAL); name is used in messages in
+ * place of a path (NULL: "config"). */
 int zinf_config_load_string(struct zinf_config *cfg, const char *json, const char *name);
 
 /* Override one key with a value written as in JSON ("3", "true", "\"nvme\"", "512MiB"
  * or a bare string for string keys), as the command line does. Source becomes SET.
  * Checks the value like the loader; cross-key checks run again in zinf_config_resolve.
- * Returns 0 or ZINF_ECONFIG; its errors and warnings are named "--set", not the file. */
+ * Returns 0, ZINF_ECONFIG (also for a NULL key or value) or -EINVAL (cfg NULL); its
+ * errors and warnings are named "--set", not the file. */
 int zinf_config_set(struct zinf_config *cfg, const char *key, const char *value);
 
 /* What "auto" values resolve from. Zero fields are unknown: an "auto" that needs one
@@ -73,29 +75,34 @@ struct zinf_config_resolve_info {
 
 /* Resolve "auto" values and re-run cross-key checks (batch arithmetic needs the world
  * size); warn of what has no effect and of paths missing on this machine (after the
- * overrides: the values looked at are the run's). Returns 0 or ZINF_ECONFIG. */
+ * overrides: the values looked at are the run's). info may be NULL: every field
+ * unknown. Returns 0, ZINF_ECONFIG, or -EINVAL for a NULL cfg. */
 int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolve_info *info);
 
 /* Write the JSON of the config file src_path (NULL: an empty object) with each
  * "KEY=VALUE" of sets applied (a dotted key names nested objects, made where missing;
  * VALUE is JSON when it parses as a number, true, false, null or a quoted string, else
  * a string) to out_path: written to out_path.partial and renamed, so a failure leaves
- * nothing; an existing out_path is refused unless force. Returns 0 or a negative code
- * with one line in err. The result is not validated: load it to check it. */
+ * nothing; an existing out_path is refused unless force. sets may be NULL when n_sets is
+ * 0. Returns 0 or a negative code (-EINVAL for a NULL out_path) with one line in err
+ * (when err is not NULL). The result is not validated: load it to check it. */
 int zinf_config_write_edited(const char *src_path, const char *const *sets, int n_sets,
 			     const char *out_path, bool force, char *err, size_t errlen);
 
-/* The last error on cfg as one line ("" if none). Valid until the next call on cfg. */
+/* The last error on cfg as one line ("" if none, or cfg NULL). Valid until the next call
+ * on cfg. */
 const char *zinf_config_last_error(const struct zinf_config *cfg);
 
 /* Warnings gathered while loading (unimplemented DeepSpeed keys, deprecated names) and
- * resolving (values with no effect, paths missing on this machine), each one line. i < zinf_config_warning_count(). */
+ * resolving (values with no effect, paths missing on this machine), each one line. i < zinf_config_warning_count()
+ * (0 for a NULL cfg); NULL for i out of range or a NULL cfg. */
 int zinf_config_warning_count(const struct zinf_config *cfg);
 const char *zinf_config_warning(const struct zinf_config *cfg, int i);
 
 /* Typed reads by dotted key ("zero_optimization.stage"). Numbers (integers, counts,
  * byte sizes, floats) read as double or uint64; an unresolved "auto" reads as
- * -ENODATA. Returns 0, -ENOENT (no such key) or -EINVAL (wrong type). */
+ * -ENODATA. Returns 0, -ENOENT (no such key, or key NULL) or -EINVAL (wrong type, or
+ * cfg or out NULL). *out is written only on success. */
 int zinf_config_get_u64(const struct zinf_config *cfg, const char *key, uint64_t *out);
 int zinf_config_get_double(const struct zinf_config *cfg, const char *key, double *out);
 int zinf_config_get_bool(const struct zinf_config *cfg, const char *key, bool *out);
@@ -116,8 +123,8 @@ int zinf_config_print(const struct zinf_config *cfg, FILE *f, bool json);
  * an integer ("4096"), a number
  * in exponent form that is a whole number ("5e8"), or a number with a unit, decimal
  * KB MB GB TB (10^3...) or binary KiB MiB GiB TiB (2^10...), e.g. "512MiB", "1.5GiB",
- * "2GB"; "B" alone is bytes. Returns 0, or -EINVAL (not a size) / -ERANGE (> 2^64-1 or
- * not a whole number of bytes). Thread-safe. */
+ * "2GB"; "B" alone is bytes. Returns 0, or -EINVAL (not a size, text or out NULL) /
+ * -ERANGE (> 2^64-1 or not a whole number of bytes). Thread-safe. */
 int zinf_parse_bytes(const char *text, uint64_t *out);
 
 /* Write bytes to buf in the largest binary unit that keeps it readable ("1 MiB",

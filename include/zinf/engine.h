@@ -47,7 +47,8 @@ enum zinf_param_flags {
 
 /* Bring up the tiers the config asks for (device, pinned pool, NVMe I/O, store,
  * optimizer). cfg must be loaded and resolved (no "auto" left) and must outlive the
- * engine. On failure returns a negative code with a one-line reason in err. */
+ * engine. On failure returns a negative code (-EINVAL for a NULL cfg or out) with a
+ * one-line reason in err when err is not NULL; *out is NULL then. */
 int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, char *err,
 		       size_t errlen);
 /* Free everything; NULL is a no-op. With zinf.trace set, the timeline is written here
@@ -57,13 +58,15 @@ void zinf_engine_destroy(struct zinf_engine *e);
  * (also when no trace is set, or it was written), or a negative code with the reason in
  * zinf_last_error. zinf_engine_destroy then writes nothing more. */
 int zinf_engine_write_trace(struct zinf_engine *e);
-/* The last error as one line ("" if none). */
+/* The last error as one line ("" if none, or e NULL). */
 const char *zinf_last_error(const struct zinf_engine *e);
 
 /* ---- registration (before finalize) ---------------------------------------------------- */
 
+/* name and module are required (-EINVAL, nothing added). */
 int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module);
-/* A parameter of the last module added: dtype F32, BF16 or F16, 1 to 4 dims. */
+/* A parameter of the last module added: dtype F32, BF16 or F16, 1 to 4 dims; name, shape
+ * and param are required (-EINVAL, nothing added). */
 int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enum zinf_dtype dtype,
 		   int ndim, const uint64_t *shape, unsigned flags, uint32_t *param);
 /* Lay out parameters and optimizer state on their tiers; refuses, before any step, what
@@ -135,7 +138,8 @@ int zinf_param_load_ranges(struct zinf_engine *e, uint32_t n, const struct zinf_
  * it back, holding at most a chunk's elements at a time. */
 uint64_t zinf_param_chunk_elems(const struct zinf_engine *e, uint32_t param, uint64_t first_elem,
 				uint64_t *chunk);
-/* Write a parameter's value (from the fp32 master) to dst as dst_dtype. Refused with
+/* Write a parameter's value (from the fp32 master) to dst (required: -EINVAL) as
+ * dst_dtype. Refused with
  * ZINF_ESTATE while the engine is torn (zinf_step), as zinf_param_state_save is. */
 int zinf_param_save(struct zinf_engine *e, uint32_t param, void *dst, enum zinf_dtype dst_dtype);
 
@@ -175,7 +179,8 @@ struct zinf_engine_progress {
  * fp16.hysteresis): -EINVAL with the field named, nothing changed. Read is refused
  * (ZINF_ESTATE) while the engine is torn (zinf_step): its modules are a mix of two steps.
  * Set on a torn engine whose modules have all been loaded whole since makes it whole
- * again and drops the gradients accumulated since the failed step. */
+ * again and drops the gradients accumulated since the failed step. out / in NULL:
+ * -EINVAL. */
 int zinf_engine_progress_get(struct zinf_engine *e, struct zinf_engine_progress *out);
 int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_progress *in);
 uint64_t zinf_param_elems(const struct zinf_engine *e, uint32_t param);
@@ -225,14 +230,15 @@ int zinf_engine_device_ordinal(const struct zinf_engine *e);
  * to make room). Returns 0, ZINF_EBUDGET (the numbers in zinf_last_error), ZINF_ESTATE
  * before finalize, -EINVAL for 0 bytes, -ENOMEM, a device error, or an error of the
  * background gradient copies it waited for to make room (then reported here, not again
- * by zinf_engine_sync or zinf_step). */
+ * by zinf_engine_sync or zinf_step). out is required (-EINVAL). */
 int zinf_engine_device_alloc(struct zinf_engine *e, uint64_t bytes, void **out);
 /* Whether the device budget can hold at once the n modules listed (at most 8) and, with
  * grads, their gradient buffers, beside what stays on the device (the model's own
  * allocations, persistent modules; cached copies of other modules do not count, a fetch
  * evicts them): the most a model holds at one point of its step, such as a decoder layer
  * in its backward. For a check before the first step. 0, or ZINF_EBUDGET with the
- * numbers in zinf_last_error, ZINF_ESTATE before finalize, -EINVAL. */
+ * numbers in zinf_last_error, ZINF_ESTATE before finalize, -EINVAL (more than 8, or
+ * modules NULL with n > 0). */
 int zinf_engine_check_room(struct zinf_engine *e, uint32_t n, const uint32_t *modules, bool grads);
 /* Free a block zinf_engine_device_alloc gave, once no queued work uses it; NULL is a
  * no-op. Any other pointer (a parameter's or gradient buffer, a block freed already) is
@@ -335,6 +341,7 @@ struct zinf_stats {
 	uint64_t param_elems;
 };
 
+/* out NULL: nothing is done. */
 void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out);
 /* One JSON object (no newline); a time that is not finite is null. Returns 0 or -EIO. */
 int zinf_stats_json(const struct zinf_stats *st, FILE *f);
@@ -349,8 +356,11 @@ int zinf_stats_json(const struct zinf_stats *st, FILE *f);
  * no pinned memory or NVMe path is needed. */
 struct zinf_plan;
 
+/* Returns 0, -EINVAL (out NULL) or -ENOMEM. */
 int zinf_plan_create(struct zinf_plan **out);
+/* NULL is a no-op. */
 void zinf_plan_destroy(struct zinf_plan *p);
+/* -EINVAL for a NULL p or module. */
 int zinf_plan_module_add(struct zinf_plan *p, uint32_t *module);
 /* A parameter of module (dtype F32, BF16 or F16, 1 to 4 dims); -EINVAL otherwise. */
 int zinf_plan_param_add(struct zinf_plan *p, uint32_t module, enum zinf_dtype dtype, int ndim,
@@ -412,12 +422,14 @@ double zinf_plan_ratio_of(const struct zinf_plan *p, uint32_t k);
 /* This machine: the device the config opens (zinf.device; auto: a GPU when one is
  * usable) and its budget (zinf.device_memory_limit, or auto: the GPU's free memory less
  * its reserve, a quarter of RAM on the host backend), opened and closed again. 0, or a
- * negative code with one line in err. */
+ * negative code (-EINVAL for a NULL cfg, kind or limit) with one line in err (when not
+ * NULL). */
 int zinf_plan_device_probe(const struct zinf_config *cfg, enum zinf_engine_device *kind,
 			   uint64_t *limit, char *err, size_t errlen);
 /* Free space on the config's NVMe paths for files split evenly over them: the path with
  * the least, times their number. -ENOENT when the config names none; a path that cannot
- * be examined: its error, with one line in err. */
+ * be examined: its error, with one line in err (when not NULL); -EINVAL for a NULL cfg
+ * or free_bytes. */
 int zinf_plan_nvme_free(const struct zinf_config *cfg, uint64_t *free_bytes, char *err,
 			size_t errlen);
 

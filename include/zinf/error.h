@@ -6,6 +6,16 @@
  * below, which live outside the errno range. The caller never reads errno.
  * zinf_strerror() names a code; the handle that failed keeps a one-line message with
  * context (key, file, offset and a hint) - see e.g. zinf_config_last_error().
+ *
+ * NULL arguments, unless a function's comment says otherwise:
+ *   - *_destroy(NULL) does nothing; *_last_error(NULL) returns "".
+ *   - A handle must otherwise be a live handle; the zinf_config_*, zinf_plan_* and
+ *     zinf_adam_* calls (and every zinf_adam_nvme_* call) also refuse NULL with -EINVAL.
+ *   - A NULL required pointer (text, buffer, array, out-pointer) is refused with -EINVAL
+ *     before anything changes; an out-pointer documented "may be NULL" is optional.
+ *   - An err/errlen pair may be NULL: no message is written (zinf_train_run excepted).
+ *   - void helpers (*_opts_init, zinf_crc32c with len > 0, zinf_format_bytes with
+ *     len > 0, zinf_error_one_line) require their pointers.
  */
 #ifndef ZINF_ERROR_H
 #define ZINF_ERROR_H

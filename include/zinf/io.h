@@ -76,7 +76,8 @@ struct zinf_io;
 /* Create a handle: checks opts, creates each path's run directory (0700) and picks the
  * backend. A run directory left by a crashed run is an error (-EEXIST) unless
  * remove_stale; one in use by a live process is -EBUSY. Returns 0 or a negative code;
- * on error *out is NULL and, when err is not NULL, the message is copied there. */
+ * on error *out is NULL (when out is not NULL: NULL opts or out is -EINVAL) and, when err
+ * is not NULL, the message is copied there. */
 int zinf_io_create(const struct zinf_io_opts *opts, struct zinf_io **out, char *err,
 		   uint64_t err_len);
 /* Drain, close and remove the run directories and their files. NULL is a no-op. */
@@ -89,7 +90,7 @@ void zinf_io_destroy(struct zinf_io *io);
  * last failed one returned); a callback reads req->error instead. Valid until this
  * thread's next failed call on any handle. */
 const char *zinf_io_last_error(struct zinf_io *io);
-/* Name of the backend in use: "io_uring", "libaio" or "psync". */
+/* Name of the backend in use: "io_uring", "libaio" or "psync" ("none" for NULL). */
 const char *zinf_io_engine_name(const struct zinf_io *io);
 /* Whether the files opened so far all do O_DIRECT: false when opts.direct is false or a
  * file refused it (tmpfs) and runs buffered. */
@@ -99,7 +100,8 @@ uint64_t zinf_io_alignment(const struct zinf_io *io);
 /* The checksum the handle keeps (opts.checksum): with crc32c, whole-extent reads are
  * verified and partial ones are not. */
 enum zinf_io_checksum zinf_io_checksum_kind(const struct zinf_io *io);
-/* Parse "auto", "io_uring", "libaio", "psync". Returns 0 or -EINVAL. */
+/* Parse "auto", "io_uring", "libaio", "psync". Returns 0 or -EINVAL (also for NULL text
+ * or out). */
 int zinf_io_parse_engine(const char *text, enum zinf_io_engine *out);
 
 /* ---- extents ------------------------------------------------------------------- */
@@ -182,7 +184,8 @@ struct zinf_io_req {
  * be resubmitted from its callback). Never blocks on I/O. */
 int zinf_io_submit(struct zinf_io *io, struct zinf_io_req **reqs, int n);
 /* Move up to max completed requests (those without a callback) into done[].
- * Returns the count (0 when none). Never blocks. */
+ * Returns the count (0 when none, or max is 0), or -EINVAL for max < 0 or a NULL done
+ * (as zinf_io_wait). Never blocks. */
 int zinf_io_poll(struct zinf_io *io, struct zinf_io_req **done, int max);
 /* Like poll but waits until at least min are complete or timeout_ms passes
  * (-1: no limit, so with fewer than min in flight it waits for another thread's
@@ -212,7 +215,7 @@ struct zinf_io_stats {
 	struct zinf_io_path_stats path[ZINF_IO_MAX_PATHS + 1];
 };
 
-/* Copy the counters (atomically per field). */
+/* Copy the counters (atomically per field). out NULL: nothing; io NULL: zeros. */
 void zinf_io_get_stats(struct zinf_io *io, struct zinf_io_stats *out);
 
 #ifdef __cplusplus

@@ -66,8 +66,8 @@ int zinf_adam_numa_nodes(void);
 
 /* Validate opts, pick the instruction set, start the worker threads. *out is owned by
  * the caller; free with zinf_adam_destroy(). Returns 0, -EINVAL (bad opts; the one-line
- * reason is logged at error level), -ENOTSUP (isa not supported by this CPU), -ENOMEM or
- * a negative errno from thread creation. */
+ * reason is logged at error level; also for a NULL out or opts), -ENOTSUP (isa not
+ * supported by this CPU), -ENOMEM or a negative errno from thread creation. */
 int zinf_adam_create(struct zinf_adam **out, const struct zinf_adam_opts *opts);
 /* Stop the workers and free adam. NULL is a no-op. No step may be in progress. */
 void zinf_adam_destroy(struct zinf_adam *adam);
@@ -100,8 +100,8 @@ struct zinf_adam_step_info {
 };
 
 /* Apply one Adam/AdamW step to shard, split across the handle's threads. Returns 0, or
- * -EINVAL with the reason (which field, which value) in zinf_adam_last_error(); on error
- * nothing was written. Not thread-safe per handle. */
+ * -EINVAL with the reason (which field, which value) in zinf_adam_last_error() (also for
+ * a NULL adam, shard or info); on error nothing was written. Not thread-safe per handle. */
 int zinf_adam_step(struct zinf_adam *adam, const struct zinf_adam_shard *shard,
 		   const struct zinf_adam_step_info *info);
 
@@ -266,9 +266,11 @@ struct zinf_adam_nvme_info {
 	 * master part alone, or nothing) */
 	uint64_t step_read_bytes, step_write_bytes;
 };
+/* h NULL: out zeroed; out NULL: nothing. */
 void zinf_adam_nvme_get_info(const struct zinf_adam_nvme *h, struct zinf_adam_nvme_info *out);
 /* Sub-group i: its first element, element count and the bytes of its one read (and one
- * write) request. Returns 0, or -EINVAL for i out of range. */
+ * write) request (each out-pointer may be NULL). Returns 0, or -EINVAL for i out of range
+ * or h NULL. */
 int zinf_adam_nvme_sub_group(const struct zinf_adam_nvme *h, uint64_t i, uint64_t *first_elem,
 			     uint64_t *n_elems, uint64_t *request_bytes);
 

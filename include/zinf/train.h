@@ -259,7 +259,7 @@ const char *zinf_blas_core_suggested(void);
  * run on. Both libraries count the CPUs of the affinity mask as they load, not a control
  * group's CPU quota (zinf_host_cpus): under a lower quota the zinf CLI re-executes itself
  * with OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set to the quota's CPUs, where the user
- * set neither. */
+ * set neither. Either pointer may be NULL. */
 void zinf_cpu_model_threads(int *openmp, int *openblas);
 
 #ifdef __cplusplus

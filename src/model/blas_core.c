@@ -74,8 +74,10 @@ const char *zinf_blas_core_suggested(void)
 
 void zinf_cpu_model_threads(int *openmp, int *openblas)
 {
-	*openmp = omp_get_max_threads();
-	*openblas = openblas_get_num_threads();
+	if (openmp)
+		*openmp = omp_get_max_threads();
+	if (openblas)
+		*openblas = openblas_get_num_threads();
 }
 
 static void warn_once(void)
