@@ -329,16 +329,20 @@ static void warn_missing_paths(struct zinf_config *cfg)
 {
 	struct zinf_config_values *v = &cfg->v;
 
-	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME)
+	/* (with zinf.nvme_paths, the offload blocks' own paths are not used) */
+	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME && !v->zinf.nvme_paths.n)
 		warn_missing_dir(cfg, "zero_optimization.offload_param.nvme_path",
 				 v->zero.offload_param.nvme_path);
-	if (v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME)
+	if (v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME && !v->zinf.nvme_paths.n)
 		warn_missing_dir(cfg, "zero_optimization.offload_optimizer.nvme_path",
 				 v->zero.offload_optimizer.nvme_path);
-	for (int i = 0; i < v->zinf.nvme_paths.n; i++) {
-		char key[48];
-		snprintf(key, sizeof(key), "zinf.nvme_paths[%d]", i);
-		warn_missing_dir(cfg, key, v->zinf.nvme_paths.v[i]);
+	if (v->zero.offload_param.device == ZINF_OFFLOAD_NVME ||
+	    v->zero.offload_optimizer.device == ZINF_OFFLOAD_NVME) {
+		for (int i = 0; i < v->zinf.nvme_paths.n; i++) {
+			char key[48];
+			snprintf(key, sizeof(key), "zinf.nvme_paths[%d]", i);
+			warn_missing_dir(cfg, key, v->zinf.nvme_paths.v[i]);
+		}
 	}
 	if (v->zinf.trace) {
 		char dir[1024];
@@ -379,6 +383,12 @@ void zinf_config_warn_environment(struct zinf_config *cfg, bool paths)
 			  KEYS("zero_optimization.offload_param.max_in_cpu",
 			       "zero_optimization.offload_param.device"),
 			  "no effect unless the parameters' home is nvme");
+	if (v->zinf.nvme_paths.n && v->zero.offload_param.device != ZINF_OFFLOAD_NVME &&
+	    v->zero.offload_optimizer.device != ZINF_OFFLOAD_NVME)
+		warn_keys(cfg,
+			  KEYS("zinf.nvme_paths", "zero_optimization.offload_param.device",
+			       "zero_optimization.offload_optimizer.device"),
+			  "no effect unless offload_param or offload_optimizer is on nvme");
 	if (v->zero.offload_optimizer.ratio < 1 &&
 	    v->zero.offload_optimizer.device != ZINF_OFFLOAD_CPU)
 		warn_keys(

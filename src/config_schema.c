@@ -417,7 +417,7 @@ const struct zinf_key
 			{.path = "zinf.nvme_paths",
 			 .type = ZK_STRLIST,
 			 .offset = OFF(zinf.nvme_paths),
-			 .doc = "directories, one per drive (at most 16); NVMe tiers stripe across all of them (default: the nvme_path of offload_param/offload_optimizer)"},
+			 .doc = "directories, one per drive (at most 16); NVMe tiers stripe across all of them (default: the nvme_path of offload_param/offload_optimizer; unused, with a warning, when neither is on nvme)"},
 			BYTES("zinf.chunk_size", zinf.chunk_size, 33554432, 65536, ZKF_ALIGN4K,
 			      "bytes per flat parameter chunk; a parameter larger than a chunk spans several"),
 			ENUM("zinf.io_engine", zinf.io_engine, ZINF_IO_AUTO,

@@ -22,6 +22,11 @@ int zinf_config_nvme_paths(const struct zinf_config *cfg, const char **paths, co
 	const char *cand[2], *cand_name[2];
 	int n = 0, nc = 0;
 
+	/* nothing on NVMe: no run directory to lock (a resident run beside an offloaded one
+	 * on the same drives, a config that moved its offload to cpu) */
+	if (v->zero.offload_param.device != ZINF_OFFLOAD_NVME &&
+	    v->zero.offload_optimizer.device != ZINF_OFFLOAD_NVME)
+		return 0;
 	if (v->zinf.nvme_paths.n) {
 		if (v->zinf.nvme_paths.n > max)
 			return ZINF_ECONFIG;

@@ -14,7 +14,8 @@
 #include "zinf/config.h"
 #include "zinf/io.h"
 
-/* The NVMe directories the run uses: zinf.nvme_paths when given, else the distinct
+/* The NVMe directories the run uses: none when neither offload_param nor
+ * offload_optimizer is on nvme; else zinf.nvme_paths when given, else the distinct
  * nvme_path values of offload_param and offload_optimizer whose device is nvme; with
  * names, the key each came from ("zinf.nvme_paths[1]"). Pointers stay valid as long as
  * cfg. Returns how many (0..ZINF_IO_MAX_PATHS), or ZINF_ECONFIG when there are more than

@@ -58,10 +58,15 @@ int main(void)
 
 	cfg = load(
 		"{\"zinf\": {\"nvme_paths\": [\"/n0\", \"/n1\", \"/n2\"], \"pinned_memory_limit\": \"1GiB\"},"
-		" \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"cpu\"}}}");
+		" \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"cpu\"},"
+		"  \"offload_optimizer\": {\"device\": \"nvme\"}}}");
 	T_CHECK_RC(zinf_config_io_opts(cfg, &io));
 	T_CHECK(io.n_paths == 3 && strcmp(io.nvme_paths[2], "/n2") == 0,
 		"zinf.nvme_paths stripe set");
+	/* nothing on NVMe: no path is opened (nor locked, nor required to exist) */
+	T_CHECK_RC(zinf_config_set(cfg, "zero_optimization.offload_optimizer.device", "cpu"));
+	T_CHECK_RC(zinf_config_io_opts(cfg, &io));
+	T_CHECK(io.n_paths == 0, "zinf.nvme_paths with nothing on nvme: %d paths", io.n_paths);
 	zinf_config_pinned_opts(cfg, &pin);
 	T_CHECK(pin.size == 1u << 30, "pinned size");
 	zinf_config_device_opts(cfg, &dev);
