@@ -24,7 +24,8 @@ const char bench_train_usage[] =
 	"                        --data FILE --seq-len T --steps N [options]\n"
 	"Offloaded training beside the same run resident on the device. Runs the config as\n"
 	"given and a resident baseline (the same config with offload_param and\n"
-	"offload_optimizer off, device_memory_limit auto and no zinf.trace: a --set trace\n"
+	"offload_optimizer off, zinf.nvme_paths, zinf.offload_gradients, max_in_cpu and\n"
+	"ratio at their defaults, device_memory_limit auto and no zinf.trace: a --set trace\n"
 	"file is the offloaded run's), alternating their steps in one process, and reports\n"
 	"the median forward+backward time of each, their ratio and the share of the\n"
 	"offloaded step that compute waited for data. Step 1 is left out.\n"
@@ -40,8 +41,16 @@ enum { BT_RESIDENT_SET = TF_FIRST_FREE, BT_JSON };
 
 static const char *const resident_sets[] = {
 	"zero_optimization.offload_param.device=none",
-	"zero_optimization.offload_optimizer.device=none", "zinf.device_memory_limit=auto",
+	"zero_optimization.offload_optimizer.device=none",
+	"zinf.device_memory_limit=auto",
 	"zinf.trace=null", /* a --set trace file is the offloaded run's (--resident-set: its own) */
+	/* what only offload uses, back to the defaults: nvme_paths would lock the offloaded
+	 * run's run directories, gradients on nvme need the optimizer there, and the others
+	 * would warn that they have no effect */
+	"zinf.nvme_paths=null",
+	"zinf.offload_gradients=null",
+	"zero_optimization.offload_param.max_in_cpu=null",
+	"zero_optimization.offload_optimizer.ratio=null",
 };
 #define N_RESIDENT_SETS (int)(sizeof(resident_sets) / sizeof(resident_sets[0]))
 

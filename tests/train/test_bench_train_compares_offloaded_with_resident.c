@@ -4,7 +4,8 @@
  * peak device bytes within its limit while the resident run's peak exceeds that limit
  * (it really holds everything), positive times and ratio, and every step but the first
  * measured; a warning about the config printed once, not once a run; a --set zinf.trace
- * file is the offloaded run's. Bad input (--steps 1, a bad --resident-set key or one with no value, a missing config, an unknown
+ * file is the offloaded run's; the resident run drops what only offload uses
+ * (zinf.nvme_paths, gradients on NVMe, max_in_cpu), without a word. Bad input (--steps 1, a bad --resident-set key or one with no value, a missing config, an unknown
  * flag) exits 2 with one line naming it. argv: the zinf binary, the demo model's config.json
  * and the demo's DeepSpeed config (parameters and optimizer on NVMe, a 1.5 MiB device
  * budget).
@@ -99,6 +100,19 @@ int main(int argc, char **argv)
 			"the trace has no NVMe read: the resident run's?");
 		free(trace);
 	}
+	/* what only offload uses is reset for the resident run: zinf.nvme_paths (it had
+	 * locked the offloaded run's run directory: "in use by another live process"),
+	 * gradients on NVMe (refused without the optimizer there), max_in_cpu (a warning
+	 * blamed on a --set the user never gave) */
+	snprintf(args, sizeof(args),
+		 "--config '%s' --steps 2 --json --set 'zinf.nvme_paths=[\"%s\"]'"
+		 " --set zinf.offload_gradients=nvme"
+		 " --set zero_optimization.offload_param.max_in_cpu=1000",
+		 ds, d.nvme);
+	rc = run(args, out, sizeof(out));
+	T_CHECK(rc == 0 && strstr(out, "\"losses_identical\": true"),
+		"nvme_paths, gradients on NVMe: bench exited %d: %s", rc, out);
+	T_CHECK(!strstr(out, "warn"), "a warning from the resident run's own settings: %s", out);
 
 	snprintf(args, sizeof(args), "--config '%s' --steps 1", ds);
 	expect_usage_error(args, "--steps: too few, at least 2");
