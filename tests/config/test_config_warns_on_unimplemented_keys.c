@@ -119,6 +119,12 @@ int main(void)
 		"offload_param's buffers");
 	T_CHECK(!has_warning(cfg, "offload_optimizer.buffer_count"), "a default buffer_count");
 	T_CHECK(zinf_config_warning_count(cfg) == 3, "%d warnings", zinf_config_warning_count(cfg));
+	/* drives listed with nothing on NVMe: never opened, so said to do nothing */
+	T_CHECK_RC(zinf_config_set(cfg, "zinf.nvme_paths", "[\"/nonexistent/nvme0\"]"));
+	T_CHECK(zinf_config_resolve(cfg, NULL) == 0, "%s", zinf_config_last_error(cfg));
+	T_CHECK(has_warning(cfg, "zinf.nvme_paths: no effect unless offload_param or "
+				 "offload_optimizer is on nvme"),
+		"zinf.nvme_paths with both offloads on cpu");
 
 	/* ratio (Twin-Flow) is the split between host memory and the device: with the
 	 * state on NVMe not implemented, with it all on the device meaningless */
