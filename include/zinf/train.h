@@ -49,9 +49,13 @@ struct zinf_train_step {
 	uint64_t device_limit_bytes, pinned_limit_bytes;
 	/* bytes moved during this step per link */
 	uint64_t nvme_read_bytes, nvme_write_bytes, h2d_bytes, d2h_bytes;
-	bool skipped;	       /* fp16 overflow: no update */
-	bool has_eval;	       /* eval_loss was computed after this step */
-	double eval_loss;      /* mean loss on the eval data */
+	bool skipped;	  /* fp16 overflow: no update */
+	bool has_eval;	  /* eval_loss was computed after this step */
+	double eval_loss; /* mean loss on the eval data */
+	/* on the run's first step (1, or the one after a --resume's step) with eval data:
+	 * the evaluation before it (the callback also gets it as a step-0 call) */
+	bool has_eval_before;
+	double eval_loss_before;
 	bool saved;	       /* save_dir/checkpoint-<step> was written after this step */
 	uint64_t resumed_from; /* resume_dir's step (0 without a resume): steps done before */
 	/* the config's steps_per_print: how often a printer shows a step (it is called

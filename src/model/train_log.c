@@ -43,6 +43,10 @@ int train_log_write(FILE *f, const struct zinf_train_step *s)
 		s->peak_device_bytes, s->peak_pinned_bytes, s->device_limit_bytes,
 		s->pinned_limit_bytes, s->nvme_read_bytes, s->nvme_write_bytes, s->h2d_bytes,
 		s->d2h_bytes, s->skipped ? "true" : "false");
+	if (s->has_eval_before) {
+		fputs(", ", f);
+		put_num(f, "eval_loss_before", s->eval_loss_before);
+	}
 	if (s->has_eval) {
 		fputs(", ", f);
 		put_num(f, "eval_loss", s->eval_loss);

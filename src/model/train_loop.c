@@ -336,7 +336,7 @@ int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err
 		if (rc)
 			return rc;
 		res->first_eval_loss = res->last_eval_loss = s.eval_loss;
-		report(r, &s, err, errlen);
+		report(r, &s, err, errlen); /* (a printer's line; --log-json has it on step 1) */
 	}
 	for (uint64_t step = r->first_step; step <= o->steps; step++) {
 		rc = stop_asked(o, step, err, errlen);
@@ -356,6 +356,10 @@ int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err
 		if (rc)
 			return rc;
 		s.elapsed_seconds = train_now_seconds() - t0;
+		if (o->eval_data_path && step == r->first_step) { /* the evaluation before it */
+			s.has_eval_before = true;
+			s.eval_loss_before = res->first_eval_loss;
+		}
 		if (o->eval_data_path &&
 		    ((o->eval_every && step % o->eval_every == 0) || step == o->steps)) {
 			s.has_eval = true;

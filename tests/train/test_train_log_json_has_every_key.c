@@ -2,7 +2,7 @@
  * step (1-based, consecutive), loss, lr, tokens, step_seconds, fwd_bwd_seconds,
  * optimizer_seconds, wait_seconds, tokens_per_second, peak_device_bytes,
  * peak_pinned_bytes, bytes {nvme_read, nvme_write, h2d, d2h}, skipped; eval_loss on the
- * eval steps only. Parameters on NVMe show NVMe reads; peaks stay within the limits. */
+ * eval steps only, eval_loss_before (the evaluation before step 1) on step 1 only. Parameters on NVMe show NVMe reads; peaks stay within the limits. */
 #include <cjson/cJSON.h>
 
 #include "train_fixture.h"
@@ -85,6 +85,12 @@ int main(void)
 		T_CHECK((cJSON_GetObjectItemCaseSensitive(j, "eval_loss") != NULL) ==
 				(line % 2 == 0),
 			"line %d: eval_loss only every 2 steps", line);
+		/* the evaluation before step 1, on step 1's line only */
+		T_CHECK((cJSON_GetObjectItemCaseSensitive(j, "eval_loss_before") != NULL) ==
+				(line == 1),
+			"line %d: eval_loss_before only on step 1", line);
+		if (line == 1)
+			T_CHECK(num(j, "eval_loss_before", line) > 0, "eval_loss_before");
 		cJSON_Delete(j);
 	}
 	fclose(f);
