@@ -377,6 +377,34 @@ static int start_scan(struct train_run *r, char *err, size_t errlen)
 	return zinf_token_scan_check(r->scan, err, errlen);
 }
 
+/* What every evaluation reads (its first --eval-batches micro-batches), read once before
+ * the model loads: a token beyond the vocabulary is refused now, not after the load with
+ * the --log-json file emptied. An evaluation that wraps round a short file is said. */
+static int check_eval_data(struct train_run *r, char *err, size_t errlen)
+{
+	const struct zinf_train_opts *o = r->o;
+	uint64_t n = zinf_token_file_count(r->eval.tf);
+	uint64_t want = o->eval_batches * r->B * o->seq_len + 1;
+
+	for (uint64_t i = 0; i < o->eval_batches; i++) {
+		int rc = zinf_token_file_read_batch(r->eval.tf, &r->eval.win, i, r->vocab,
+						    r->inputs, r->targets);
+		if (rc) {
+			snprintf(err, errlen, "%s", zinf_token_file_last_error(r->eval.tf));
+			return rc;
+		}
+	}
+	if (want > n)
+		zinf_logf(
+			ZINF_LOG_WARN,
+			"%s: --eval-batches %llu of %llu x %llu tokens read %llu, but the file has "
+			"%llu: the windows wrap round to its start and count some tokens again",
+			o->eval_data_path, (unsigned long long)o->eval_batches,
+			(unsigned long long)r->B, (unsigned long long)o->seq_len,
+			(unsigned long long)want, (unsigned long long)n);
+	return 0;
+}
+
 static int setup(struct train_run *r, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
@@ -443,6 +471,11 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory for a micro-batch of %llu tokens",
 			 (unsigned long long)(r->B * o->seq_len));
 		return -ENOMEM;
+	}
+	if (o->eval_data_path) {
+		rc = check_eval_data(r, err, errlen);
+		if (rc)
+			return rc;
 	}
 	if (o->log_json_path) {
 		/* opened (so a path that cannot be written is refused now) but emptied only

@@ -249,6 +249,28 @@ int main(int argc, char **argv)
 		 d.model, d.ds, tokens);
 	T_CHECK(run(a, "token 300 at index 700 is >= vocab_size 256 (found by the scan", 1) == 2,
 		"a token out of the vocabulary beyond the run's batches");
+	{ /* the same in what an evaluation reads: refused before the load, and an earlier
+	   * --log-json left as it was (it had been emptied when the run started) */
+		char good[300], log[300], *text;
+		size_t n;
+
+		snprintf(good, sizeof(good), "%s/good_tokens.bin", d.root);
+		write_tokens(good, 199);
+		snprintf(log, sizeof(log), "%s/earlier.jsonl", d.root);
+		f = fopen(log, "w");
+		T_CHECK(f && fputs("earlier\n", f) >= 0 && fclose(f) == 0, "write %s", log);
+		snprintf(a, sizeof(a),
+			 "--init '%s' --config '%s' --seq-len 16 --data '%s' --steps 2 "
+			 "--eval-data '%s' --eval-batches 40 --log-json '%s'",
+			 d.model, d.ds, good, tokens, log);
+		T_CHECK(run(a, "tokens.bin: token 300 at index 700 is >= vocab_size 256", 1) == 2,
+			"an evaluation's token out of the vocabulary");
+		tf_read_all(log, &text, &n);
+		T_CHECK(strcmp(text, "earlier\n") == 0, "the earlier --log-json was changed: %s",
+			text);
+		free(text);
+		unlink(log);
+	}
 	snprintf(a, sizeof(a),
 		 "--init '%s' --config '%s' --data-format text --seq-len 16 --data '%s' --steps 2",
 		 small, d.ds, d.data);
