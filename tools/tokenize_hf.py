@@ -5,7 +5,8 @@ Each input is documents: a .jsonl file holds one JSON object a line (its --field
 "text", is the document); any other file, or - (standard input), is one document. Each
 document becomes the tokenizer's BOS (when it has one), the text's tokens, and its EOS
 (when it has one), so documents packed back to back stay apart; --no-bos and --no-eos
-leave those out. The tokens go out in llm.c's format (docs/formats.md, "Token files"):
+leave those out. A tokenizer whose BOS and EOS are one token (<|endoftext|>) gets it once,
+before each document, as llm.c's files have it. The tokens go out in llm.c's format (docs/formats.md, "Token files"):
 uint16 (magic 20240520, version 1) when every id of the tokenizer fits, else uint32
 (magic 20240801, version 7).
 
@@ -262,6 +263,8 @@ def main():
                                                        type(e).__name__))
     bos = None if a.no_bos else tok.bos_token_id
     eos = None if a.no_eos else tok.eos_token_id
+    if bos is not None and bos == eos:  # one token for both (<|endoftext|>): one
+        eos = None                      # delimiter before each document, as llm.c's
     w = Writer(a.out, len(tok) > 1 << 16, a.shard_tokens)
     docs = 0
     try:

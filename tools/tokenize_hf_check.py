@@ -57,7 +57,7 @@ def check(tokdir, docs, d, want_magic, shard_tokens=None):
     want = []
     for t in docs:
         want += [ref.bos_token_id] + ref.encode(t, add_special_tokens=False) + \
-            [ref.eos_token_id]
+            ([ref.eos_token_id] if ref.eos_token_id != ref.bos_token_id else [])
     if shard_tokens:
         got, sizes = [], []
         for shard in sorted(glob.glob(os.path.join(d, "shard_??????.bin"))):

@@ -2,7 +2,7 @@
  * tools/tokenize_hf.py writes token files zinf reads back: with a stand-in tokenizer (a
  * `transformers` module of the test's own: byte + offset per UTF-8 byte), every .jsonl
  * line and every other file is a document, its tokens framed by BOS and EOS (or not, with
- * --no-bos / --no-eos), in input order, empty documents left out; uint16 tokens when the
+ * --no-bos / --no-eos; once, before it, when they are one token), in input order, empty documents left out; uint16 tokens when the
  * vocabulary fits, uint32 when not. With --shard-tokens N the tokens go into shards of N
  * tokens that zinf reads back through a glob pattern as the same stream, and --force
  * removes the shards of an earlier, longer output. Bad input (an existing --out, a line that is not JSON
@@ -165,6 +165,12 @@ int main(int argc, char **argv)
 		 sizeof(text));
 	T_CHECK(rc == 0, "exit %d: %s", rc, text);
 	check_tokens("bare.bin", -1, -1, 3, 2);
+	/* BOS and EOS one token (<|endoftext|>): once, before each document, not twice */
+	tokenizer("{\"vocab\": 259, \"offset\": 3, \"bos\": 1, \"eos\": 1}");
+	rc = run("--tokenizer tok --out same.bin a.txt b.jsonl", text, sizeof(text));
+	T_CHECK(rc == 0, "exit %d: %s", rc, text);
+	check_tokens("same.bin", 1, -1, 3, 2);
+	tokenizer("{\"vocab\": 259, \"offset\": 3, \"bos\": 1, \"eos\": 2}");
 	/* standard input is one document */
 	rc = run("--tokenizer tok --out stdin.bin --no-bos - < a.txt", text, sizeof(text));
 	T_CHECK(rc == 0 && strstr(text, "1 documents"), "exit %d: %s", rc, text);
