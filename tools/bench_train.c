@@ -32,12 +32,13 @@ const char bench_train_usage[] =
 	"options:\n"
 	"  --model DIR, --init CONFIG.json, --config DS.json, --set KEY=VALUE, --data FILE,\n"
 	"  --data-format llmc|text, --seq-len T, --micro-batch-size B,\n"
-	"  --gradient-accumulation-steps G, --steps N (>= 2), --seed S,\n"
+	"  --gradient-accumulation-steps G, --steps N (2 to 100000), --seed S,\n"
 	"  --shuffle none|seeded, --activation-checkpointing   as for zinf train\n"
 	"  --resident-set KEY=VALUE  an override for the resident run only (repeatable)\n"
 	"  --json                    one JSON object instead of the table\n";
 
 enum { BT_RESIDENT_SET = TF_FIRST_FREE, BT_JSON };
+#define BT_MAX_STEPS 100000
 
 static const char *const resident_sets[] = {
 	"zero_optimization.offload_param.device=none",
@@ -412,6 +413,11 @@ static int parse(int argc, char **argv, struct run *off, struct run *res, bool *
 		fprintf(stderr,
 			"zinf bench train: --steps: %s, at least 2 (step 1 is not measured)\n",
 			given[TF_STEPS] ? "too few" : "required");
+		return -1;
+	}
+	if (off->o.steps > BT_MAX_STEPS) { /* each step's figures are kept for the medians */
+		fprintf(stderr, "zinf bench train: --steps %llu: at most %d\n",
+			(unsigned long long)off->o.steps, BT_MAX_STEPS);
 		return -1;
 	}
 	/* The resident run: the shared overrides, then the baseline's, then the user's. */

@@ -7,27 +7,46 @@
 #include "train_flags.h"
 #include "zinf/zinf.h"
 
-int train_flag_u64(const char *prog, const char *flag, const char *text, uint64_t *out)
+/* text as a whole number: 0, -EINVAL (not one: " -1", "+1", "1e3") or -ERANGE (> 2^64-1). */
+static int parse_u64(const char *text, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
 
+	if (text[0] < '0' || text[0] > '9')
+		return -EINVAL;
 	errno = 0;
 	v = strtoull(text, &end, 10);
-	if (errno || end == text || *end || text[0] < '0' || text[0] > '9') { /* " -1", "+1" */
-		fprintf(stderr, "%s: %s %s: not a whole number\n", prog, flag, text);
-		return -1;
-	}
+	if (*end)
+		return -EINVAL;
+	if (errno == ERANGE)
+		return -ERANGE;
 	*out = v;
 	return 0;
+}
+
+int train_flag_u64(const char *prog, const char *flag, const char *text, uint64_t *out)
+{
+	int rc = parse_u64(text, out);
+
+	if (rc == -ERANGE)
+		fprintf(stderr, "%s: %s %s: too large (at most %llu)\n", prog, flag, text,
+			(unsigned long long)UINT64_MAX);
+	else if (rc)
+		fprintf(stderr, "%s: %s %s: not a whole number\n", prog, flag, text);
+	return rc ? -1 : 0;
 }
 
 /* A whole number >= 1, at most the config's bound for a batch size (1e9). */
 static int positive(const char *prog, const char *flag, const char *text, uint64_t *out)
 {
-	if (train_flag_u64(prog, flag, text, out))
+	int rc = parse_u64(text, out);
+
+	if (rc == -EINVAL) {
+		fprintf(stderr, "%s: %s %s: not a whole number\n", prog, flag, text);
 		return -1;
-	if (*out < 1 || *out > 1000000000) {
+	}
+	if (rc || *out < 1 || *out > 1000000000) {
 		fprintf(stderr, "%s: %s %s: expected 1 to 1000000000\n", prog, flag, text);
 		return -1;
 	}

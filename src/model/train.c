@@ -50,6 +50,11 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 			 !o->steps ? "--steps" : "--seq-len");
 		return -EINVAL;
 	}
+	if (o->steps > (1ull << 53)) { /* the engine's step counts (zinf_engine_progress_set) */
+		snprintf(err, errlen, "--steps %llu: at most 2^53 (9007199254740992)",
+			 (unsigned long long)o->steps);
+		return -EINVAL;
+	}
 	if (o->seq_len > (1u << 20)) {
 		snprintf(err, errlen, "--seq-len %llu: at most 1048576",
 			 (unsigned long long)o->seq_len);

@@ -5,7 +5,7 @@
  * (it really holds everything), positive times and ratio, and every step but the first
  * measured; a warning about the config printed once, not once a run; a --set zinf.trace
  * file is the offloaded run's; the resident run drops what only offload uses
- * (zinf.nvme_paths, gradients on NVMe, max_in_cpu), without a word. Bad input (--steps 1, a bad --resident-set key or one with no value, a missing config, an unknown
+ * (zinf.nvme_paths, gradients on NVMe, max_in_cpu), without a word. Bad input (--steps 1 or past 100000, a bad --resident-set key or one with no value, a missing config, an unknown
  * flag) exits 2 with one line naming it. argv: the zinf binary, the demo model's config.json
  * and the demo's DeepSpeed config (parameters and optimizer on NVMe, a 1.5 MiB device
  * budget).
@@ -116,6 +116,9 @@ int main(int argc, char **argv)
 
 	snprintf(args, sizeof(args), "--config '%s' --steps 1", ds);
 	expect_usage_error(args, "--steps: too few, at least 2");
+	snprintf(args, sizeof(args), "--config '%s' --steps 18446744073709551615", ds);
+	expect_usage_error(args,
+			   "--steps 18446744073709551615: at most 100000"); /* was OOM, exit 1 */
 	snprintf(args, sizeof(args), "--config '%s'", ds);
 	expect_usage_error(args, "--steps: required, at least 2");
 	{ /* nothing given: the model is named first */

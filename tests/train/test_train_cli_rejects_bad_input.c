@@ -179,6 +179,11 @@ int main(int argc, char **argv)
 			{"--save-shard-size 1MB", "--save-shard-size: needs --save DIR"},
 			{"--eval-batches 3", "--eval-batches: needs --eval-data FILE"},
 			{"--eval-data README --eval-batches 0", "--eval-batches 0: expected 1 to"},
+			/* numbers past 2^64 said to be too large, not "not a whole number" */
+			{"--eval-data README --eval-batches 99999999999999999999",
+			 "--eval-batches 99999999999999999999: expected 1 to 1000000000"},
+			{"--seed 99999999999999999999",
+			 "--seed 99999999999999999999: too large (at most 18446744073709551615)"},
 		};
 		char out[2048];
 
@@ -197,6 +202,9 @@ int main(int argc, char **argv)
 	T_CHECK(run(a, "exactly one of --model", 1) == 2, "--init and --model");
 	snprintf(a, sizeof(a), "%s --data '%s/nope.txt' --steps 2", base, d.root);
 	T_CHECK(run(a, "nope.txt", 1) == 2, "missing data file");
+	snprintf(a, sizeof(a), "%s --data '%s' --steps 18446744073709551615", base, d.data);
+	T_CHECK(run(a, "--steps 18446744073709551615: at most 2^53", 1) == 2,
+		"steps past the engine's step counts");
 	snprintf(a, sizeof(a), "%s --data '%s' --steps two", base, d.data);
 	T_CHECK(run(a, "--steps two", 1) == 2, "bad --steps");
 	snprintf(a, sizeof(a), "%s --data '%s' --steps ' -1'", base, d.data);
