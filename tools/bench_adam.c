@@ -4,7 +4,7 @@
  * (a[i] = b[i] + s * c[i] over doubles, on as many threads, counted as STREAM counts it:
  * 24 bytes per element). The step is counted at the bytes it must move per parameter:
  * master, m and v read and written (24), the grad read (2 or 4) and the param copy
- * written (0, 2). The two alternate, one run each per round; both report the best of
+ * written (0, 2 or 4). The two alternate, one run each per round; both report the best of
  * --iters timed runs, as STREAM does, and the median.
  *
  * With --nvme DIR: the pipelined NVMe step (state on a drive under DIR) against the
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cmd.h"
@@ -193,6 +194,7 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 		{0, 0, 0, 0},
 	};
 	static const char *const isas[] = {"auto", "scalar", "avx2", "avx512"};
+	const char *nvme_only = NULL; /* the last flag given that works only with --nvme */
 	char *end;
 	long v;
 	int c;
@@ -294,6 +296,7 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 			b->nvme_dir = optarg;
 			break;
 		case 's':
+			nvme_only = "--sub-group";
 			if (zinf_parse_bytes(optarg, &b->sub_group) || b->sub_group == 0) {
 				fprintf(stderr,
 					"zinf bench adam: --sub-group %s: not a positive count\n",
@@ -302,6 +305,7 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 			}
 			break;
 		case 'e':
+			nvme_only = "--io-engine";
 			if (zinf_io_parse_engine(optarg, &b->io_engine)) {
 				fprintf(stderr,
 					"zinf bench adam: --io-engine %s: expected auto, io_uring, libaio or psync\n",
@@ -310,9 +314,11 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 			}
 			break;
 		case 'R':
+			nvme_only = "--no-pipeline-read";
 			b->pipeline_read = false;
 			break;
 		case 'W':
+			nvme_only = "--no-pipeline-write";
 			b->pipeline_write = false;
 			break;
 		case 'h':
@@ -328,6 +334,19 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 	if (optind < argc) {
 		fprintf(stderr, "zinf bench adam: unexpected argument '%s'\n", argv[optind]);
 		return ZINF_EXIT_USAGE;
+	}
+	if (!b->nvme_dir && nvme_only) { /* they would be ignored */
+		fprintf(stderr, "zinf bench adam: %s: needs --nvme DIR\n", nvme_only);
+		return ZINF_EXIT_USAGE;
+	}
+	if (b->nvme_dir) {
+		struct stat st;
+
+		if (stat(b->nvme_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+			fprintf(stderr, "zinf bench adam: --nvme %s: %s\n", b->nvme_dir,
+				stat(b->nvme_dir, &st) != 0 ? strerror(errno) : "not a directory");
+			return ZINF_EXIT_USAGE;
+		}
 	}
 	b->opts.threads = b->threads;
 	return 0;
@@ -647,11 +666,12 @@ static void nvme_report(const struct bench_args *b, struct zinf_adam *adam, stru
 		return;
 	}
 	printf("adam NVMe step (%s, %s, %u threads, grads %s, param copy %s): %llu elems in %llu "
-	       "sub-groups of %llu, %s, %u pinned buffers of %.1f MiB\n",
+	       "sub-group%s of %llu, %s, %u pinned buffers of %.1f MiB\n",
 	       b->opts.type == ZINF_ADAMW ? "AdamW" : "Adam", zinf_adam_isa_name(adam), b->threads,
 	       b->grad_name, b->param_name, (unsigned long long)b->elems,
-	       (unsigned long long)info->n_sub_groups, (unsigned long long)info->sub_group_size,
-	       zinf_io_engine_name(io), info->n_buffers, (double)info->buffer_bytes / 1048576.0);
+	       (unsigned long long)info->n_sub_groups, info->n_sub_groups == 1 ? "" : "s",
+	       (unsigned long long)info->sub_group_size, zinf_io_engine_name(io), info->n_buffers,
+	       (double)info->buffer_bytes / 1048576.0);
 	printf("  step      %9.1f ms median (best %.1f ms, update %.1f ms): %.2f GB read + %.2f "
 	       "GB written\n",
 	       step_s * 1e3, step_best * 1e3, update_s * 1e3, (double)info->step_read_bytes * 1e-9,

@@ -51,6 +51,12 @@ int main(int argc, char **argv)
 	expect_usage_error(argv[1], "extra", "unexpected argument 'extra'");
 	expect_usage_error(argv[1], "--bogus", "--bogus: unknown");
 	expect_usage_error(argv[1], "--iters", "--iters");
+	/* what works only with --nvme is refused without it, not ignored; a --nvme that is
+	 * no directory is bad input (exit 2) */
+	expect_usage_error(argv[1], "--sub-group 1000", "--sub-group: needs --nvme DIR");
+	expect_usage_error(argv[1], "--no-pipeline-write", "--no-pipeline-write: needs --nvme DIR");
+	expect_usage_error(argv[1], "--nvme /nonexistent/zinf-bench",
+			   "--nvme /nonexistent/zinf-bench: No such file");
 	/* a node the machine lacks: refused, not run unbound (no machine has 1024 nodes) */
 	if (access("/sys/devices/system/node/node0", F_OK) == 0) /* (the kernel lists them) */
 		expect_usage_error(argv[1], "--numa-node 1023",
