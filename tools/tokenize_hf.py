@@ -2,7 +2,8 @@
 """Tokenize text with a Hugging Face tokenizer into an llm.c token file for `zinf train`.
 
 Each input is documents: a .jsonl file holds one JSON object a line (its --field, default
-"text", is the document); any other file, or - (standard input), is one document. Each
+"text", is the document), and so must a .json file (the JSON lines that datasets'
+to_json() writes); any other file, or - (standard input), is one document. Each
 document becomes the tokenizer's BOS (when it has one), the text's tokens, and its EOS
 (when it has one), so documents packed back to back stay apart; --no-bos and --no-eos
 leave those out. A tokenizer whose BOS and EOS are one token (<|endoftext|>) gets it once,
@@ -74,7 +75,20 @@ def documents(path, field):
     except OSError as e:
         raise Bad("%s: cannot open: %s" % (path, e.strerror))
     with f:
-        if not path.endswith(".jsonl"):
+        if path.endswith(".json"):  # datasets' to_json() writes JSON lines there
+            head = f.readline()
+            while head and not head.strip():
+                head = f.readline()
+            try:
+                lines = isinstance(json.loads(utf8(head, path)), dict)
+            except ValueError:
+                lines = False
+            if not lines:
+                raise Bad("%s: a .json input must hold one JSON object a line (JSON lines); "
+                          "tokenize other JSON as text through standard input: - < %s"
+                          % (path, path))
+            f.seek(0)
+        elif not path.endswith(".jsonl"):
             yield path, utf8(f.read(), path)
             return
         for n, raw in enumerate(f, 1):
@@ -86,7 +100,9 @@ def documents(path, field):
                 obj = json.loads(line)
             except ValueError as e:
                 raise Bad("%s: not a JSON object: %s" % (where, e))
-            if not isinstance(obj, dict) or field not in obj:
+            if not isinstance(obj, dict):
+                raise Bad("%s: not a JSON object: %s" % (where, type(obj).__name__))
+            if field not in obj:
                 raise Bad('%s: no "%s" field (choose one with --field)' % (where, field))
             if not isinstance(obj[field], str):
                 raise Bad('%s: "%s" is not a string' % (where, field))
@@ -210,8 +226,15 @@ def shards_of(out):
     return [os.path.join(d, n) for n in names]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors on one line (exit 2) as every other bad input."""
+
+    def error(self, message):
+        raise Bad(message)
+
+
 def main():
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog=PROG, description="Tokenize text with a Hugging Face tokenizer into an llm.c "
         "token file for zinf train.")
     ap.add_argument("--tokenizer", required=True,

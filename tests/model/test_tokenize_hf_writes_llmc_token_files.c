@@ -5,8 +5,9 @@
  * --no-bos / --no-eos; once, before it, when they are one token), in input order, empty documents left out; uint16 tokens when the
  * vocabulary fits, uint32 when not. With --shard-tokens N the tokens go into shards of N
  * tokens that zinf reads back through a glob pattern as the same stream, and --force
- * removes the shards of an earlier, longer output. Bad input (an existing --out, a line that is not JSON
- * or lacks the field, text that is not UTF-8, an input that is the output, an id too
+ * removes the shards of an earlier, longer output; a .json input is JSON lines. Bad input
+ * (an existing --out, a line that is not JSON, not an object or lacks the field, a .json
+ * that is not JSON lines, a flag argparse refuses, text that is not UTF-8, an input that is the output, an id too
  * wide, a tokenizer that does not load, no text) exits 2 with one line naming the file
  * and line, and leaves no output behind and an existing one untouched; a write that
  * fails exits 1 naming the file and leaves nothing. Skips (77) without python3.
@@ -165,6 +166,12 @@ int main(int argc, char **argv)
 		 sizeof(text));
 	T_CHECK(rc == 0, "exit %d: %s", rc, text);
 	check_tokens("bare.bin", -1, -1, 3, 2);
+	/* JSON lines in a .json file are documents as in a .jsonl */
+	write_file("b.json", "{\"text\": \"h\\u00e9llo\"}\n\n{\"text\": \"\", \"id\": 1}\n"
+			     "{\"text\": \"second \\\"line\\\"\", \"id\": 2}\n");
+	rc = run("--tokenizer tok --out lines.bin a.txt b.json", text, sizeof(text));
+	T_CHECK(rc == 0, "exit %d: %s", rc, text);
+	check_tokens("lines.bin", 1, 2, 3, 2);
 	/* BOS and EOS one token (<|endoftext|>): once, before each document, not twice */
 	tokenizer("{\"vocab\": 259, \"offset\": 3, \"bos\": 1, \"eos\": 1}");
 	rc = run("--tokenizer tok --out same.bin a.txt b.jsonl", text, sizeof(text));
@@ -235,6 +242,16 @@ int main(int argc, char **argv)
 		"nofield.jsonl:3: no \"text\"");
 	refused("--tokenizer tok --out o.bin --field body nofield.jsonl", "o.bin",
 		"nofield.jsonl:1: no \"body\"");
+	write_file("list.jsonl", "[1, 2]\n");
+	refused("--tokenizer tok --out o.bin list.jsonl", "o.bin",
+		"list.jsonl:1: not a JSON object: list");
+	/* a .json input is JSON lines (datasets' to_json()), or refused: never its JSON text */
+	write_file("pretty.json", "{\n  \"text\": \"x\"\n}\n");
+	refused("--tokenizer tok --out o.bin pretty.json", "o.bin",
+		"pretty.json: a .json input must hold one JSON object a line");
+	/* argparse's usage errors on one line too */
+	refused("--tokenizer tok --out o.bin --shard-tokens 1e8 a.txt", "o.bin",
+		"argument --shard-tokens: invalid int value: '1e8'");
 	write_file("empty.jsonl", "{\"text\": \"\"}\n");
 	refused("--tokenizer tok --out o.bin empty.jsonl", "o.bin", "no text");
 	refused("--tokenizer missing --out o.bin a.txt", "o.bin",
