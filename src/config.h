@@ -226,8 +226,9 @@ void config_reset(struct zinf_config *cfg);
 struct cJSON;
 int config_walk(struct zinf_config *cfg, const struct cJSON *obj, const char *prefix);
 /* Warnings about this machine (missing nvme paths, with paths) and unimplemented
- * values: given by zinf_config_resolve, once the file and the overrides are in. */
-void zinf_config_warn_environment(struct zinf_config *cfg, bool paths);
+ * values (for a plan, not zinf.nvme_paths with no NVMe tier): given by
+ * zinf_config_resolve, once the file and the overrides are in. */
+void zinf_config_warn_environment(struct zinf_config *cfg, bool paths, bool planning);
 
 /* config_describe.c. Describe a key's accepted values ("an integer from 0 to 3"), for
  * messages and docs. */

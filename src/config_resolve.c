@@ -356,7 +356,7 @@ static void warn_missing_paths(struct zinf_config *cfg)
 	}
 }
 
-void zinf_config_warn_environment(struct zinf_config *cfg, bool paths)
+void zinf_config_warn_environment(struct zinf_config *cfg, bool paths, bool planning)
 {
 	struct zinf_config_values *v = &cfg->v;
 
@@ -383,7 +383,8 @@ void zinf_config_warn_environment(struct zinf_config *cfg, bool paths)
 			  KEYS("zero_optimization.offload_param.max_in_cpu",
 			       "zero_optimization.offload_param.device"),
 			  "no effect unless the parameters' home is nvme");
-	if (v->zinf.nvme_paths.n && v->zero.offload_param.device != ZINF_OFFLOAD_NVME &&
+	if (v->zinf.nvme_paths.n && !planning &&
+	    v->zero.offload_param.device != ZINF_OFFLOAD_NVME &&
 	    v->zero.offload_optimizer.device != ZINF_OFFLOAD_NVME)
 		warn_keys(cfg,
 			  KEYS("zinf.nvme_paths", "zero_optimization.offload_param.device",
@@ -470,7 +471,7 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 	/* here, not at the load: --set overrides come between (a path given on the command
 	 * line in place of the file's is the one looked at); a run about to start reports a
 	 * missing path as its error instead */
-	zinf_config_warn_environment(cfg, !(info && info->require_all));
+	zinf_config_warn_environment(cfg, !(info && info->require_all), info && info->planning);
 	resolve_double(cfg, "gradient_clipping", HF_MAX_GRAD_NORM);
 	/* Both backends compute in bf16, so "auto" means bf16 unless fp16 was asked for. */
 	resolve_bool(cfg, "fp16.enabled", false);

@@ -22,11 +22,6 @@ int zinf_config_nvme_paths(const struct zinf_config *cfg, const char **paths, co
 	const char *cand[2], *cand_name[2];
 	int n = 0, nc = 0;
 
-	/* nothing on NVMe: no run directory to lock (a resident run beside an offloaded one
-	 * on the same drives, a config that moved its offload to cpu) */
-	if (v->zero.offload_param.device != ZINF_OFFLOAD_NVME &&
-	    v->zero.offload_optimizer.device != ZINF_OFFLOAD_NVME)
-		return 0;
 	if (v->zinf.nvme_paths.n) {
 		if (v->zinf.nvme_paths.n > max)
 			return ZINF_ECONFIG;
@@ -79,6 +74,11 @@ int zinf_config_io_opts(const struct zinf_config *cfg, struct zinf_io_opts *out)
 	n = zinf_config_nvme_paths(cfg, out->nvme_paths, out->path_names, ZINF_IO_MAX_PATHS);
 	if (n < 0)
 		return n;
+	/* nothing on NVMe: no path to open, no run directory to lock (a resident run beside
+	 * an offloaded one on the same drives, a config that moved its offload to cpu) */
+	if (v->zero.offload_param.device != ZINF_OFFLOAD_NVME &&
+	    v->zero.offload_optimizer.device != ZINF_OFFLOAD_NVME)
+		n = 0;
 	out->n_paths = n;
 	return 0;
 }

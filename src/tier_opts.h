@@ -14,8 +14,7 @@
 #include "zinf/config.h"
 #include "zinf/io.h"
 
-/* The NVMe directories the run uses: none when neither offload_param nor
- * offload_optimizer is on nvme; else zinf.nvme_paths when given, else the distinct
+/* The NVMe directories of the config: zinf.nvme_paths when given, else the distinct
  * nvme_path values of offload_param and offload_optimizer whose device is nvme; with
  * names, the key each came from ("zinf.nvme_paths[1]"). Pointers stay valid as long as
  * cfg. Returns how many (0..ZINF_IO_MAX_PATHS), or ZINF_ECONFIG when there are more than
@@ -24,7 +23,8 @@ int zinf_config_nvme_paths(const struct zinf_config *cfg, const char **paths, co
 			   int max);
 
 /* Fill each tier's options from cfg ("auto" sizes become 0, which each tier resolves
- * from the hardware). The io opts point into cfg. Return 0 or ZINF_ECONFIG. */
+ * from the hardware). The io opts point into cfg; they have no path when neither
+ * offload_param nor offload_optimizer is on nvme. Return 0 or ZINF_ECONFIG. */
 int zinf_config_io_opts(const struct zinf_config *cfg, struct zinf_io_opts *out);
 void zinf_config_device_opts(const struct zinf_config *cfg, struct zinf_device_opts *out);
 void zinf_config_pinned_opts(const struct zinf_config *cfg, struct zinf_pinned_opts *out);

@@ -71,6 +71,9 @@ struct zinf_config_resolve_info {
 	uint64_t device_free_bytes;
 	uint64_t host_total_bytes; /* host RAM, for pinned_memory_limit */
 	bool require_all;	   /* every "auto" must resolve (true before training) */
+	/* a plan's config (zinf plan): the drives it lists are those the plan may use,
+	 * so zinf.nvme_paths does not warn when no tier of the config is on nvme */
+	bool planning;
 };
 
 /* Resolve "auto" values and re-run cross-key checks (batch arithmetic needs the world

@@ -58,8 +58,10 @@ static int load_config(const struct zinf_plan_opts *o, const char *const *extra,
 		       uint64_t hidden, uint64_t host_bytes, struct zinf_config **out, char *err,
 		       size_t errlen)
 {
-	struct zinf_config_resolve_info info = {
-		.world_size = 1, .hidden_size = hidden, .host_total_bytes = host_bytes};
+	struct zinf_config_resolve_info info = {.world_size = 1,
+						.hidden_size = hidden,
+						.host_total_bytes = host_bytes,
+						.planning = true};
 	struct zinf_config *cfg;
 	int rc;
 

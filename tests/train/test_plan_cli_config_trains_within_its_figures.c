@@ -92,6 +92,11 @@ static cJSON *plan_json(const char *extra)
 	j = cJSON_Parse(out);
 	T_CHECK(j, "%s: not JSON:\n%s", args, out);
 	free(out);
+	/* the config's zinf.nvme_paths, with no tier on nvme, are the drives the plan may
+	 * use: not "no effect" */
+	out = read_file("err.txt");
+	T_CHECK(!strstr(out, "nvme_paths"), "%s: warns of the drives it plans on:\n%s", args, out);
+	free(out);
 	return j;
 }
 
