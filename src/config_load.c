@@ -71,11 +71,9 @@ int zinf_config_load_string(struct zinf_config *cfg, const char *json, const cha
 
 	if (!cfg)
 		return -EINVAL;
-	config_reset(cfg);
-	if (!json) {
-		set_name(cfg, name);
+	if (!json) /* refused before anything changes: what cfg held stays */
 		return zinf_config_fail(cfg, -EINVAL, "no JSON text given (json is NULL)");
-	}
+	config_reset(cfg);
 	if (set_name(cfg, name))
 		return zinf_config_fail(cfg, -ENOMEM, "out of memory for the config's name");
 	root = cJSON_ParseWithOpts(json, &end, true);

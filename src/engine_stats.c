@@ -106,6 +106,8 @@ int zinf_stats_json(const struct zinf_stats *st, FILE *f)
 {
 	char w[48], o[48], ow[48];
 
+	if (!st || !f)
+		return -EINVAL;
 	fprintf(f,
 		"{\"device\": {\"now\": %" PRIu64 ", \"peak\": %" PRIu64 ", \"limit\": %" PRIu64
 		"}, "

@@ -13,7 +13,7 @@
  *     zinf_adam_* calls (and every zinf_adam_nvme_* call) also refuse NULL with -EINVAL.
  *   - A NULL required pointer (text, buffer, array, out-pointer) is refused with -EINVAL
  *     before anything changes; an out-pointer documented "may be NULL" is optional.
- *   - An err/errlen pair may be NULL: no message is written (zinf_train_run excepted).
+ *   - An err/errlen pair may be NULL (or errlen 0): no message is written.
  *   - void helpers (*_opts_init, zinf_crc32c with len > 0, zinf_format_bytes with
  *     len > 0, zinf_error_one_line) require their pointers.
  */

@@ -600,8 +600,17 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	struct zinf_train_result *res = result ? result : &local;
 	struct train_run r;
 	double t0 = train_now_seconds();
+	char scratch[1024];
 	int rc;
 
+	if (!err || !errlen) { /* no message wanted: one is still built (it is read below) */
+		err = scratch;
+		errlen = sizeof(scratch);
+	}
+	if (!opts) {
+		snprintf(err, errlen, "train: opts is NULL (required)");
+		return -EINVAL;
+	}
 	memset(&r, 0, sizeof(r));
 	r.save_lock = -1;
 	memset(res, 0, sizeof(*res));

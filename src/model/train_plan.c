@@ -436,6 +436,7 @@ static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct 
 int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, char *err,
 		    size_t errlen)
 {
+	char scratch[1024];
 	struct train_model tm;
 	struct zinf_plan_machine mc = {0};
 	struct zinf_config *base = NULL;
@@ -444,6 +445,14 @@ int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, 
 	bool user_max_in_cpu, user_ratio;
 	int rc;
 
+	if (!err || !errlen) { /* no message wanted: one is still built (it is read below) */
+		err = scratch;
+		errlen = sizeof(scratch);
+	}
+	if (!o || !r) {
+		snprintf(err, errlen, "plan: %s is NULL (required)", !o ? "o" : "r");
+		return -EINVAL;
+	}
 	memset(r, 0, sizeof(*r));
 	memset(&tm, 0, sizeof(tm));
 	r->chosen = -1;
@@ -531,10 +540,22 @@ out:
 int zinf_plan_write_config(const struct zinf_plan_opts *o, const struct zinf_plan_result *r,
 			   int row, const char *out_path, bool force, char *err, size_t errlen)
 {
-	char sets[8][600], mb[64], dev[64];
+	char sets[8][600], mb[64], dev[64], scratch[1024];
 	const char *ptrs[64 + 8 + 2];
-	int n = o->n_config_sets;
+	int n;
 
+	if (!err || !errlen) {
+		err = scratch;
+		errlen = sizeof(scratch);
+	}
+	if (!o || !r || !out_path) {
+		snprintf(err, errlen, "plan: %s is NULL (required)",
+			 !o   ? "o"
+			 : !r ? "r"
+			      : "out_path");
+		return -EINVAL;
+	}
+	n = o->n_config_sets;
 	if (row < 0 || row >= ZINF_PLAN_ROWS || !r->rows[row].tried) {
 		snprintf(err, errlen, "plan: no placement to write");
 		return -EINVAL;

@@ -8,6 +8,7 @@
 
 #include "test.h"
 #include "zinf/engine.h"
+#include "zinf/train.h"
 #include "zinf/zinf.h"
 
 static struct zinf_config *host_config(void)
@@ -41,6 +42,8 @@ static void config_and_plan(void)
 	T_CHECK(zinf_config_load_string(NULL, "{}", "x") == -EINVAL, "load_string, cfg NULL");
 	T_CHECK(zinf_config_load_string(cfg, NULL, "x") == -EINVAL, "load_string, json NULL");
 	T_CHECK(zinf_config_load_file(cfg, NULL) == -EINVAL, "load_file, path NULL");
+	T_CHECK(zinf_config_get_u64(cfg, "train_micro_batch_size_per_gpu", &u) == 0 && u == 1,
+		"a refused load changed the config");
 	T_CHECK(zinf_config_get_u64(NULL, "zero_optimization.stage", &u) == -EINVAL &&
 			zinf_config_get_u64(cfg, "zero_optimization.stage", NULL) == -EINVAL &&
 			zinf_config_get_bool(cfg, NULL, &b) == -ENOENT,
@@ -152,11 +155,31 @@ static void io_and_adam(void)
 	zinf_adam_destroy(NULL);
 }
 
+/* The trainer's calls (include/zinf/train.h) take a NULL err too: refused input still
+ * gets its message built (they read it) but none is written. */
+static void trainer(void)
+{
+	struct zinf_train_opts to;
+	struct zinf_plan_opts po;
+	struct zinf_plan_result pr;
+
+	zinf_train_opts_init(&to); /* no model, no config: refused */
+	T_CHECK(zinf_train_run(&to, NULL, NULL, 0) == -EINVAL, "train_run, err NULL");
+	T_CHECK(zinf_train_run(NULL, NULL, NULL, 100) == -EINVAL, "train_run, opts NULL");
+	zinf_plan_opts_init(&po);
+	T_CHECK(zinf_train_plan(&po, &pr, NULL, 100) < 0, "train_plan, err NULL");
+	T_CHECK(zinf_train_plan(&po, NULL, NULL, 0) == -EINVAL, "train_plan, r NULL");
+	T_CHECK(zinf_plan_write_config(&po, &pr, 0, NULL, false, NULL, 100) == -EINVAL,
+		"plan_write_config, out_path NULL");
+	T_CHECK(zinf_stats_json(NULL, stdout) == -EINVAL, "stats_json, st NULL");
+}
+
 int main(void)
 {
 	zinf_log_set_level(ZINF_LOG_ERROR);
 	config_and_plan();
 	engine();
 	io_and_adam();
+	trainer();
 	return T_EXIT_PASS;
 }
