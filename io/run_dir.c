@@ -38,26 +38,35 @@ static bool is_data_name(const char *name)
 
 /* Remove (unless only counting) every data file of a run directory, whichever a stopped
  * run had removed already: its teardown unlinks them in order, and a kill can land
- * between. Returns how many there were. */
+ * between. Returns how many there were, or -errno when the directory cannot be read.
+ * Removing entries while reading the directory may hide others from that read (network
+ * filesystems), so the removal reads it again until a read finds none. */
 static int run_dir_data_files(const char *run_dir, bool remove)
 {
-	DIR *d = opendir(run_dir);
-	struct dirent *e;
 	char name[PATH_MAX];
-	int n = 0;
+	int total = 0;
 
-	if (!d)
-		return 0;
-	while ((e = readdir(d)) != NULL) {
-		if (!is_data_name(e->d_name))
-			continue;
-		n++;
-		if (remove &&
-		    snprintf(name, sizeof(name), "%s/%s", run_dir, e->d_name) < (int)sizeof(name))
-			unlink(name);
+	for (int pass = 0; pass < 64; pass++) {
+		DIR *d = opendir(run_dir);
+		struct dirent *e;
+		int n = 0;
+
+		if (!d)
+			return -errno;
+		while ((e = readdir(d)) != NULL) {
+			if (!is_data_name(e->d_name))
+				continue;
+			n++;
+			if (remove && snprintf(name, sizeof(name), "%s/%s", run_dir, e->d_name) <
+					      (int)sizeof(name))
+				unlink(name);
+		}
+		closedir(d);
+		total += n;
+		if (!remove || n == 0)
+			break;
 	}
-	closedir(d);
-	return n;
+	return total;
 }
 
 /* Remove the data files and (unless keep_lock) the lock file of a run directory (stale
@@ -144,9 +153,16 @@ static int stale_take(struct zinf_io *io, struct io_path *p, int fd)
 	struct run_owner o;
 	char boot[64];
 	bool known = owner_read(fd, &o);
+	int n_data;
 
 	this_boot(boot, sizeof(boot));
-	if (!known && owner_empty(fd) && run_dir_data_files(p->run_dir, false) == 0) {
+	n_data = run_dir_data_files(p->run_dir, false);
+	if (n_data < 0) {
+		io_set_error(io, "run directory %s: cannot read it: %s", p->run_dir,
+			     strerror(-n_data));
+		return n_data;
+	}
+	if (!known && owner_empty(fd) && n_data == 0) {
 		zinf_logf(ZINF_LOG_WARN,
 			  "zinf io: taking run directory %s, which a process left before writing "
 			  "its lock file or any data",
@@ -175,6 +191,12 @@ static int stale_take(struct zinf_io *io, struct io_path *p, int fd)
 		return -EEXIST;
 	}
 	run_dir_clear(p->run_dir, true);
+	n_data = run_dir_data_files(p->run_dir, false);
+	if (n_data != 0) { /* (a file that would not go: the run's own data.N would fail) */
+		io_set_error(io, "run directory %s: cannot empty it: %s", p->run_dir,
+			     n_data < 0 ? strerror(-n_data) : "a data file stays");
+		return n_data < 0 ? n_data : -EEXIST;
+	}
 	return 0;
 }
 
@@ -228,17 +250,28 @@ static int run_dir_take(struct zinf_io *io, struct io_path *p)
 		break;
 	}
 	if (rc == -EBUSY) {
+		/* (not waiting on a lock that is not a file: a FIFO) */
 		struct run_owner o = {0};
-		int lfd = open(lock_name, O_RDONLY | O_CLOEXEC);
-		char who[320] = "";
+		int lfd = open(lock_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		struct stat st;
+		char who[320] = "", boot[64];
+		bool known;
 
-		if (lfd >= 0 && owner_read(lfd, &o))
-			snprintf(who, sizeof(who), " (process %ld on host %s)", o.pid, o.host);
+		this_boot(boot, sizeof(boot));
+		known = lfd >= 0 && fstat(lfd, &st) == 0 && S_ISREG(st.st_mode) &&
+			owner_read(lfd, &o);
 		if (lfd >= 0)
 			close(lfd);
+		if (known && o.pid == (long)getpid() && strcmp(o.boot, boot) == 0)
+			snprintf(who, sizeof(who), "this process already (one drive given twice?)");
+		else if (known)
+			snprintf(who, sizeof(who), "another live process (process %ld on host %s)",
+				 o.pid, o.host);
+		else
+			snprintf(who, sizeof(who), "another live process");
 		io_set_error(io,
-			     "run directory %s is in use by another live process%s: give this run "
-			     "another NVMe path (or another run_dir_name)",
+			     "run directory %s is in use by %s: give this run another NVMe path "
+			     "(or another run_dir_name)",
 			     p->run_dir, who);
 		goto out_free;
 	}

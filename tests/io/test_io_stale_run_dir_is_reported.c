@@ -82,10 +82,36 @@ int main(void)
 	/* a second handle on the same run directory: in use */
 	rc = zinf_io_create(&o, &io2, err, sizeof(err));
 	T_CHECK(rc == -EBUSY && io2 == NULL, "second handle: %d", rc);
-	snprintf(line, sizeof(line), "in use by another live process (process %ld on host ",
-		 (long)getpid());
-	T_CHECK(strstr(err, run) && strstr(err, line) && strstr(err, "another NVMe path"),
+	T_CHECK(strstr(err, run) && strstr(err, "in use by this process already") &&
+			strstr(err, "another NVMe path"),
 		"the holder or the way out not named: %s", err);
+	{ /* held by another process: named by its pid */
+		int ready[2], go[2];
+		pid_t child;
+		char c = 0;
+
+		zinf_io_destroy(io);
+		T_CHECK(pipe(ready) == 0 && pipe(go) == 0, "pipe");
+		child = fork();
+		T_CHECK(child >= 0, "fork");
+		if (child == 0) {
+			struct zinf_io *held;
+			if (zinf_io_create(&o, &held, NULL, 0) != 0)
+				_exit(1);
+			(void)!write(ready[1], "r", 1);
+			(void)!read(go[0], &c, 1);
+			zinf_io_destroy(held);
+			_exit(0);
+		}
+		T_CHECK(read(ready[0], &c, 1) == 1, "the child did not take the directory");
+		rc = zinf_io_create(&o, &io2, err, sizeof(err));
+		snprintf(line, sizeof(line), "in use by another live process (process %ld on host ",
+			 (long)child);
+		T_CHECK(rc == -EBUSY && strstr(err, line), "another process's handle: %d (%s)", rc,
+			err);
+		T_CHECK(write(go[1], "g", 1) == 1 && waitpid(child, NULL, 0) == child, "child");
+		T_CHECK_RC(zinf_io_create(&o, &io, NULL, 0));
+	}
 	zinf_io_destroy(io);
 	T_CHECK(stat(run, &st) != 0 && errno == ENOENT, "run directory kept after destroy");
 
