@@ -384,14 +384,16 @@ static int start_scan(struct train_run *r, char *err, size_t errlen)
 
 /* What every evaluation reads (its first --eval-batches micro-batches), read once before
  * the model loads: a token beyond the vocabulary is refused now, not after the load with
- * the --log-json file emptied. An evaluation that wraps round a short file is said. */
+ * the --log-json file emptied. Once the windows have gone round the file every token has
+ * been read, so no more than that is. An evaluation that wraps round the file is said. */
 static int check_eval_data(struct train_run *r, char *err, size_t errlen)
 {
 	const struct zinf_train_opts *o = r->o;
-	uint64_t n = zinf_token_file_count(r->eval.tf);
-	uint64_t want = o->eval_batches * r->B * o->seq_len + 1;
+	uint64_t n = zinf_token_file_count(r->eval.tf), per_batch = r->B * o->seq_len;
+	uint64_t once = (n - 1) / per_batch + 1;	    /* micro-batches that cover the file */
+	bool wraps = o->eval_batches > (n - 1) / per_batch; /* eval_batches * B * T + 1 > n */
 
-	for (uint64_t i = 0; i < o->eval_batches; i++) {
+	for (uint64_t i = 0; i < o->eval_batches && i < once; i++) {
 		int rc = zinf_token_file_read_batch(r->eval.tf, &r->eval.win, i, r->vocab,
 						    r->inputs, r->targets);
 		if (rc) {
@@ -399,14 +401,13 @@ static int check_eval_data(struct train_run *r, char *err, size_t errlen)
 			return rc;
 		}
 	}
-	if (want > n)
-		zinf_logf(
-			ZINF_LOG_WARN,
-			"%s: --eval-batches %llu of %llu x %llu tokens read %llu, but the file has "
-			"%llu: the windows wrap round to its start and count some tokens again",
-			o->eval_data_path, (unsigned long long)o->eval_batches,
-			(unsigned long long)r->B, (unsigned long long)o->seq_len,
-			(unsigned long long)want, (unsigned long long)n);
+	if (wraps)
+		zinf_logf(ZINF_LOG_WARN,
+			  "%s: --eval-batches %llu of %llu x %llu tokens read more than the file's "
+			  "%llu: the windows wrap round to its start and count some tokens again",
+			  o->eval_data_path, (unsigned long long)o->eval_batches,
+			  (unsigned long long)r->B, (unsigned long long)o->seq_len,
+			  (unsigned long long)n);
 	return 0;
 }
 
