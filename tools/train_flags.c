@@ -29,9 +29,8 @@ int train_flag_u64(const char *prog, const char *flag, const char *text, uint64_
 {
 	int rc = parse_u64(text, out);
 
-	if (rc == -ERANGE)
-		fprintf(stderr, "%s: %s %s: too large (at most %llu)\n", prog, flag, text,
-			(unsigned long long)UINT64_MAX);
+	if (rc == -ERANGE) /* (past 2^64 - 1; the flag's own bound may be lower) */
+		fprintf(stderr, "%s: %s %s: too large\n", prog, flag, text);
 	else if (rc)
 		fprintf(stderr, "%s: %s %s: not a whole number\n", prog, flag, text);
 	return rc ? -1 : 0;

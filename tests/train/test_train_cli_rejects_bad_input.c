@@ -182,8 +182,7 @@ int main(int argc, char **argv)
 			/* numbers past 2^64 said to be too large, not "not a whole number" */
 			{"--eval-data README --eval-batches 99999999999999999999",
 			 "--eval-batches 99999999999999999999: expected 1 to 1000000000"},
-			{"--seed 99999999999999999999",
-			 "--seed 99999999999999999999: too large (at most 18446744073709551615)"},
+			{"--seed 99999999999999999999", "--seed 99999999999999999999: too large"},
 		};
 		char out[2048];
 
