@@ -79,8 +79,10 @@ def documents(path, field):
             head = f.readline()
             while head and not head.strip():
                 head = f.readline()
+            if not head:  # empty: no documents, as an empty .jsonl
+                return
             try:
-                lines = isinstance(json.loads(utf8(head, path)), dict)
+                lines = isinstance(json.loads(utf8(head, path).lstrip("\ufeff")), dict)
             except ValueError:
                 lines = False
             if not lines:
@@ -94,6 +96,8 @@ def documents(path, field):
         for n, raw in enumerate(f, 1):
             where = "%s:%d" % (path, n)
             line = utf8(raw, where)
+            if n == 1:
+                line = line.lstrip("\ufeff")  # a byte order mark some editors write
             if not line.strip():
                 continue
             try:
@@ -241,14 +245,15 @@ def main():
                     help="tokenizer directory (a checkpoint's) or name for AutoTokenizer")
     ap.add_argument("--out", required=True, help="token file to write")
     ap.add_argument("--field", default="text",
-                    help='the document field of .jsonl inputs (default "text")')
+                    help='the document field of .jsonl and .json inputs (default "text")')
     ap.add_argument("--no-bos", action="store_true", help="no BOS before each document")
     ap.add_argument("--no-eos", action="store_true", help="no EOS after each document")
     ap.add_argument("--force", action="store_true", help="replace an existing --out")
     ap.add_argument("--shard-tokens", type=int, metavar="N",
                     help="write shards of N tokens (OUT_000000.EXT, ...), 1..2^31-1")
     ap.add_argument("inputs", nargs="+", metavar="INPUT",
-                    help=".jsonl (a document a line), any other file or - (one document)")
+                    help=".jsonl or .json (JSON lines: a document a line), any other file "
+                    "or - (one document)")
     a = ap.parse_args()
 
     if a.shard_tokens is not None and not 1 <= a.shard_tokens <= (1 << 31) - 1:

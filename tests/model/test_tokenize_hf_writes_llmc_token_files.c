@@ -167,6 +167,11 @@ int main(int argc, char **argv)
 	T_CHECK(rc == 0, "exit %d: %s", rc, text);
 	check_tokens("bare.bin", -1, -1, 3, 2);
 	/* JSON lines in a .json file are documents as in a .jsonl */
+	write_file("empty.json", "\n\n"); /* no documents, as an empty .jsonl */
+	write_file("bom.jsonl", "\xef\xbb\xbf{\"text\": \"x\"}\n"); /* a byte order mark */
+	rc = run("--tokenizer tok --out bom.bin empty.json bom.jsonl", text, sizeof(text));
+	T_CHECK(rc == 0 && strstr(text, "1 documents"), "an empty .json, a BOM: exit %d: %s", rc,
+		text);
 	write_file("b.json", "{\"text\": \"h\\u00e9llo\"}\n\n{\"text\": \"\", \"id\": 1}\n"
 			     "{\"text\": \"second \\\"line\\\"\", \"id\": 2}\n");
 	rc = run("--tokenizer tok --out lines.bin a.txt b.json", text, sizeof(text));
