@@ -136,7 +136,7 @@ int engine_check_nvme_space(struct zinf_engine *e)
 	if (!e->io)
 		return 0;
 	nvme_drive_parts(e, &homes, &state, &grads);
-	if (homes) { /* a chunk: at most chunk_size, rounded to the I/O alignment */
+	if (homes) { /* the largest chunk (chunk_size, or the largest module), aligned */
 		uint64_t align = zinf_io_alignment(e->io);
 		largest = (zinf_store_largest_chunk(e->store) + align - 1) / align * align;
 	}

@@ -61,6 +61,7 @@ struct setup {
 	const char *pinned;  /* NULL: auto */
 	uint64_t max_in_cpu; /* offload_param.max_in_cpu */
 	double ratio;	     /* offload_optimizer.ratio (0: 1) */
+	const char *chunk;   /* zinf.chunk_size; NULL: 64KiB (below every module) */
 };
 
 static struct zinf_config *config_for(const struct setup *s, const char *dir, uint64_t device)
@@ -84,10 +85,10 @@ static struct zinf_config *config_for(const struct setup *s, const char *dir, ui
 		"  \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": \"%s\", \"ratio\": %g},"
 		"  \"sub_group_size\": 40000, \"stage3_param_persistence_threshold\": %llu},"
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": %llu,"
-		"  \"chunk_size\": \"64KiB\", \"offload_gradients\": \"%s\"%s}}",
+		"  \"chunk_size\": \"%s\", \"offload_gradients\": \"%s\"%s}}",
 		s->dtype == ZINF_DTYPE_BF16 ? "true" : "false", s->param, dir, split, s->optim, dir,
-		ratio, (unsigned long long)s->persist, (unsigned long long)device, s->grads,
-		pinned);
+		ratio, (unsigned long long)s->persist, (unsigned long long)device,
+		s->chunk ? s->chunk : "64KiB", s->grads, pinned);
 	T_CHECK_RC(zinf_config_create(&cfg));
 	T_CHECK(zinf_config_load_string(cfg, json, "plan.json") == 0, "%s",
 		zinf_config_last_error(cfg));
@@ -275,14 +276,18 @@ static void check(const struct setup *s, const char *dir)
 		(unsigned long long)at.nvme_bytes);
 }
 
-/* A placement in bf16, then fp32 with a tied head and its norm kept on the device, then
+/* A placement in bf16 (chunks below the modules, then above them), then fp32 with a tied head and its norm kept on the device, then
  * with the layers kept too and the pinned pool set. */
 static void check_variants(const char *param, const char *optim, const char *grads,
 			   uint64_t max_in_cpu, double ratio, const char *dir)
 {
-	struct setup s = {param, optim, grads, ZINF_DTYPE_BF16, false, 0, NULL, max_in_cpu, ratio};
+	struct setup s = {param, optim, grads,	    ZINF_DTYPE_BF16, false,
+			  0,	 NULL,	max_in_cpu, ratio,	     NULL};
 
 	check(&s, dir);
+	s.chunk = "32MiB"; /* above every module: a chunk is the module */
+	check(&s, dir);
+	s.chunk = NULL;
 	s.dtype = ZINF_DTYPE_F32;
 	s.tied = true;
 	s.persist = 1000; /* the norms-only head */
