@@ -77,14 +77,62 @@ uint64_t io_file_alignment(int fd)
 	return align;
 }
 
+/* Two paths that are one directory, or one inside another's run directory, would lock
+ * the same run directory twice or write into another's (whose teardown then leaves it
+ * behind): refused before any is made. Paths that do not resolve are left to
+ * io_run_dir_open to report. */
+static int paths_apart(struct zinf_io *io)
+{
+	const char *run = io->opts.run_dir_name;
+	char *real[ZINF_IO_MAX_PATHS] = {0};
+	int rc = 0;
+
+	for (int i = 0; i < io->n_paths; i++)
+		real[i] = realpath(io->paths[i].dir, NULL);
+	for (int i = 0; i < io->n_paths && !rc; i++) {
+		for (int j = 0; j < io->n_paths && !rc; j++) {
+			const char *rest; /* real[i] past real[j] and a slash */
+
+			if (i == j || !real[i] || !real[j])
+				continue;
+			if (j < i && strcmp(real[i], real[j]) == 0) {
+				io_set_error(
+					io,
+					"%s %s: the directory of %s %s (expected each drive once)",
+					io->paths[i].name, io->paths[i].dir, io->paths[j].name,
+					io->paths[j].dir);
+				rc = -EINVAL;
+				continue;
+			}
+			if (strncmp(real[i], real[j], strlen(real[j])) != 0 ||
+			    real[i][strlen(real[j])] != '/')
+				continue;
+			rest = real[i] + strlen(real[j]) + 1;
+			if (strncmp(rest, run, strlen(run)) == 0 &&
+			    (rest[strlen(run)] == '/' || !rest[strlen(run)])) {
+				io_set_error(
+					io,
+					"%s %s: inside the run directory %s/%s of %s (expected a directory of its own)",
+					io->paths[i].name, io->paths[i].dir, io->paths[j].dir, run,
+					io->paths[j].name);
+				rc = -EINVAL;
+			}
+		}
+	}
+	for (int i = 0; i < io->n_paths; i++)
+		free(real[i]);
+	return rc;
+}
+
 int io_space_init(struct zinf_io *io)
 {
-	for (int i = 0; i < io->n_paths; i++) {
-		int rc = io_run_dir_open(io, &io->paths[i]);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	int rc = paths_apart(io);
+
+	if (rc)
+		return rc;
+	for (int i = 0; i < io->n_paths && !rc; i++)
+		rc = io_run_dir_open(io, &io->paths[i]);
+	return rc;
 }
 
 void io_space_fini(struct zinf_io *io, bool remove)

@@ -1,6 +1,7 @@
 /*
  * Bad input to every I/O interface is refused with a one-line message naming what and
- * where: options, nvme paths, extent ids and ranges, unaligned O_DIRECT buffers (address
+ * where: options, nvme paths (one directory twice, one inside another's run directory),
+ * extent ids and ranges, unaligned O_DIRECT buffers (address
  * and required alignment), in-flight resubmission (a batch refused for it leaves its
  * requests free), resubmission before poll collected it, buffer registration; bounce mode
  * accepts an unaligned buffer instead.
@@ -54,6 +55,24 @@ int main(void)
 	zinf_io_opts_init(&o);
 	o.n_paths = 1;
 	want_create_error(&o, "nvme_paths[0]: empty path");
+	{ /* one directory twice (a trailing slash), and a path inside another's run directory:
+	   * refused before any run directory is made */
+		char twice[300], inside[300];
+		struct stat st;
+
+		snprintf(twice, sizeof(twice), "%s/", dir);
+		snprintf(inside, sizeof(inside), "%s/zinf-run", dir);
+		zinf_io_opts_init(&o);
+		o.nvme_paths[0] = dir;
+		o.nvme_paths[1] = twice;
+		o.n_paths = 2;
+		want_create_error(&o, "nvme_paths[1]");
+		want_create_error(&o, "the directory of nvme_paths[0]");
+		T_CHECK(mkdir(inside, 0700) == 0, "mkdir %s", inside);
+		o.nvme_paths[1] = inside;
+		want_create_error(&o, "inside the run directory");
+		T_CHECK(rmdir(inside) == 0 && stat(inside, &st) != 0, "rmdir");
+	}
 	T_CHECK(zinf_io_parse_engine("uring", &eng) == -EINVAL, "parse_engine accepted 'uring'");
 	T_CHECK(zinf_io_parse_engine("libaio", &eng) == 0 && eng == ZINF_IO_ENGINE_LIBAIO,
 		"parse_engine libaio");
