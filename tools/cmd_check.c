@@ -45,13 +45,18 @@ static unsigned long long parse_positive(const char *opt, const char *text, unsi
 
 #define MAX_HIDDEN_SIZE (1u << 24) /* as config.json's; hidden_size^2 stays exact */
 
-static void log_all_but_warnings(enum zinf_log_level level, const char *msg, void *user)
+/* The log with the config's own warnings left out (they are printed from the config,
+ * once each): those name the file (user) or "--set" first. */
+static void log_all_but_config_warnings(enum zinf_log_level level, const char *msg, void *user)
 {
 	static const char *const names[] = {"error", "warn", "info", "debug"};
+	const char *path = user;
+	size_t n = strlen(path);
 
-	(void)user;
-	if (level != ZINF_LOG_WARN)
-		fprintf(stderr, "zinf: %s: %s\n", names[level], msg);
+	if (level == ZINF_LOG_WARN &&
+	    ((strncmp(msg, path, n) == 0 && msg[n] == ':') || strncmp(msg, "--set: ", 7) == 0))
+		return;
+	fprintf(stderr, "zinf: %s: %s\n", names[level], msg);
 }
 
 int cmd_check(int argc, char **argv)
@@ -122,13 +127,12 @@ int cmd_check(int argc, char **argv)
 				       : "more than one config file given");
 		return ZINF_EXIT_USAGE;
 	}
-	/* Warnings are printed below from the config itself, once each: the log's copies
-	 * are dropped, and its other lines kept when ZINF_LOG asks for them (check opens no
-	 * device, pinned pool or file: the config is all that warns here). */
+	/* The config's warnings are printed below from the config itself, once each: the
+	 * log's copies are dropped, and its other lines kept when ZINF_LOG asks for them. */
 	if (!getenv("ZINF_LOG"))
 		zinf_log_set_level(ZINF_LOG_ERROR);
 	else
-		zinf_log_set_callback(log_all_but_warnings, NULL);
+		zinf_log_set_callback(log_all_but_config_warnings, argv[optind]);
 	info.host_total_bytes = zinf_host_memory_bytes(); /* "auto" pinned limits resolve */
 	if (zinf_config_create(&cfg)) {
 		fprintf(stderr, "zinf check: out of memory\n");
