@@ -5,7 +5,10 @@
  * `pkg-config --cflags --libs zinf-model` alone does too, and one using the engine alone
  * links with `pkg-config zinf` (the static library's dependencies come with it, and the
  * .pc files find a prefix other than the configured one). The tokenizer script is
- * installed as bin/zinf-tokenize-hf and runs from there. argv: cmake, this build's
+ * installed as bin/zinf-tokenize-hf and runs from there. The package names libaio, not
+ * this machine's file; with a dependency missing (pkg-config finds nothing),
+ * find_package(zinf QUIET) lets the project go on and says which, and REQUIRED stops
+ * naming it. argv: cmake, this build's
  * directory, the consumer's sources, the C compiler, the demo model and DeepSpeed
  * configs, the install's libdir. */
 #include <stdlib.h>
@@ -55,6 +58,28 @@ int main(int argc, char **argv)
 		 "'%s/prefix/bin/zinf-tokenize-hf' --help | grep -q 'usage: zinf-tokenize-hf'; }",
 		 dir, dir);
 	sh("the installed tokenizer script", cmd);
+	snprintf(cmd, sizeof(cmd),
+		 "! grep -l 'libaio[.]' '%s/prefix/%s/cmake/zinf/'zinfTargets*.cmake", dir,
+		 argv[7]);
+	sh("the package names libaio, not a file of this machine", cmd);
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' -S '%s/optional' -B '%s/opt' -DCMAKE_PREFIX_PATH='%s/prefix' "
+		 "-DCMAKE_C_COMPILER='%s' | grep -x -- '-- zinf: found'",
+		 argv[1], argv[3], dir, dir, argv[4]);
+	sh("find_package(zinf QUIET) finds the install", cmd);
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p '%s/nopc' && rm -rf '%s/opt' && "
+		 "PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR='%s/nopc' '%s' -S '%s/optional' -B '%s/opt' "
+		 "-DCMAKE_PREFIX_PATH='%s/prefix' -DCMAKE_C_COMPILER='%s' | "
+		 "grep -x -- '-- zinf: not found: zinf needs liburing .*'",
+		 dir, dir, dir, argv[1], argv[3], dir, dir, argv[4]);
+	sh("find_package(zinf QUIET) without liburing goes on and names it", cmd);
+	snprintf(cmd, sizeof(cmd),
+		 "PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR='%s/nopc' '%s' -S '%s' -B '%s/req' "
+		 "-DCMAKE_PREFIX_PATH='%s/prefix' -DCMAKE_C_COMPILER='%s' >'%s/req.txt' 2>&1; "
+		 "test $? -ne 0 && grep -q 'zinf needs liburing' '%s/req.txt'",
+		 dir, argv[1], argv[3], dir, dir, argv[4], dir, dir);
+	sh("find_package(zinf REQUIRED) without liburing stops and names it", cmd);
 	snprintf(cmd, sizeof(cmd),
 		 "'%s' -S '%s' -B '%s/b' -DCMAKE_PREFIX_PATH='%s/prefix' -DCMAKE_C_COMPILER='%s' "
 		 "-DCMAKE_BUILD_TYPE=Release",
