@@ -256,7 +256,8 @@ static bool piece_take(struct zinf_io *io, struct io_slot *slot)
 		len = max_len;
 	req->next_piece_off_ += len;
 	if (req->next_piece_off_ == req->len) {
-		io->q_head = req->next_;
+		/* atomic: the lanes peek at q_head without the lock (io_lane_main) */
+		__atomic_store_n(&io->q_head, req->next_, __ATOMIC_SEQ_CST);
 		if (!io->q_head)
 			io->q_tail = NULL;
 	}
