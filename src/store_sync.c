@@ -280,7 +280,7 @@ static int module_for_write(struct zinf_store *s, uint32_t module, struct module
 int zinf_store_write_ranges(struct zinf_store *s, uint32_t module, uint32_t n,
 			    const struct zinf_store_range *r)
 {
-	struct module *mod;
+	struct module *mod = NULL; /* gcc -O2 cannot see module_for_write sets it */
 	int rc = 0;
 
 	rc = module_for_write(s, module, &mod);
@@ -425,7 +425,7 @@ static bool refresh_copy(struct zinf_store *s, struct module *mod, const void *c
 
 int zinf_store_module_write(struct zinf_store *s, uint32_t module, const void *const *src)
 {
-	struct module *mod;
+	struct module *mod = NULL; /* gcc -O2 cannot see module_for_write sets it */
 	bool fresh = false;
 	int rc;
 
@@ -451,7 +451,7 @@ int zinf_store_module_write(struct zinf_store *s, uint32_t module, const void *c
 
 int zinf_store_module_write_device(struct zinf_store *s, uint32_t module, const void *const *src)
 {
-	struct module *mod;
+	struct module *mod = NULL; /* gcc -O2 cannot see module_for_write sets it */
 	int rc, sync_rc;
 
 	rc = module_for_write(s, module, &mod);

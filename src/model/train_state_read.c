@@ -116,7 +116,7 @@ static int read_progress(struct reading *rd, const cJSON *root, bool fp16, uint6
 {
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "optimizer");
 	const cJSON *scale = cJSON_GetObjectItemCaseSensitive(o, "loss_scale");
-	double v[5];
+	double v[5] = {0}; /* gcc -O2 cannot see get_int fills each when it returns 0 */
 	int rc;
 
 	if (!cJSON_IsObject(o))
@@ -160,7 +160,7 @@ static int read_data(struct reading *rd, const cJSON *root, struct train_state *
 	const cJSON *shuffle = cJSON_GetObjectItemCaseSensitive(o, "shuffle");
 	const cJSON *sample = cJSON_GetObjectItemCaseSensitive(o, "sample_crc32c");
 	const cJSON *seed = cJSON_GetObjectItemCaseSensitive(o, "seed");
-	double v[2];
+	double v[2] = {0};
 	int rc;
 
 	if (!cJSON_IsObject(o))
@@ -214,7 +214,7 @@ static int check_file(struct reading *rd, const char *dir, const cJSON *f, int i
 	char path[4200], ebuf[512], parent[32];
 	uint32_t want_crc, got_crc;
 	uint64_t size;
-	double bytes;
+	double bytes = 0;
 	bool deferred;
 	int rc;
 
@@ -407,7 +407,7 @@ int train_state_read(const char *dir, struct train_state *st, char *err, size_t 
 	struct reading rd = {.path = path, .st = st, .err = err, .errlen = errlen};
 	const cJSON *fmt, *numerics, *device;
 	cJSON *root;
-	double v;
+	double v = 0;
 	int rc;
 
 	memset(st, 0, sizeof(*st));
