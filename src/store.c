@@ -178,6 +178,8 @@ void zinf_store_destroy(struct zinf_store *s)
 		free(s->modules[m].name);
 	free(s->params);
 	free(s->modules);
+	zinf_name_index_free(&s->param_names);
+	zinf_name_index_free(&s->module_names);
 	free(s->chunks);
 	free(s->scratch);
 	pthread_cond_destroy(&s->kick);
@@ -193,9 +195,20 @@ const char *zinf_store_last_error(struct zinf_store *s)
 
 /* ---- registration ------------------------------------------------------------------- */
 
+static const char *module_name_at(const void *ctx, uint32_t i)
+{
+	return ((const struct zinf_store *)ctx)->modules[i].name;
+}
+
+static const char *param_name_at(const void *ctx, uint32_t i)
+{
+	return ((const struct zinf_store *)ctx)->params[i].name;
+}
+
 int zinf_store_module_add(struct zinf_store *s, const char *name, uint32_t *module)
 {
 	struct module *m;
+	uint32_t other;
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
@@ -203,11 +216,21 @@ int zinf_store_module_add(struct zinf_store *s, const char *name, uint32_t *modu
 		rc = store_fail(s, ZINF_ESTATE, "module %s: added after finalize", name);
 		goto out;
 	}
+	if (!name[0]) {
+		rc = store_fail(s, -EINVAL, "module %u: the name is empty", s->n_modules);
+		goto out;
+	}
+	other = zinf_name_index_find(&s->module_names, name, module_name_at, s);
+	if (other != UINT32_MAX) {
+		rc = store_fail(s, -EINVAL, "module %s: the name is module %u's already", name,
+				other);
+		goto out;
+	}
 	if (s->n_modules == s->cap_modules) {
 		uint32_t cap = s->cap_modules ? 2 * s->cap_modules : 16;
 		struct module *v = realloc(s->modules, cap * sizeof(*v));
 		if (!v) {
-			rc = -ENOMEM;
+			rc = store_fail(s, -ENOMEM, "module %s: out of host memory", name);
 			goto out;
 		}
 		s->modules = v;
@@ -216,8 +239,11 @@ int zinf_store_module_add(struct zinf_store *s, const char *name, uint32_t *modu
 	m = &s->modules[s->n_modules];
 	memset(m, 0, sizeof(*m));
 	m->name = strdup(name);
-	if (!m->name) {
-		rc = -ENOMEM;
+	if (!m->name ||
+	    zinf_name_index_add(&s->module_names, s->n_modules, module_name_at, s) != 0) {
+		free(m->name);
+		m->name = NULL;
+		rc = store_fail(s, -ENOMEM, "module %s: out of host memory", name);
 		goto out;
 	}
 	m->id = s->n_modules;
@@ -233,6 +259,7 @@ int zinf_store_param_add(struct zinf_store *s, uint32_t module, const char *name
 {
 	struct param *p;
 	uint64_t elems = 1;
+	uint32_t other;
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
@@ -245,6 +272,17 @@ int zinf_store_param_add(struct zinf_store *s, uint32_t module, const char *name
 			s, -EINVAL,
 			"param %s: module %u is not the last module added (params are added module by module)",
 			name, module);
+		goto out;
+	}
+	if (!name[0]) {
+		rc = store_fail(s, -EINVAL, "param %u (module %s): the name is empty", s->n_params,
+				s->modules[module].name);
+		goto out;
+	}
+	other = zinf_name_index_find(&s->param_names, name, param_name_at, s);
+	if (other != UINT32_MAX) {
+		rc = store_fail(s, -EINVAL, "param %s: the name is param %u's already (module %s)",
+				name, other, s->modules[s->params[other].module].name);
 		goto out;
 	}
 	if (!dtype_size(dtype) || ndim < 1 || ndim > 4) {
@@ -268,7 +306,7 @@ int zinf_store_param_add(struct zinf_store *s, uint32_t module, const char *name
 		uint32_t cap = s->cap_params ? 2 * s->cap_params : 64;
 		struct param *v = realloc(s->params, cap * sizeof(*v));
 		if (!v) {
-			rc = -ENOMEM;
+			rc = store_fail(s, -ENOMEM, "param %s: out of host memory", name);
 			goto out;
 		}
 		s->params = v;
@@ -277,8 +315,10 @@ int zinf_store_param_add(struct zinf_store *s, uint32_t module, const char *name
 	p = &s->params[s->n_params];
 	memset(p, 0, sizeof(*p));
 	p->name = strdup(name);
-	if (!p->name) {
-		rc = -ENOMEM;
+	if (!p->name || zinf_name_index_add(&s->param_names, s->n_params, param_name_at, s) != 0) {
+		free(p->name);
+		p->name = NULL;
+		rc = store_fail(s, -ENOMEM, "param %s: out of host memory", name);
 		goto out;
 	}
 	p->module = module;

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "name_index.h"
 #include "store.h"
 #include "zinf/io.h"
 
@@ -105,6 +106,7 @@ struct zinf_store {
 	uint32_t n_params, cap_params;
 	struct module *modules;
 	uint32_t n_modules, cap_modules;
+	struct zinf_name_index module_names, param_names; /* each name once */
 	struct chunk *chunks;
 	uint32_t n_chunks;
 

@@ -63,10 +63,12 @@ const char *zinf_last_error(const struct zinf_engine *e);
 
 /* ---- registration (before finalize) ---------------------------------------------------- */
 
-/* name and module are required (-EINVAL, nothing added). */
+/* name and module are required; an empty name, or one another module has, is refused
+ * too (-EINVAL naming both, nothing added). */
 int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module);
 /* A parameter of the last module added: dtype F32, BF16 or F16, 1 to 4 dims; name, shape
- * and param are required (-EINVAL, nothing added). */
+ * and param are required, and the name must be neither empty nor another parameter's, in
+ * any module (-EINVAL naming both, nothing added). */
 int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enum zinf_dtype dtype,
 		   int ndim, const uint64_t *shape, unsigned flags, uint32_t *param);
 /* Lay out parameters and optimizer state on their tiers; refuses, before any step, what

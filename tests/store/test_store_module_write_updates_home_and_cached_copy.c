@@ -23,8 +23,9 @@ int main(void)
 			   256ull << 10);
 		T_CHECK_RC(zinf_store_module_add(t.store, "mod", &m));
 		for (int i = 0; i < 3; i++)
-			T_CHECK_RC(zinf_store_param_add(t.store, m, "p", ZINF_DTYPE_BF16, 2,
-							shapes[i], &p[i]));
+			T_CHECK_RC(zinf_store_param_add(t.store, m,
+							(const char *[]){"p0", "p1", "p2"}[i],
+							ZINF_DTYPE_BF16, 2, shapes[i], &p[i]));
 		T_CHECK_RC(zinf_store_finalize(t.store));
 		for (int i = 0; i < 3; i++) {
 			src[i] = malloc(zinf_store_param_bytes(t.store, p[i]));

@@ -3,13 +3,19 @@
  * registration refuses bad shapes and dtypes with a message naming the parameter. */
 #include "store_test_util.h"
 
+/* modules big, big1, big2, ... (a store refuses a name twice) */
 static void add(struct t_tiers *t, uint64_t rows, uint64_t cols)
 {
+	static uint32_t k;
 	uint32_t m, p;
 	uint64_t shape[2] = {rows, cols};
+	char name[32], weight[48];
 
-	T_CHECK_RC(zinf_store_module_add(t->store, "big", &m));
-	T_CHECK_RC(zinf_store_param_add(t->store, m, "big.weight", ZINF_DTYPE_F32, 2, shape, &p));
+	snprintf(name, sizeof(name), k ? "big%u" : "big", k);
+	snprintf(weight, sizeof(weight), "%s.weight", name);
+	T_CHECK_RC(zinf_store_module_add(t->store, name, &m));
+	T_CHECK_RC(zinf_store_param_add(t->store, m, weight, ZINF_DTYPE_F32, 2, shape, &p));
+	k++;
 }
 
 int main(void)
