@@ -499,7 +499,7 @@ int zinf_config_resolve(struct zinf_config *cfg, const struct zinf_config_resolv
 	}
 	/* zinf.device_memory_limit: given the device's free memory, that; else "auto" stays
 	 * for the device backend to resolve when it opens (cuda: free memory less
-	 * memory_reserve; host: a quarter of RAM), which zinf.device "auto" decides */
+	 * 1 GiB; host: a quarter of RAM), which zinf.device "auto" decides */
 	if (info && info->device_free_bytes)
 		resolve_u64(cfg, "zinf.device_memory_limit", info->device_free_bytes);
 	if (info && info->host_total_bytes) {

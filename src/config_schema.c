@@ -401,7 +401,7 @@ const struct zinf_key
 			 .min = 1048576,
 			 .max = INF,
 			 .flags = ZKF_AUTO |
-				  ZKF_AUTO_AT_OPEN, /* cuda: free memory less memory_reserve */
+				  ZKF_AUTO_AT_OPEN, /* cuda: free memory less 1 GiB */
 			 .doc = "hard cap on device memory (auto: free GPU memory less 1 GiB on cuda, a quarter of host RAM on host); "
 				"at most the GPU's free memory on cuda, the host's memory on host (checked when "
 				"the engine starts); on cuda a limit leaving under 1 GiB free is warned of (the "

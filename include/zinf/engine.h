@@ -46,8 +46,11 @@ enum zinf_param_flags {
 };
 
 /* Bring up the tiers the config asks for (device, pinned pool, NVMe I/O, store,
- * optimizer). cfg must be loaded and resolved (no "auto" left) and must outlive the
- * engine. On failure returns a negative code (-EINVAL for a NULL cfg or out) with a
+ * optimizer). cfg must be loaded and resolved (zinf_config_resolve; see docs/engine.md
+ * for the info to give it) and must outlive the engine: no "auto" may be left but
+ * zinf.device_memory_limit's, which the device resolves as it opens (a GPU's free
+ * memory less 1 GiB; a quarter of RAM on the host backend); another is
+ * ZINF_ECONFIG naming the key. On failure returns a negative code (-EINVAL for a NULL cfg or out) with a
  * one-line reason in err when err is not NULL; *out is NULL then. */
 int zinf_engine_create(const struct zinf_config *cfg, struct zinf_engine **out, char *err,
 		       size_t errlen);
@@ -58,7 +61,8 @@ void zinf_engine_destroy(struct zinf_engine *e);
  * (also when no trace is set, or it was written), or a negative code with the reason in
  * zinf_last_error. zinf_engine_destroy then writes nothing more. */
 int zinf_engine_write_trace(struct zinf_engine *e);
-/* The last error as one line ("" if none, or e NULL). */
+/* The last failure's message as one line ("" if none yet, or e NULL); a call that
+ * succeeds leaves it as it was (read it after a call returned non-zero). */
 const char *zinf_last_error(const struct zinf_engine *e);
 
 /* ---- registration (before finalize) ---------------------------------------------------- */
@@ -259,7 +263,10 @@ struct zinf_step_result {
 };
 
 /* Run the optimizer over every parameter with the accumulated gradients, write the new
- * values to their home tiers and clear the accumulators. With zinf.overlap_optimizer
+ * values to their home tiers and clear the accumulators. The sums are divided by
+ * gradient_accumulation_steps however many micro-batches were given (as DeepSpeed
+ * scales each backward by it): a step after fewer averages as if the missing ones had
+ * zero gradients. With zinf.overlap_optimizer
  * (the default) it computes the norm, clipping and fp16 check, and the updates then run
  * in the background (see zinf_engine_sync); their results are the same. Refused with
  * ZINF_ESTATE, nothing changed, while the model holds a module: fetched and not

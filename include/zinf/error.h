@@ -5,7 +5,8 @@
  * Codes are negative errno values (-EINVAL, -ENOMEM, -EIO, ...) or one of the zinf codes
  * below, which live outside the errno range. The caller never reads errno.
  * zinf_strerror() names a code; the handle that failed keeps a one-line message with
- * context (key, file, offset and a hint) - see e.g. zinf_config_last_error().
+ * context (key, file, offset and a hint) - see e.g. zinf_config_last_error(). Like errno,
+ * the message is the last failure's: a call that succeeds does not clear it.
  *
  * NULL arguments, unless a function's comment says otherwise:
  *   - *_destroy(NULL) does nothing; *_last_error(NULL) returns "".
