@@ -152,10 +152,14 @@ static void on_stop_signal(int sig)
 	static const char msg[] =
 		"\nzinf train: stopping at the next module (the same signal again: at once)\n";
 	size_t skip = stderr_tty ? 0 : 1;
+	int saved_errno = errno; /* the interrupted code may be about to read it */
 
-	stop_signal = sig;
-	if (write(STDERR_FILENO, msg + skip, sizeof(msg) - 1 - skip) < 0)
-		return;
+	/* atomic: the engine's update thread reads it (zinf_engine_set_stop) */
+	__atomic_store_n(&stop_signal, sig, __ATOMIC_RELAXED);
+	if (write(STDERR_FILENO, msg + skip, sizeof(msg) - 1 - skip) < 0) {
+		/* nothing to do: the run stops all the same */
+	}
+	errno = saved_errno;
 }
 
 static void catch_stop_signals(void)
@@ -167,8 +171,15 @@ static void catch_stop_signals(void)
 	sa.sa_handler = on_stop_signal;
 	sa.sa_flags = SA_RESETHAND;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	for (int i = 0; i < 2; i++) {
+		int sig = i ? SIGTERM : SIGINT;
+		struct sigaction old;
+
+		/* one the caller ignores stays ignored (nohup, a script's `zinf train &`) */
+		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		sigaction(sig, &sa, NULL);
+	}
 }
 
 int cmd_train(int argc, char **argv)

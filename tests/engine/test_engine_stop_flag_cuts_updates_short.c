@@ -181,7 +181,7 @@ static int torn_once(void)
 	/* returns once the update has written module 0 */
 	T_CHECK(zinf_module_fetch(e, mod[0]) == 0 && zinf_module_wait(e, mod[0]) == 0, "%s",
 		zinf_last_error(e));
-	flag = 1;
+	__atomic_store_n(&flag, 1, __ATOMIC_RELAXED); /* the update thread reads it meanwhile */
 	rc = zinf_engine_sync(e);
 	if (rc == 0) { /* finished before the flag: nothing to check */
 		zinf_module_release(e, mod[0]);

@@ -10,7 +10,8 @@
  * few sent to a run whose steps are mostly their optimizer update (in zinf_step) stops
  * that update, and one sent as a --save-every snapshot begins (of the model, and of the
  * model with its state) drops that snapshot (its .partial removed) after logging its
- * step, the earlier snapshot kept whole: the line says so.
+ * step, the earlier snapshot kept whole: the line says so. A SIGINT the caller ignores
+ * (nohup, a script's `zinf train &`) stays ignored: the run goes on to its end, exit 0.
  *
  * Usage: test_train_stops_cleanly_on_a_signal ZINF_BIN */
 #include <dirent.h>
@@ -209,6 +210,33 @@ static bool stop_with(int sig, enum when when)
 	return hit;
 }
 
+static void ignored_signal_stays_ignored(void)
+{
+	char cmd[2048], log[300];
+	int status, before;
+	pid_t pid;
+
+	snprintf(log, sizeof(log), "%s/log-ignored.jsonl", d.root);
+	snprintf(cmd, sizeof(cmd),
+		 "trap '' INT; exec '%s' train --init '%s' --config '%s' --data '%s' "
+		 "--data-format text --seq-len 16 --steps 300 -q --log-json '%s' >/dev/null 2>&1",
+		 zinf_bin, d.model, d.ds, d.data, log);
+	pid = running = tf_spawn(cmd);
+	while (count_lines(log) < 1) {
+		T_CHECK(waitpid(pid, &status, WNOHANG) == 0, "the run ended before a step");
+		usleep(1000);
+	}
+	before = count_lines(log);
+	kill(pid, SIGINT);
+	T_CHECK(waitpid(pid, &status, 0) == pid, "wait");
+	running = 0;
+	T_CHECK(before < 300, "the run had ended before the signal");
+	T_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		"an ignored SIGINT sent after step %d: status %#x, expected exit 0", before,
+		status);
+	T_CHECK(count_lines(log) == 300, "%d of 300 steps logged", count_lines(log));
+}
+
 int main(int argc, char **argv)
 {
 	char cmd[2048];
@@ -220,6 +248,7 @@ int main(int argc, char **argv)
 	tf_write_ds(&d, "nvme", "nvme", true);
 	stop_with(SIGINT, BETWEEN);
 	stop_with(SIGTERM, BETWEEN);
+	ignored_signal_stays_ignored();
 	stop_with(SIGTERM, MID_STEP);
 	stop_with(SIGINT, MID_EVAL);
 	write_deep_model();
