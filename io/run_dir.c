@@ -163,9 +163,11 @@ static int stale_take(struct zinf_io *io, struct io_path *p, int fd)
 		return n_data;
 	}
 	if (!known && owner_empty(fd) && n_data == 0) {
-		zinf_logf(ZINF_LOG_WARN,
-			  "zinf io: taking run directory %s, which a process left before writing "
-			  "its lock file or any data",
+		/* nothing to lose, and most often no crash: a run starting beside this one
+		 * made the directory and has not locked it yet (it will find it busy) */
+		zinf_logf(ZINF_LOG_INFO,
+			  "zinf io: taking run directory %s, empty (made by a run starting beside "
+			  "this one, or left by one stopped before writing its lock file)",
 			  p->run_dir);
 	} else if (known && boot[0] && strcmp(o.boot, boot) == 0) {
 		zinf_logf(ZINF_LOG_WARN,
