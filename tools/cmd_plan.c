@@ -59,13 +59,26 @@ static const char *fmt(uint64_t bytes, char *buf)
 	return zinf_format_bytes(bytes, buf, 32);
 }
 
+/* A parameter count as people say it: 8.03 B, 124 M, or the number below a million. */
+static const char *fmt_count(uint64_t n, char *buf, size_t len)
+{
+	if (n >= 1000000000ull)
+		snprintf(buf, len, "%.3g B", (double)n / 1e9);
+	else if (n >= 1000000ull)
+		snprintf(buf, len, "%.3g M", (double)n / 1e6);
+	else
+		snprintf(buf, len, "%llu", (unsigned long long)n);
+	return buf;
+}
+
 static void print_table(const struct zinf_plan_opts *o, const struct zinf_plan_result *r)
 {
 	char a[32], b[32], c[32], d[32];
 
-	printf("model: %.3g B parameters (%s), %d layers; micro-batch %llu%s x %llu tokens%s\n",
-	       (double)r->param_elems / 1e9, r->dtype_name, r->layers, (unsigned long long)r->B,
-	       r->B_assumed ? " (the config sets none)" : "", (unsigned long long)r->T,
+	printf("model: %s parameters (%s), %d layers; micro-batch %llu%s x %llu tokens%s\n",
+	       fmt_count(r->param_elems, a, sizeof(a)), r->dtype_name, r->layers,
+	       (unsigned long long)r->B, r->B_assumed ? " (the config sets none)" : "",
+	       (unsigned long long)r->T,
 	       o->activation_checkpointing ? ", activation checkpointing" : "");
 	printf("machine: device (%s) %s, host %s, pinned %s%s, NVMe %s%s\n",
 	       r->device_kind == ZINF_ENGINE_DEVICE_CUDA ? "cuda" : "host", fmt(r->device_bytes, a),
