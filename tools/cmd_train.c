@@ -62,6 +62,7 @@ const char cmd_train_usage[] =
 struct progress {
 	FILE *f;
 	bool tty, quiet, drawn;
+	bool nvme; /* a step has moved NVMe bytes: the lines show the rate from then on */
 };
 
 static void fmt_eta(double seconds, char *buf, size_t len)
@@ -91,7 +92,7 @@ static void on_step(const struct zinf_train_step *s, void *user)
 {
 	struct progress *p = user;
 	double nvme_gbs, eta;
-	char etabuf[32], bar[21];
+	char etabuf[32], bar[21], rate[40] = "";
 	int fill;
 
 	if (p->quiet)
@@ -104,6 +105,11 @@ static void on_step(const struct zinf_train_step *s, void *user)
 	nvme_gbs = s->step_seconds > 0 ? (double)(s->nvme_read_bytes + s->nvme_write_bytes) /
 						 s->step_seconds / 1e9
 				       : 0;
+	p->nvme = p->nvme || s->nvme_read_bytes + s->nvme_write_bytes > 0;
+	if (p->nvme && p->tty)
+		snprintf(rate, sizeof(rate), " | NVMe %.2f GB/s", nvme_gbs);
+	else if (p->nvme)
+		snprintf(rate, sizeof(rate), " nvme %.2f GB/s", nvme_gbs);
 	eta = s->elapsed_seconds / (double)(s->step - s->resumed_from) *
 	      (double)(s->steps - s->step);
 	fmt_eta(eta, etabuf, sizeof(etabuf));
@@ -111,8 +117,8 @@ static void on_step(const struct zinf_train_step *s, void *user)
 		if (print_line(s))
 			fprintf(p->f,
 				"step %" PRIu64 "/%" PRIu64
-				" loss %.4f lr %.3g %.0f tok/s nvme %.2f GB/s eta %s%s\n",
-				s->step, s->steps, s->loss, s->lr, s->tokens_per_second, nvme_gbs,
+				" loss %.4f lr %.3g %.0f tok/s%s eta %s%s\n",
+				s->step, s->steps, s->loss, s->lr, s->tokens_per_second, rate,
 				etabuf, s->skipped ? " (skipped)" : "");
 	} else {
 		fill = (int)(20 * s->step / (s->steps ? s->steps : 1));
@@ -121,8 +127,8 @@ static void on_step(const struct zinf_train_step *s, void *user)
 		bar[20] = 0;
 		fprintf(p->f,
 			"\r[%s] step %" PRIu64 "/%" PRIu64
-			" | loss %.4f | %.0f tok/s | ETA %s | NVMe %.2f GB/s\033[K",
-			bar, s->step, s->steps, s->loss, s->tokens_per_second, etabuf, nvme_gbs);
+			" | loss %.4f | %.0f tok/s | ETA %s%s\033[K",
+			bar, s->step, s->steps, s->loss, s->tokens_per_second, etabuf, rate);
 		p->drawn = true;
 		if (s->step == s->steps) {
 			fputc('\n', p->f);
