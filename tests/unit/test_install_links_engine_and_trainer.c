@@ -5,7 +5,9 @@
  * `pkg-config --cflags --libs zinf-model` alone does too, and one using the engine alone
  * links with `pkg-config zinf` (the static library's dependencies come with it, and the
  * .pc files find a prefix other than the configured one). The tokenizer script is
- * installed as bin/zinf-tokenize-hf and runs from there. The package names libaio, not
+ * installed as bin/zinf-tokenize-hf and runs from there. The installed libraries define
+ * no global symbol but the API's (zinf_*: none of engine_*, llama_*, ... to clash with a
+ * program's). The package names libaio, not
  * this machine's file; with a dependency missing (pkg-config finds nothing),
  * find_package(zinf QUIET) lets the project go on and says which, and REQUIRED stops
  * naming it. argv: cmake, this build's
@@ -58,6 +60,14 @@ int main(int argc, char **argv)
 		 "'%s/prefix/bin/zinf-tokenize-hf' --help | grep -q 'usage: zinf-tokenize-hf'; }",
 		 dir, dir);
 	sh("the installed tokenizer script", cmd);
+	snprintf(
+		cmd, sizeof(cmd),
+		"cd '%s/prefix/%s' && nm -g --defined-only libzinf.a libzinf_model.a >'%s/syms' && "
+		"grep -q ' T zinf_engine_create$' '%s/syms' && "
+		"grep -q ' T zinf_train_run$' '%s/syms' && "
+		"! awk 'NF == 3 && $3 !~ /^zinf_/' '%s/syms' | grep .",
+		dir, argv[7], dir, dir, dir, dir);
+	sh("the installed libraries define the API's symbols alone", cmd);
 	snprintf(cmd, sizeof(cmd),
 		 "! grep -l 'libaio[.]' '%s/prefix/%s/cmake/zinf/'zinfTargets*.cmake", dir,
 		 argv[7]);
