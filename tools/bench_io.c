@@ -441,25 +441,6 @@ static int check_dirs(const char *list)
 	}
 }
 
-static void catch_stop(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop;
-	sa.sa_flags = SA_RESETHAND;
-	sigemptyset(&sa.sa_mask);
-	for (int i = 0; i < 2; i++) {
-		int sig = i ? SIGTERM : SIGINT;
-		struct sigaction old;
-
-		/* one the caller ignores stays ignored (a script's trap '' INT, cmd &) */
-		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
-			continue;
-		sigaction(sig, &sa, NULL);
-	}
-}
-
 /* --file: a regular file, or a new one in an existing directory; one holding data is
  * written over (a write mode, --sweep's writes, or filled to --size when short) only
  * with --force. 0, or -1 after one line on stderr. */
@@ -619,7 +600,7 @@ int bench_io(int argc, char **argv)
 			return ZINF_EXIT_USAGE;
 		}
 	}
-	catch_stop();
+	cmd_catch_stop_signals(on_stop);
 	rc = c.sweep ? bench_sweep(c) : bench_run(&c, c.rw, &r);
 	if (stopped()) { /* the handle is destroyed: its run directories are gone */
 		int sig = stopped();

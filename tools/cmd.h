@@ -43,6 +43,11 @@ extern const char bench_train_usage[];
  * disagree (a line printed). */
 int cmd_env_world_size(const char *prog, const char **var);
 
+/* SIGINT and SIGTERM run handler once (SA_RESETHAND: the same signal again then stops
+ * the process at once); one the caller set to be ignored (nohup, a script's `cmd &`)
+ * stays ignored. */
+void cmd_catch_stop_signals(void (*handler)(int));
+
 #define CMD_FLAG_CODES 512 /* getopt_long codes cmd_flag_once tells apart */
 
 /* Flag c (a getopt_long code of opts) given a second time: one line naming it and -1,

@@ -168,26 +168,6 @@ static void on_stop_signal(int sig)
 	errno = saved_errno;
 }
 
-static void catch_stop_signals(void)
-{
-	struct sigaction sa;
-
-	stderr_tty = isatty(STDERR_FILENO);
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_stop_signal;
-	sa.sa_flags = SA_RESETHAND;
-	sigemptyset(&sa.sa_mask);
-	for (int i = 0; i < 2; i++) {
-		int sig = i ? SIGTERM : SIGINT;
-		struct sigaction old;
-
-		/* one the caller ignores stays ignored (nohup, a script's `zinf train &`) */
-		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
-			continue;
-		sigaction(sig, &sa, NULL);
-	}
-}
-
 int cmd_train(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -264,7 +244,8 @@ int cmd_train(int argc, char **argv)
 	o.on_step_user = &prog;
 	prog.tty = isatty(fileno(stdout));
 	o.stop = &stop_signal;
-	catch_stop_signals();
+	stderr_tty = isatty(STDERR_FILENO);
+	cmd_catch_stop_signals(on_stop_signal);
 	if (zinf_train_run(&o, &res, err, sizeof(err))) {
 		if (prog.drawn)
 			fputc('\n', stdout);

@@ -1,8 +1,9 @@
 /*
- * Helpers the zinf subcommands share (tools/cmd.h): the launcher's world size, and the
- * rule that a flag is given once.
+ * Helpers the zinf subcommands share (tools/cmd.h): the launcher's world size, the rule
+ * that a flag is given once, and the stop signals.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -65,4 +66,22 @@ int cmd_flag_once(bool *seen, const struct option *opts, int c, const int *again
 		}
 	fprintf(stderr, "%s: -%c: given twice (expected once)\n", prog, c);
 	return -1;
+}
+
+void cmd_catch_stop_signals(void (*handler)(int))
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	sa.sa_flags = SA_RESETHAND;
+	sigemptyset(&sa.sa_mask);
+	for (int i = 0; i < 2; i++) {
+		int sig = i ? SIGTERM : SIGINT;
+		struct sigaction old;
+
+		if (sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		sigaction(sig, &sa, NULL);
+	}
 }
