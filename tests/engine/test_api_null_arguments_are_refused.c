@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config_fixture.h"
 #include "test.h"
 #include "zinf/engine.h"
 #include "zinf/train.h"
@@ -13,18 +14,9 @@
 
 static struct zinf_config *host_config(void)
 {
-	struct zinf_config *cfg;
-	struct zinf_config_resolve_info info = {.world_size = 1};
-
-	T_CHECK_RC(zinf_config_create(&cfg));
-	T_CHECK(zinf_config_load_string(
-			cfg,
-			"{\"train_micro_batch_size_per_gpu\": 1, \"zinf\": {\"device\": \"host\","
+	return t_config("{\"train_micro_batch_size_per_gpu\": 1, \"zinf\": {\"device\": \"host\","
 			" \"device_memory_limit\": \"4MiB\", \"pinned_memory_limit\": \"2MiB\"}}",
-			"null.json") == 0,
-		"%s", zinf_config_last_error(cfg));
-	T_CHECK(zinf_config_resolve(cfg, &info) == 0, "%s", zinf_config_last_error(cfg));
-	return cfg;
+			"null.json", false);
 }
 
 static void config_and_plan(void)

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <unistd.h>
 
+#include "config_fixture.h"
 #include "test.h"
 #include "zinf/engine.h"
 #include "zinf/zinf.h"
@@ -66,7 +67,6 @@ static float *train(const char *home, const char *opt_home, const char *grads,
 	char json[1152], err[512];
 	struct zinf_config *cfg;
 	struct zinf_engine *e;
-	struct zinf_config_resolve_info info = {.world_size = 1, .require_all = true};
 	uint32_t mod[N_MOD], par[N_MOD][2];
 	uint64_t total = 0, off = 0;
 	float *out, *buf = malloc(128 * 96 * 4);
@@ -81,10 +81,7 @@ static float *train(const char *home, const char *opt_home, const char *grads,
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"2MiB\", \"pinned_memory_limit\": \"4MiB\","
 		"  \"chunk_size\": \"64KiB\", \"offload_gradients\": \"%s\"}}",
 		GAS, CLIP, LR, WD, home, dir, opt_home, dir, opt_ratio, grads);
-	T_CHECK_RC(zinf_config_create(&cfg));
-	T_CHECK(zinf_config_load_string(cfg, json, "engine.json") == 0, "%s",
-		zinf_config_last_error(cfg));
-	T_CHECK(zinf_config_resolve(cfg, &info) == 0, "%s", zinf_config_last_error(cfg));
+	cfg = t_config(json, "engine.json", true);
 	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s: %s", home, err);
 	for (int m = 0; m < N_MOD; m++) {
 		char name[32];

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "config_fixture.h"
 #include "test.h"
 #include "zinf/engine.h"
 #include "zinf/zinf.h"
@@ -26,7 +27,6 @@ static void on_alarm(int sig)
 
 int main(void)
 {
-	struct zinf_config_resolve_info info = {.world_size = 1};
 	struct zinf_config *cfg;
 	struct zinf_engine *e;
 	uint64_t big_shape[1] = {BIG_ELEMS}, small_shape[1] = {SMALL_ELEMS};
@@ -39,18 +39,14 @@ int main(void)
 	zinf_log_set_level(ZINF_LOG_ERROR);
 	signal(SIGALRM, on_alarm);
 	alarm(20);
-	T_CHECK_RC(zinf_config_create(&cfg));
-	T_CHECK(zinf_config_load_string(
-			cfg,
-			"{\"train_micro_batch_size_per_gpu\": 1,"
-			" \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}},"
-			" \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"none\"},"
-			" \"offload_optimizer\": {\"device\": \"cpu\"}},"
-			" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"1MiB\","
-			" \"pinned_memory_limit\": \"2MiB\"}}",
-			"homes.json") == 0,
-		"%s", zinf_config_last_error(cfg));
-	T_CHECK(zinf_config_resolve(cfg, &info) == 0, "%s", zinf_config_last_error(cfg));
+	cfg = t_config(
+		"{\"train_micro_batch_size_per_gpu\": 1,"
+		" \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 0.01}},"
+		" \"zero_optimization\": {\"stage\": 3, \"offload_param\": {\"device\": \"none\"},"
+		" \"offload_optimizer\": {\"device\": \"cpu\"}},"
+		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"1MiB\","
+		" \"pinned_memory_limit\": \"2MiB\"}}",
+		"homes.json", false);
 	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s", err);
 	T_CHECK_RC(zinf_module_add(e, "big", &m[0]));
 	T_CHECK_RC(zinf_param_add(e, m[0], "big.weight", ZINF_DTYPE_F32, 1, big_shape, 0, &p[0]));

@@ -3,6 +3,7 @@
  * wrong source count, NULL arrays or sources, a bad dtype, an unknown module. A module in
  * use is refused before anything changes (its values read back as before), and so is a
  * zinf_param_load into it. */
+#include "config_fixture.h"
 #include "test.h"
 #include "zinf/engine.h"
 #include "zinf/zinf.h"
@@ -18,7 +19,6 @@ static void expect(struct zinf_engine *e, int rc, int want, const char *needle, 
 
 int main(void)
 {
-	struct zinf_config_resolve_info info = {.world_size = 1};
 	struct zinf_config *cfg;
 	struct zinf_engine *e;
 	uint64_t wshape[2] = {8, 4}, bshape[1] = {4};
@@ -34,14 +34,9 @@ int main(void)
 		w[i] = (float)i;
 	for (int i = 0; i < 4; i++)
 		b[i] = -(float)i;
-	T_CHECK_RC(zinf_config_create(&cfg));
-	T_CHECK(zinf_config_load_string(
-			cfg,
-			"{\"train_micro_batch_size_per_gpu\": 1, \"zinf\": {\"device\": \"host\", "
-			"\"device_memory_limit\": \"1MiB\", \"pinned_memory_limit\": \"2MiB\"}}",
-			"e.json") == 0,
-		"%s", zinf_config_last_error(cfg));
-	T_CHECK(zinf_config_resolve(cfg, &info) == 0, "%s", zinf_config_last_error(cfg));
+	cfg = t_config("{\"train_micro_batch_size_per_gpu\": 1, \"zinf\": {\"device\": \"host\", "
+		       "\"device_memory_limit\": \"1MiB\", \"pinned_memory_limit\": \"2MiB\"}}",
+		       "e.json", false);
 	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s", err);
 	T_CHECK_RC(zinf_module_add(e, "block", &m));
 	T_CHECK_RC(zinf_param_add(e, m, "block.weight", ZINF_DTYPE_BF16, 2, wshape, 0, &p));

@@ -3,6 +3,7 @@
  * again is a cache hit; with the threshold at 0 the same sweep evicts it. */
 #include <unistd.h>
 
+#include "config_fixture.h"
 #include "test.h"
 #include "zinf/engine.h"
 #include "zinf/zinf.h"
@@ -10,7 +11,6 @@
 static uint64_t small_refetch_hits(const char *dir, uint64_t threshold)
 {
 	char json[1024], err[512];
-	struct zinf_config_resolve_info info = {.world_size = 1, .require_all = true};
 	struct zinf_config *cfg;
 	struct zinf_engine *e;
 	struct zinf_stats before, after;
@@ -26,10 +26,7 @@ static uint64_t small_refetch_hits(const char *dir, uint64_t threshold)
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"1MiB\", \"pinned_memory_limit\": \"2MiB\","
 		" \"chunk_size\": \"64KiB\"}}",
 		dir, (unsigned long long)threshold);
-	T_CHECK_RC(zinf_config_create(&cfg));
-	T_CHECK(zinf_config_load_string(cfg, json, "p.json") == 0, "%s",
-		zinf_config_last_error(cfg));
-	T_CHECK(zinf_config_resolve(cfg, &info) == 0, "%s", zinf_config_last_error(cfg));
+	cfg = t_config(json, "p.json", true);
 	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s", err);
 	T_CHECK_RC(zinf_module_add(e, "norm", &m[0]));
 	T_CHECK_RC(zinf_param_add(e, m[0], "norm.weight", ZINF_DTYPE_BF16, 1, small, 0, &p[0]));

@@ -3,6 +3,7 @@
  * nothing: the next registration gets the index the refused one would have had, and the
  * engine finalizes and loads as if the refused calls had not been made. A duplicate is
  * found among 20000 parameters as well (the names are indexed, not compared in pairs). */
+#include "config_fixture.h"
 #include "test.h"
 #include "zinf/engine.h"
 #include "zinf/zinf.h"
@@ -22,20 +23,15 @@ int main(void)
 	const float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1}, twos[8] = {2, 2, 2, 2, 2, 2, 2, 2};
 	float back[8];
 	struct zinf_config *cfg;
-	struct zinf_config_resolve_info info = {.world_size = 1};
 	struct zinf_engine *e;
 	char err[256], name[64];
 	uint32_t m = 99, p = 99;
 
-	T_CHECK_RC(zinf_config_create(&cfg));
-	T_CHECK(zinf_config_load_string(
-			cfg,
-			"{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3},"
-			" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"1MiB\","
-			" \"pinned_memory_limit\": \"1MiB\"}}",
-			"names.json") == 0,
-		"%s", zinf_config_last_error(cfg));
-	T_CHECK(zinf_config_resolve(cfg, &info) == 0, "%s", zinf_config_last_error(cfg));
+	cfg = t_config(
+		"{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3},"
+		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"1MiB\","
+		" \"pinned_memory_limit\": \"1MiB\"}}",
+		"names.json", false);
 	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s", err);
 
 	expect_refusal(e, zinf_module_add(e, "", &m), "an empty module name",

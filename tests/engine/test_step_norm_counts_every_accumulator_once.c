@@ -9,6 +9,7 @@
  */
 #include <math.h>
 
+#include "config_fixture.h"
 #include "engine_internal.h" /* dev_first: the split */
 #include "test.h"
 #include "zinf/engine.h"
@@ -36,7 +37,6 @@ static double step_norm(const char *opt_home, double ratio, uint32_t dev_first)
 	char json[1024], err[512], name[32];
 	struct zinf_config *cfg;
 	struct zinf_engine *e;
-	struct zinf_config_resolve_info info = {.world_size = 1, .require_all = true};
 	struct zinf_step_result r;
 	uint32_t mod[N_MOD], par[N_MOD][80];
 
@@ -49,10 +49,7 @@ static double step_norm(const char *opt_home, double ratio, uint32_t dev_first)
 		 " \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"4MiB\","
 		 " \"pinned_memory_limit\": \"4MiB\", \"chunk_size\": \"64KiB\"}}",
 		 opt_home, ratio);
-	T_CHECK_RC(zinf_config_create(&cfg));
-	T_CHECK(zinf_config_load_string(cfg, json, "norm.json") == 0, "%s",
-		zinf_config_last_error(cfg));
-	T_CHECK(zinf_config_resolve(cfg, &info) == 0, "%s", zinf_config_last_error(cfg));
+	cfg = t_config(json, "norm.json", true);
 	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s", err);
 	for (int m = 0; m < N_MOD; m++) {
 		snprintf(name, sizeof(name), "block%d", m);

@@ -6,6 +6,7 @@
  * background and not. zinf_module_load and zinf_param_load into a fetched module are
  * refused the same way (-EBUSY, as documented for them), and a release the model never
  * fetched is refused. */
+#include "config_fixture.h"
 #include "test.h"
 #include "zinf/engine.h"
 #include "zinf/zinf.h"
@@ -109,7 +110,6 @@ static void train(struct zinf_config *cfg, bool misuse, struct run *out)
 
 int main(void)
 {
-	struct zinf_config_resolve_info info = {.world_size = 1};
 	char json[512];
 
 	zinf_log_set_level(ZINF_LOG_ERROR);
@@ -123,10 +123,7 @@ int main(void)
 			 " \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"1MiB\","
 			 " \"pinned_memory_limit\": \"2MiB\", \"overlap_optimizer\": %s}}",
 			 overlap ? "true" : "false");
-		T_CHECK_RC(zinf_config_create(&cfg));
-		T_CHECK(zinf_config_load_string(cfg, json, "step.json") == 0, "%s",
-			zinf_config_last_error(cfg));
-		T_CHECK(zinf_config_resolve(cfg, &info) == 0, "%s", zinf_config_last_error(cfg));
+		cfg = t_config(json, "step.json", false);
 		train(cfg, false, &clean);
 		train(cfg, true, &refused);
 		T_CHECK(memcmp(clean.w, refused.w, sizeof(clean.w)) == 0,

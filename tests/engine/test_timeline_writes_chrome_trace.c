@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <unistd.h>
 
+#include "config_fixture.h"
 #include "test.h"
 #include "zinf/engine.h"
 #include "zinf/zinf.h"
@@ -30,7 +31,6 @@ int main(void)
 	char dir[] = "/var/tmp/zinf-timeline-test-XXXXXX", json[1024], err[512], trace[300];
 	const char *want[] = {"NVMe read", "H2D copy", "compute", "optimizer", "D2H copy"};
 	int tid_of[5], events[5] = {0};
-	struct zinf_config_resolve_info info = {.world_size = 1, .require_all = true};
 	struct zinf_config *cfg;
 	struct zinf_engine *e;
 	struct zinf_step_result r;
@@ -51,10 +51,7 @@ int main(void)
 		" \"zinf\": {\"device\": \"host\", \"device_memory_limit\": \"4MiB\", \"pinned_memory_limit\": \"4MiB\","
 		" \"chunk_size\": \"64KiB\", \"trace\": \"%s\"}}",
 		dir, trace);
-	T_CHECK_RC(zinf_config_create(&cfg));
-	T_CHECK(zinf_config_load_string(cfg, json, "t.json") == 0, "%s",
-		zinf_config_last_error(cfg));
-	T_CHECK(zinf_config_resolve(cfg, &info) == 0, "%s", zinf_config_last_error(cfg));
+	cfg = t_config(json, "t.json", true);
 	T_CHECK(zinf_engine_create(cfg, &e, err, sizeof(err)) == 0, "%s", err);
 	for (int i = 0; i < 2; i++) {
 		char name[16];

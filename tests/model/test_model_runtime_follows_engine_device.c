@@ -5,6 +5,7 @@
  * device stats while held. Asking for the cuda runtime where it cannot run (built
  * without CUDA, or no GPU) fails at create with one line saying which; that part is
  * skipped on a machine with a GPU, where the gpu tests cover the runtime itself. */
+#include "config_fixture.h"
 #include "device.h"
 #include "llama_backend.h"
 #include "test.h"
@@ -17,14 +18,7 @@
 
 static struct zinf_config *config(const char *json)
 {
-	struct zinf_config *cfg;
-	struct zinf_config_resolve_info info = {.world_size = 1};
-
-	T_CHECK_RC(zinf_config_create(&cfg));
-	T_CHECK(zinf_config_load_string(cfg, json, "e.json") == 0, "%s",
-		zinf_config_last_error(cfg));
-	T_CHECK(zinf_config_resolve(cfg, &info) == 0, "%s", zinf_config_last_error(cfg));
-	return cfg;
+	return t_config(json, "e.json", false);
 }
 
 static void tiny_config(struct zinf_llama_config *c)
