@@ -6,8 +6,10 @@
  * links with `pkg-config zinf` (the static library's dependencies come with it, and the
  * .pc files find a prefix other than the configured one). The tokenizer script is
  * installed as bin/zinf-tokenize-hf and runs from there. The installed libraries define
- * no global symbol but the API's (zinf_*: none of engine_*, llama_*, ... to clash with a
- * program's). The package names libaio, not
+ * no strong global symbol but the API's (zinf_*: none of engine_*, llama_*, ... to clash
+ * with a program's), and a C++ program using what the kernels' C++ objects instantiate
+ * too links with them and runs (when a C++ compiler is here). The package names libaio,
+ * not
  * this machine's file; with a dependency missing (pkg-config finds nothing),
  * find_package(zinf QUIET) lets the project go on and says which, and REQUIRED stops
  * naming it. argv: cmake, this build's
@@ -65,9 +67,16 @@ int main(int argc, char **argv)
 		"cd '%s/prefix/%s' && nm -g --defined-only libzinf.a libzinf_model.a >'%s/syms' && "
 		"grep -q ' T zinf_engine_create$' '%s/syms' && "
 		"grep -q ' T zinf_train_run$' '%s/syms' && "
-		"! awk 'NF == 3 && $3 !~ /^zinf_/' '%s/syms' | grep .",
+		"! awk 'NF == 3 && $2 ~ /^[TDBRGS]$/ && $3 !~ /^zinf_/' '%s/syms' | grep .",
 		dir, argv[7], dir, dir, dir, dir);
 	sh("the installed libraries define the API's symbols alone", cmd);
+	snprintf(
+		cmd, sizeof(cmd),
+		"! command -v c++ >/dev/null || { export PKG_CONFIG_PATH='%s/prefix/%s/pkgconfig' && "
+		"c++ '%s/cxx_consumer.cc' -o '%s/cxx_consumer' $(pkg-config --cflags --libs zinf) "
+		"&& '%s/cxx_consumer' | grep -qx 'caught 3 .*'; }",
+		dir, argv[7], argv[3], dir, dir);
+	sh("a C++ program links with the installed engine, throws and catches", cmd);
 	snprintf(cmd, sizeof(cmd),
 		 "! grep -l 'libaio[.]' '%s/prefix/%s/cmake/zinf/'zinfTargets*.cmake", dir,
 		 argv[7]);
