@@ -44,7 +44,7 @@ extern const char bench_train_usage[];
 int cmd_env_world_size(const char *prog, const char **var);
 
 /* SIGINT and SIGTERM run handler once (SA_RESETHAND: the same signal again then stops
- * the process at once); one the caller set to be ignored (nohup, a script's `cmd &`)
+ * the process at once); one the caller set to be ignored (a script's `cmd &`, `trap '' INT`)
  * stays ignored. */
 void cmd_catch_stop_signals(void (*handler)(int));
 

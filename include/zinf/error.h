@@ -5,8 +5,10 @@
  * Codes are negative errno values (-EINVAL, -ENOMEM, -EIO, ...) or one of the zinf codes
  * below, which live outside the errno range. The caller never reads errno.
  * zinf_strerror() names a code; the handle that failed keeps a one-line message with
- * context (key, file, offset and a hint) - see e.g. zinf_config_last_error(). Like errno,
- * the message is the last failure's: a call that succeeds does not clear it.
+ * context (key, file, offset and a hint) - see e.g. zinf_config_last_error(). Read it
+ * after a call returned non-zero: some calls clear it (zinf_config_load*,
+ * zinf_config_set, zinf_config_resolve, zinf_adam_step), others leave it as it was when
+ * they succeed, like errno (the engine's: zinf_last_error).
  *
  * NULL arguments, unless a function's comment says otherwise:
  *   - *_destroy(NULL) does nothing; *_last_error(NULL) returns "".

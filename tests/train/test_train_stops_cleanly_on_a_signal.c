@@ -11,7 +11,7 @@
  * that update, and one sent as a --save-every snapshot begins (of the model, and of the
  * model with its state) drops that snapshot (its .partial removed) after logging its
  * step, the earlier snapshot kept whole: the line says so. A SIGINT the caller ignores
- * (nohup, a script's `zinf train &`) stays ignored: the run goes on to its end, exit 0.
+ * (a script's `zinf train &`, `trap '' INT`) stays ignored: the run goes on to its end, exit 0.
  *
  * Usage: test_train_stops_cleanly_on_a_signal ZINF_BIN */
 #include <dirent.h>
