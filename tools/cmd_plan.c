@@ -59,15 +59,22 @@ static const char *fmt(uint64_t bytes, char *buf)
 	return zinf_format_bytes(bytes, buf, 32);
 }
 
-/* A parameter count as people say it: 8.03 B, 124 M, or the number below a million. */
+/* A parameter count as people say it: 8.03 B, 124 M, 1.2 T, or the number below a
+ * million (a unit from where three digits round to 1000 of the one below). */
 static const char *fmt_count(uint64_t n, char *buf, size_t len)
 {
-	if (n >= 1000000000ull)
-		snprintf(buf, len, "%.3g B", (double)n / 1e9);
-	else if (n >= 1000000ull)
-		snprintf(buf, len, "%.3g M", (double)n / 1e6);
-	else
-		snprintf(buf, len, "%llu", (unsigned long long)n);
+	static const struct {
+		double one;
+		const char *unit;
+	} units[] = {{1e12, "T"}, {1e9, "B"}, {1e6, "M"}};
+
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if ((double)n >= 0.9995 * units[i].one) {
+			snprintf(buf, len, "%.3g %s", (double)n / units[i].one, units[i].unit);
+			return buf;
+		}
+	}
+	snprintf(buf, len, "%llu", (unsigned long long)n);
 	return buf;
 }
 
