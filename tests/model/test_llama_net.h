@@ -202,8 +202,10 @@ static inline void net_info(const struct net *n, int mod, int slot,
  * embedding's grad, as a trainer passes it. */
 static inline float *(*net_grads_alloc(const struct net *n))[ZINF_LLAMA_MAX_PARAMS]
 {
-	float *(*g)[ZINF_LLAMA_MAX_PARAMS] = calloc((size_t)n->L + 2, sizeof(*g));
+	float *(*g)[ZINF_LLAMA_MAX_PARAMS];
 
+	T_CHECK(n->L >= 0, "%d layers", n->L); /* (and gcc -O2 sees the size is sane) */
+	g = calloc((size_t)n->L + 2, sizeof(*g));
 	for (int mod = 0; mod < n->L + 2; mod++) {
 		for (int s = 0; s < zinf_llama_module_nparams(net_kind(n, mod)); s++) {
 			struct zinf_llama_param_info info;
