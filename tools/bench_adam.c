@@ -217,7 +217,8 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 		case 'n':
 			if (zinf_parse_bytes(optarg, &b->elems) || b->elems == 0) {
 				fprintf(stderr,
-					"zinf bench adam: --elems %s: not a positive count\n",
+					"zinf bench adam: --elems %s: not a positive count (expected "
+					"a whole number: 67108864, 5e7 or 64MiB)\n",
 					optarg);
 				return ZINF_EXIT_USAGE;
 			}
