@@ -407,7 +407,8 @@ void zinf_config_warn_environment(struct zinf_config *cfg, bool paths, bool plan
 			"Adam applies weight_decay as L2 in zinf, but DeepSpeed's Adam decouples it by default (set optimizer.params.adam_w_mode, or use AdamW)");
 	if (v->scheduler.total_num_steps &&
 	    v->scheduler.total_num_steps < v->scheduler.warmup_num_steps &&
-	    !cfg->is_auto[KEY("scheduler.params.total_num_steps")])
+	    !cfg->is_auto[KEY("scheduler.params.total_num_steps")] &&
+	    !cfg->is_auto[KEY("scheduler.params.warmup_num_steps")]) /* "auto": 0 */
 		warn_keys(
 			cfg,
 			KEYS("scheduler.params.total_num_steps",
