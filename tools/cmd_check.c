@@ -74,11 +74,15 @@ int cmd_check(int argc, char **argv)
 	struct zinf_config *cfg = NULL;
 	const char *sets[64];
 	int n_sets = 0, c, rc, status = ZINF_EXIT_USAGE;
-	bool json = false, quiet = false, world_given = false;
+	bool json = false, quiet = false, world_given = false, seen[CMD_FLAG_CODES] = {false};
 
 	optind = 1;
 	opterr = 0; /* one line of our own below */
 	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
+		/* a second --world-size or --hidden-size would replace the first unsaid */
+		if (cmd_flag_once(seen, opts, c, (const int[]){'s', 'j', 'q', 'h', '?', 0},
+				  "zinf check"))
+			return ZINF_EXIT_USAGE;
 		switch (c) {
 		case 'w':
 			info.world_size =

@@ -162,6 +162,14 @@ int main(int argc, char **argv)
 	run(&r, argv[1], "check -xq x.json"); /* inside a cluster of short flags */
 	T_CHECK(count_lines(r.err) == 1 && strstr(r.err, "check: -x: unknown"),
 		"an unknown short flag in a cluster: one line naming it: %s", r.err);
+	run(&r, argv[1], "check --world-size 2 --world-size 4 x.json");
+	T_CHECK(r.status == 2 && count_lines(r.err) == 1 &&
+			strstr(r.err, "zinf check: --world-size: given twice (expected once)"),
+		"--world-size twice: exit %d: %s", r.status, r.err);
+	run(&r, argv[1], "check --hidden-size 64 --hidden-size=128 x.json");
+	T_CHECK(r.status == 2 && count_lines(r.err) == 1 &&
+			strstr(r.err, "zinf check: --hidden-size: given twice (expected once)"),
+		"--hidden-size twice: exit %d: %s", r.status, r.err);
 	run(&r, argv[1], "check x.json --world-size");
 	T_CHECK(r.status == 2 && count_lines(r.err) == 1 && strstr(r.err, "--world-size"),
 		"a flag without its value: one line naming it: %s", r.err);
