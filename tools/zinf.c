@@ -48,9 +48,14 @@ static void usage(FILE *f)
 
 static int cmd_help(int argc, char **argv)
 {
-	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+	if (argc < 2) {
 		usage(stdout);
 		return ZINF_EXIT_OK;
+	}
+	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		char *help_help[] = {argv[0], "help", NULL}; /* help's own usage */
+
+		return cmd_help(2, help_help);
 	}
 	/* one word more only for a benchmark: zinf help bench io */
 	if (argc > 3 || (argc == 3 && strcmp(argv[1], "bench") != 0)) {

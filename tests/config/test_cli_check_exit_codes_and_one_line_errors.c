@@ -214,6 +214,9 @@ int main(int argc, char **argv)
 	T_CHECK(r.status == 0 && strstr(r.out, "usage: zinf check"), "check --help");
 	run(&r, argv[1], "help check");
 	T_CHECK(r.status == 0 && strstr(r.out, "usage: zinf check"), "help check");
+	run(&r, argv[1], "help --help"); /* help's own usage, as every command's --help */
+	T_CHECK(r.status == 0 && strncmp(r.out, "usage: zinf help ", 17) == 0, "help --help: %s",
+		r.out);
 	run(&r, argv[1], "help bench io"); /* the benchmark's own, not zinf bench's */
 	T_CHECK(r.status == 0 && strstr(r.out, "usage: zinf bench io"), "help bench io: %s", r.out);
 	run(&r, argv[1], "help config extra");
