@@ -55,9 +55,9 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 			 (unsigned long long)o->steps);
 		return -EINVAL;
 	}
-	if (o->seq_len > (1u << 20)) {
-		snprintf(err, errlen, "--seq-len %llu: at most 1048576",
-			 (unsigned long long)o->seq_len);
+	if (o->seq_len > TRAIN_MAX_SEQ_LEN) {
+		snprintf(err, errlen, "--seq-len %llu: at most %u", (unsigned long long)o->seq_len,
+			 TRAIN_MAX_SEQ_LEN);
 		return -EINVAL;
 	}
 	if (o->eval_every && !o->eval_data_path) {

@@ -113,11 +113,14 @@ int train_model_register(struct train_model *tm, struct zinf_engine *e, char *er
  * zeros for biases). */
 int train_model_load(struct train_model *tm, struct zinf_engine *e, const struct zinf_train_opts *o,
 		     char *err, size_t errlen);
-/* Check a checkpoint directory against tm's config without loading (setup validation). */
-/* --seq-len within 1 .. the positions the model reaches (zinf_hf_config_max_positions):
- * 0, or ZINF_ECONFIG with a one-line message naming the limit. */
+/* The longest row a run takes (activations and attention scratch grow with it). */
+#define TRAIN_MAX_SEQ_LEN (1u << 20)
+/* --seq-len within 1 .. the positions the model reaches (zinf_hf_config_max_positions),
+ * and at most TRAIN_MAX_SEQ_LEN: 0, or ZINF_ECONFIG with a one-line message naming the
+ * limit. */
 int train_model_check_seq_len(const struct zinf_hf_config *hf, uint64_t seq_len, char *err,
 			      size_t errlen);
+/* Check a checkpoint directory against tm's config without loading (setup validation). */
 int train_model_check_checkpoint(struct train_model *tm, const char *dir, char *err, size_t errlen);
 void train_model_free(struct train_model *tm);
 

@@ -243,6 +243,11 @@ int train_model_check_seq_len(const struct zinf_hf_config *hf, uint64_t seq_len,
 {
 	uint64_t max = zinf_hf_config_max_positions(hf);
 
+	if (seq_len > TRAIN_MAX_SEQ_LEN) { /* (zinf plan's too, so it plans what trains) */
+		snprintf(err, errlen, "--seq-len %llu: at most %u", (unsigned long long)seq_len,
+			 TRAIN_MAX_SEQ_LEN);
+		return ZINF_ECONFIG;
+	}
 	if (seq_len >= 1 && seq_len <= max)
 		return 0;
 	if (max == hf->max_position_embeddings)

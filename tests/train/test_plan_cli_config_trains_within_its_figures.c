@@ -261,6 +261,13 @@ int main(int argc, char **argv)
 	expect_usage(
 		"plan --init yarn.json --seq-len 2049",
 		"--seq-len 2049: expected 1 to the 2048 positions the model's yarn rope scaling reaches");
+	/* past what zinf train takes, whatever the model's positions */
+	write_file("long.json",
+		   "{\"model_type\": \"llama\", \"vocab_size\": 256, \"hidden_size\": 128,"
+		   " \"intermediate_size\": 352, \"num_hidden_layers\": 4,"
+		   " \"num_attention_heads\": 4, \"max_position_embeddings\": 4194304}");
+	expect_usage("plan --init long.json --seq-len 2097152",
+		     "--seq-len 2097152: at most 1048576");
 	before = read_file("out.json");
 	expect_usage("plan --init model.json --config ds.json --seq-len 64 --device-memory 1GiB "
 		     "--write-config out.json",
