@@ -296,7 +296,8 @@ void zinf_engine_destroy(struct zinf_engine *e)
 	engine_dstate_free(e);
 	zinf_adam_destroy(e->adam_no_decay); /* on adam_decay's threads */
 	zinf_adam_destroy(e->adam_decay);
-	zinf_store_destroy(e->store);
+	zinf_store_destroy(e->store); /* (the model's blocks with it) */
+	free(e->model_blocks);
 	zinf_stream_destroy(e->d2h);
 	zinf_stream_destroy(e->zero);
 	if (e->io && e->pinned)

@@ -4,6 +4,7 @@
  * budget (zinf.device_memory_limit) as parameters and gradients through the store.
  */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "engine_internal.h"
 #include "prefetch.h"
@@ -53,6 +54,21 @@ int zinf_engine_device_alloc(struct zinf_engine *e, uint64_t bytes, void **out)
 	if (rc)
 		return engine_fail(e, rc, "device memory for activations (%llu bytes): %s",
 				   (unsigned long long)bytes, zinf_store_last_error(e->store));
+	if (e->n_model_blocks == e->cap_model_blocks) {
+		uint32_t cap = e->cap_model_blocks ? 2 * e->cap_model_blocks : 16;
+		void **v = cap > e->cap_model_blocks ? realloc(e->model_blocks, cap * sizeof(*v))
+						     : NULL;
+
+		if (!v) {
+			zinf_store_free_scratch(e->store, *out);
+			*out = NULL;
+			return engine_fail(e, -ENOMEM,
+					   "device memory for activations: out of host memory");
+		}
+		e->model_blocks = v;
+		e->cap_model_blocks = cap;
+	}
+	e->model_blocks[e->n_model_blocks++] = *out;
 	return 0;
 }
 
@@ -98,10 +114,19 @@ int zinf_engine_check_room(struct zinf_engine *e, uint32_t n, const uint32_t *mo
 
 int zinf_engine_device_free(struct zinf_engine *e, void *ptr)
 {
+	uint32_t i = 0;
 	int rc;
 
 	if (!ptr)
 		return 0;
+	while (i < e->n_model_blocks && e->model_blocks[i] != ptr)
+		i++;
+	if (i == e->n_model_blocks) /* a gradient buffer the store holds too, say */
+		return engine_fail(e, -EINVAL,
+				   "device memory for activations: free of %p: not a block "
+				   "zinf_engine_device_alloc gave (or one freed already)",
+				   ptr);
+	e->model_blocks[i] = e->model_blocks[--e->n_model_blocks];
 	rc = zinf_store_free_scratch(e->store, ptr);
 	if (rc)
 		return engine_fail(e, rc, "device memory for activations: free of %p: %s", ptr,

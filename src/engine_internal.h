@@ -227,6 +227,11 @@ struct zinf_engine {
 	uint32_t n_params, cap_params;
 	struct emodule *modules;
 	uint32_t n_modules, cap_modules;
+	/* blocks zinf_engine_device_alloc gave the model and it has not freed: all that
+	 * zinf_engine_device_free takes (the store's scratch list holds gradient buffers
+	 * too) */
+	void **model_blocks;
+	uint32_t n_model_blocks, cap_model_blocks;
 	bool finalized;
 	bool laid_out; /* finalize got past its checks (a failure after that is final) */
 

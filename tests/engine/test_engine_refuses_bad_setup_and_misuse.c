@@ -190,6 +190,7 @@ int main(void)
 	T_CHECK(zinf_module_release(e, 0) != 0, "release without fetch");
 	{ /* only blocks zinf_engine_device_alloc gave are freed, and only once */
 		void *block, *data, *again;
+		float *grad;
 
 		T_CHECK(zinf_module_fetch(e, 0) == 0 && zinf_module_wait(e, 0) == 0, "%s",
 			zinf_last_error(e));
@@ -204,6 +205,17 @@ int main(void)
 		T_CHECK(zinf_engine_device_free(e, block) == -EINVAL, "a block freed twice");
 		T_CHECK_RC(zinf_engine_device_alloc(e, 4096, &again));
 		T_CHECK(again != data, "the parameter buffer given out again");
+		T_CHECK_RC(zinf_engine_device_free(e, again));
+		/* a gradient buffer (the first parameter's: the start of the store's block)
+		 * is the engine's, not the model's */
+		T_CHECK_RC(zinf_module_grads(e, 0));
+		grad = zinf_param_grad(e, 0);
+		T_CHECK(grad && zinf_engine_device_free(e, grad) == -EINVAL &&
+				strstr(zinf_last_error(e), "not a block"),
+			"a gradient buffer freed: %s", zinf_last_error(e));
+		T_CHECK_RC(zinf_engine_device_alloc(e, 4096, &again));
+		T_CHECK(again != (void *)grad, "the gradient buffer given out again");
+		T_CHECK_RC(zinf_module_grads_ready(e, 0));
 		T_CHECK_RC(zinf_engine_device_free(e, again));
 		T_CHECK_RC(zinf_module_release(e, 0));
 	}
