@@ -101,11 +101,13 @@ int zinf_plan_param_add(struct zinf_plan *p, uint32_t module, enum zinf_dtype dt
 	if (!p || module >= p->n_modules || ndim < 1 || ndim > 4 || !shape ||
 	    (dtype != ZINF_DTYPE_F32 && dtype != ZINF_DTYPE_BF16 && dtype != ZINF_DTYPE_F16))
 		return -EINVAL;
-	for (int d = 0; d < ndim; d++) { /* as zinf_param_add: each 1 or more, product < 2^62 */
-		if (shape[d] == 0 || elems > UINT64_MAX / 4 / shape[d])
+	for (int d = 0; d < ndim; d++) { /* as zinf_param_add: each 1 or more, product <= 2^48 */
+		if (shape[d] == 0 || elems > ZINF_MAX_PARAM_ELEMS / shape[d])
 			return -EINVAL;
 		elems *= shape[d];
 	}
+	if (elems > ZINF_MAX_MODEL_ELEMS - p->elems) /* and 2^50 in all */
+		return -EINVAL;
 	p->elems += elems;
 	p->param_bytes += elems * engine_dtype_bytes(dtype);
 	p->group[3 * decay + (dtype - ZINF_DTYPE_F32)] += elems; /* as engine_group_elems */

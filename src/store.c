@@ -293,14 +293,21 @@ int zinf_store_param_add(struct zinf_store *s, uint32_t module, const char *name
 		goto out;
 	}
 	for (int d = 0; d < ndim; d++) {
-		if (shape[d] == 0 || elems > UINT64_MAX / 4 / shape[d]) {
+		if (shape[d] == 0 || elems > ZINF_MAX_PARAM_ELEMS / shape[d]) {
 			rc = store_fail(s, -EINVAL,
 					"param %s: dimension %d is %" PRIu64
-					" (expected 1 or more, product < 2^62)",
+					" (expected 1 or more, the product at most 2^48)",
 					name, d, shape[d]);
 			goto out;
 		}
 		elems *= shape[d];
+	}
+	if (elems > ZINF_MAX_MODEL_ELEMS - s->param_elems) {
+		rc = store_fail(s, -EINVAL,
+				"param %s: %" PRIu64 " elements after %" PRIu64
+				" registered: more than 2^50 in all",
+				name, elems, s->param_elems);
+		goto out;
 	}
 	if (s->n_params == s->cap_params) {
 		uint32_t cap = s->cap_params ? 2 * s->cap_params : 64;
@@ -329,6 +336,7 @@ int zinf_store_param_add(struct zinf_store *s, uint32_t module, const char *name
 	s->modules[module].n_params++;
 	s->modules[module].elems += elems;
 	s->param_bytes += p->bytes;
+	s->param_elems += elems;
 	*param = s->n_params++;
 out:
 	pthread_mutex_unlock(&s->lock);

@@ -41,6 +41,13 @@
 
 #include "zinf/dtype.h"
 
+/* The most elements one parameter, and all of a model's together, may have: with 16
+ * bytes of state an element (master, moments, gradient) and the sums over tiers, every
+ * size the engine and the plan compute stays far inside 64 bits (2^50 elements: a
+ * thousand times the largest models trained today). */
+#define ZINF_MAX_PARAM_ELEMS (1ull << 48)
+#define ZINF_MAX_MODEL_ELEMS (1ull << 50)
+
 struct zinf_device;
 struct zinf_pinned;
 struct zinf_io;

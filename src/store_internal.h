@@ -122,6 +122,7 @@ struct zinf_store {
 	uint64_t host_pinned; /* of host_now, page-locked host homes (pin_host) */
 	struct zinf_store_link_stats link[ZINF_LINKS];
 	uint64_t wait_ns, waits, fetches, hits, evictions, param_bytes;
+	uint64_t param_elems; /* of every parameter registered (ZINF_MAX_MODEL_ELEMS) */
 };
 
 static inline uint64_t store_now_ns(void)

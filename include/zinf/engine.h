@@ -70,7 +70,8 @@ const char *zinf_last_error(const struct zinf_engine *e);
 /* name and module are required; an empty name, or one another module has, is refused
  * too (-EINVAL naming both, nothing added). */
 int zinf_module_add(struct zinf_engine *e, const char *name, uint32_t *module);
-/* A parameter of the last module added: dtype F32, BF16 or F16, 1 to 4 dims; name, shape
+/* A parameter of the last module added: dtype F32, BF16 or F16, 1 to 4 dims, each 1 or
+ * more, at most 2^48 elements (and 2^50 for all a model's together); name, shape
  * and param are required, and the name must be neither empty nor another parameter's, in
  * any module (-EINVAL naming both, nothing added). */
 int zinf_param_add(struct zinf_engine *e, uint32_t module, const char *name, enum zinf_dtype dtype,
@@ -372,7 +373,8 @@ int zinf_plan_create(struct zinf_plan **out);
 void zinf_plan_destroy(struct zinf_plan *p);
 /* -EINVAL for a NULL p or module. */
 int zinf_plan_module_add(struct zinf_plan *p, uint32_t *module);
-/* A parameter of module (dtype F32, BF16 or F16, 1 to 4 dims); -EINVAL otherwise. */
+/* A parameter of module (dtype F32, BF16 or F16, 1 to 4 dims, and the sizes
+ * zinf_param_add takes); -EINVAL otherwise. */
 int zinf_plan_param_add(struct zinf_plan *p, uint32_t module, enum zinf_dtype dtype, int ndim,
 			const uint64_t *shape, unsigned flags);
 /* Modules a and b are out on the device together (a tied head and its embedding), as a

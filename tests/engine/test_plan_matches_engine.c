@@ -8,7 +8,8 @@
  * gradients go. And it says "fits" exactly when the engine accepts the device budget
  * (finalize, then zinf_engine_check_room for every module and the pair): at the
  * estimate's device figure and one allocation unit (256 bytes) below it. A shape
- * zinf_param_add refuses (a dimension of 0, 2^62 elements or more, none) is refused.
+ * zinf_param_add refuses (a dimension of 0, more than 2^48 elements, 2^50 in all, none)
+ * is refused.
  *
  * White-box: engine_pinned_need, engine_nvme_drive_bytes and engine_grad_host_bytes
  * (engine_internal.h). */
@@ -318,7 +319,18 @@ int main(void)
 			"2^80 elements");
 		T_CHECK(zinf_plan_param_add(p, m, ZINF_DTYPE_F32, 2, NULL, 0) == -EINVAL,
 			"no shape");
+		T_CHECK(zinf_plan_param_add(p, m, ZINF_DTYPE_F32, 1, (uint64_t[]){(1ull << 48) + 1},
+					    0) == -EINVAL,
+			"2^48 + 1 elements");
 		T_CHECK_RC(zinf_plan_param_add(p, m, ZINF_DTYPE_F32, 2, ok, 0));
+		zinf_plan_destroy(p);
+		T_CHECK_RC(zinf_plan_create(&p));
+		T_CHECK_RC(zinf_plan_module_add(p, &m));
+		for (int k = 0; k < 4; k++) /* 2^50 in all, then one more */
+			T_CHECK_RC(zinf_plan_param_add(p, m, ZINF_DTYPE_BF16, 2,
+						       (uint64_t[]){1ull << 24, 1ull << 24}, 0));
+		T_CHECK(zinf_plan_param_add(p, m, ZINF_DTYPE_F32, 1, (uint64_t[]){1}, 0) == -EINVAL,
+			"more than 2^50 elements in all");
 		zinf_plan_destroy(p);
 	}
 	T_CHECK(mkdtemp(dir), "mkdtemp");

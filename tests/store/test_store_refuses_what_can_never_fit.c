@@ -53,8 +53,9 @@ int main(void)
 	T_CHECK_RC(zinf_store_module_add(t.store, "m", &m));
 	T_CHECK(zinf_store_param_add(t.store, m, "m.zero", ZINF_DTYPE_F32, 2, shape, &p) == -EINVAL,
 		"zero dim");
-	T_CHECK_STR(zinf_store_last_error(t.store),
-		    "param m.zero: dimension 1 is 0 (expected 1 or more, product < 2^62)");
+	T_CHECK_STR(
+		zinf_store_last_error(t.store),
+		"param m.zero: dimension 1 is 0 (expected 1 or more, the product at most 2^48)");
 	T_CHECK(zinf_store_param_add(t.store, m, "m.int", ZINF_DTYPE_NONE, 1, shape, &p) == -EINVAL,
 		"dtype");
 	T_CHECK(zinf_store_param_add(t.store, 7, "x", ZINF_DTYPE_F32, 1, shape, &p) == -EINVAL,
@@ -65,6 +66,31 @@ int main(void)
 	T_CHECK(zinf_store_fetch(t.store, 99) == -EINVAL, "unknown module");
 	T_CHECK(zinf_store_release(t.store, 0) == ZINF_ESTATE, "release without fetch");
 	T_CHECK(zinf_store_wait(t.store, 0) == ZINF_ESTATE, "wait without fetch");
+	t_tiers_down(&t);
+
+	/* sizes whose state (16 bytes an element) would not fit 64 bits: refused as they
+	 * are registered, at most 2^48 elements a parameter and 2^50 in all */
+	t_tiers_up(&t, ZINF_TIER_HOST, 4ull << 20, 0, 1ull << 20);
+	T_CHECK_RC(zinf_store_module_add(t.store, "m", &m));
+	T_CHECK(zinf_store_param_add(t.store, m, "m.huge", ZINF_DTYPE_F32, 1,
+				     (uint64_t[]){(1ull << 60) + 1}, &p) == -EINVAL,
+		"2^60 + 1 elements");
+	T_CHECK_STR(zinf_store_last_error(t.store),
+		    "param m.huge: dimension 0 is 1152921504606846977 (expected 1 or more, the "
+		    "product at most 2^48)");
+	for (int k = 0; k < 4; k++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "m.quarter%d", k);
+		T_CHECK_RC(zinf_store_param_add(t.store, m, name, ZINF_DTYPE_BF16, 2,
+						(uint64_t[]){1ull << 24, 1ull << 24}, &p));
+	}
+	T_CHECK(zinf_store_param_add(t.store, m, "m.one", ZINF_DTYPE_F32, 1, (uint64_t[]){1}, &p) ==
+			-EINVAL,
+		"an element past 2^50 in all");
+	T_CHECK_STR(zinf_store_last_error(t.store),
+		    "param m.one: 1 elements after 1125899906842624 registered: more than 2^50 in "
+		    "all");
 	t_tiers_down(&t);
 	return T_EXIT_PASS;
 }
