@@ -44,6 +44,7 @@ static void req_fail(struct zinf_io_req *req, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(req->error, sizeof(req->error), fmt, ap);
 	va_end(ap);
+	zinf_error_one_line(req->error);
 	zinf_logf(ZINF_LOG_DEBUG, "zinf io: %s", req->error);
 }
 

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "zinf/error.h"
+
 struct zinf_thread_error {
 	const void *handle;
 	uint64_t serial;
@@ -32,6 +34,7 @@ static inline void zinf_thread_error_vset(struct zinf_thread_error *t, const voi
 					  uint64_t serial, const char *fmt, va_list ap)
 {
 	vsnprintf(t->msg, sizeof(t->msg), fmt, ap);
+	zinf_error_one_line(t->msg); /* names and paths may hold a newline */
 	t->handle = handle;
 	t->serial = serial;
 }

@@ -35,6 +35,7 @@ int engine_fail(struct zinf_engine *e, int code, const char *fmt, ...)
 	/* the model's thread reads last_error meanwhile: a worker writes its own */
 	vsnprintf(engine_msg(e), sizeof(e->last_error), fmt, ap);
 	va_end(ap);
+	zinf_error_one_line(engine_msg(e)); /* a module's name may hold a newline */
 	return code;
 }
 

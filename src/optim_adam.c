@@ -171,6 +171,7 @@ __attribute__((format(printf, 3, 4))) static int adam_fail(struct zinf_adam *ada
 	va_start(ap, fmt);
 	vsnprintf(adam->last_error, sizeof(adam->last_error), fmt, ap);
 	va_end(ap);
+	zinf_error_one_line(adam->last_error);
 	return rc;
 }
 

@@ -67,6 +67,7 @@ static int fail(struct zinf_adam_nvme *h, int rc, int64_t group, const char *fmt
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	zinf_error_one_line(msg);
 	zinf_logf(ZINF_LOG_DEBUG, "zinf optim nvme: %s", msg);
 	if (h->err)
 		return h->err;

@@ -148,6 +148,7 @@ static void module_failed(struct zinf_store *s, struct module *mod, int code, co
 	va_start(ap, fmt);
 	vsnprintf(mod->error_msg, sizeof(mod->error_msg), fmt, ap);
 	va_end(ap);
+	zinf_error_one_line(mod->error_msg);
 	zinf_logf(ZINF_LOG_DEBUG, "store: %s", mod->error_msg);
 	mod->state = MOD_FAILED;
 	mod->error = code;

@@ -1,7 +1,8 @@
 /* Registration refuses, with -EINVAL and one line naming both, a module or parameter
  * name that is empty or already registered (a parameter's across all modules), and adds
  * nothing: the next registration gets the index the refused one would have had, and the
- * engine finalizes and loads as if the refused calls had not been made. A duplicate is
+ * engine finalizes and loads as if the refused calls had not been made. A message naming
+ * a name with a newline or a tab stays one line (each shown as '?'). A duplicate is
  * found among 20000 parameters as well (the names are indexed, not compared in pairs). */
 #include "config_fixture.h"
 #include "test.h"
@@ -55,8 +56,13 @@ int main(void)
 		       "param embed.weight: the name is param 0's already (module embed)");
 	T_CHECK_RC(zinf_param_add(e, m, "head.weight", ZINF_DTYPE_F32, 1, shape, 0, &p));
 	T_CHECK(p == 1, "the second param is %u, expected 1", p);
+	/* a name with a newline and a tab is taken, and messages naming it stay one line */
+	T_CHECK_RC(zinf_module_add(e, "odd\nname\t", &m));
+	expect_refusal(e, zinf_module_add(e, "odd\nname\t", &m), "a name with a newline twice",
+		       "module odd?name?: the name is module 2's already");
 
-	/* the refused calls left nothing behind: two modules of one 8-element param each */
+	/* the refused calls left nothing behind: two modules of one 8-element param each
+	 * (and one of none) */
 	T_CHECK_RC(zinf_engine_finalize(e));
 	T_CHECK_RC(zinf_param_load(e, 0, ones, ZINF_DTYPE_F32));
 	T_CHECK_RC(zinf_param_load(e, 1, twos, ZINF_DTYPE_F32));
