@@ -208,6 +208,15 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *result)
 	memset(out, 0, sizeof(*out));
 	if (!e->finalized)
 		return engine_fail(e, ZINF_ESTATE, "step before finalize");
+	/* counts beyond 2^53 could not be set back (zinf_engine_progress_set; a checkpoint
+	 * keeps them as JSON numbers) */
+	if (e->steps >= (1ull << 53) || e->skipped >= (1ull << 53) ||
+	    e->scaler.iteration >= (1ull << 53))
+		return engine_fail(e, ZINF_ESTATE,
+				   "step refused: steps %llu, skipped %llu, scaler_iteration %llu: "
+				   "a count is at its limit of 2^53",
+				   (unsigned long long)e->steps, (unsigned long long)e->skipped,
+				   (unsigned long long)e->scaler.iteration);
 	/* Before anything changes: the update would rewrite parameters the model may still
 	 * read, and gradients still out would be lost. */
 	rc = engine_check_not_held(e, "step", 0, e->n_modules, true, ZINF_ESTATE);
@@ -343,8 +352,9 @@ int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_pro
 			"progress: steps %llu, skipped %llu, scaler_iteration %llu (expected each at most 2^53)",
 			(unsigned long long)in->steps, (unsigned long long)in->skipped,
 			(unsigned long long)in->scaler_iteration);
-	if (!(in->loss_scale > 0) || isinf(in->loss_scale))
-		return engine_fail(e, -EINVAL, "progress: loss_scale %g (expected > 0, finite)",
+	if (!(in->loss_scale > 0) || !(in->loss_scale <= ZINF_MAX_LOSS_SCALE))
+		return engine_fail(e, -EINVAL,
+				   "progress: loss_scale %g (expected > 0, at most 1e42)",
 				   in->loss_scale);
 	if (e->fp16 && e->scaler.dynamic && in->loss_scale < e->scaler.opts.min_loss_scale)
 		return engine_fail(e, -EINVAL,
@@ -358,10 +368,11 @@ int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_pro
 				   "scaler_iteration %llu)",
 				   (long long)in->scaler_last_overflow_iter,
 				   (unsigned long long)in->scaler_iteration);
-	if (in->scaler_hysteresis_left > e->scaler.opts.hysteresis)
+	if (in->scaler_hysteresis_left == 0 || /* (an overflow would wrap it) */
+	    in->scaler_hysteresis_left > e->scaler.opts.hysteresis)
 		return engine_fail(
 			e, -EINVAL,
-			"progress: scaler_hysteresis_left %u (expected at most fp16.hysteresis %u)",
+			"progress: scaler_hysteresis_left %u (expected 1 to fp16.hysteresis %u)",
 			in->scaler_hysteresis_left, e->scaler.opts.hysteresis);
 	rc = engine_opt_drain(e);
 	if (rc)

@@ -115,7 +115,7 @@ int zinf_loss_scaler_update(struct zinf_loss_scaler *s, bool overflow)
 		    0) {
 			if (!s->opts.consecutive_hysteresis)
 				s->hysteresis_left = s->opts.hysteresis;
-			s->scale *= 2.0;
+			s->scale = fmin(s->scale * 2.0, ZINF_MAX_LOSS_SCALE);
 		}
 	}
 	s->iteration++;

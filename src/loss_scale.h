@@ -19,6 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The largest loss scale (fp16.loss_scale's bound, the dynamic scale's cap, what
+ * zinf_engine_progress_set takes): the unscaling factor 1/scale stays a float > 0 (the
+ * smallest is 2^-149), and any gradient overflows fp32 well before it. */
+#define ZINF_MAX_LOSS_SCALE 1e42
+
 /* fp16.* ; defaults are DeepSpeed's config defaults. */
 struct zinf_loss_scale_opts {
 	double loss_scale;	       /* > 0: static scale; 0 (default): dynamic */

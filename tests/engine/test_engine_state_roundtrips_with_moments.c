@@ -308,6 +308,40 @@ static void check_fp16_skip(const char *opt_home, const char *dir)
 			zinf_engine_progress_get(b.e, &pb) == 0 &&
 			memcmp(&pa, &pb, sizeof(pa)) == 0,
 		"%s: fp16 progress after the same steps", opt_home);
+	{ /* what a step makes can be set back: no hysteresis of 0 (an overflow would wrap
+	   * it), no scale past 1e42 (it stays there as it would double), no count past
+	   * 2^53 */
+		struct zinf_engine_progress bad = pb;
+
+		bad.scaler_hysteresis_left = 0;
+		T_CHECK(zinf_engine_progress_set(b.e, &bad) == -EINVAL &&
+				strstr(zinf_last_error(b.e), "scaler_hysteresis_left 0"),
+			"%s: hysteresis 0: %s", opt_home, zinf_last_error(b.e));
+		bad = pb;
+		bad.loss_scale = 1e43;
+		T_CHECK(zinf_engine_progress_set(b.e, &bad) == -EINVAL &&
+				strstr(zinf_last_error(b.e), "at most 1e42"),
+			"%s: loss scale 2^65: %s", opt_home, zinf_last_error(b.e));
+		bad.loss_scale = 1e42;
+		T_CHECK_RC(zinf_engine_progress_set(b.e, &bad));
+		for (int i = 0; i < 4; i++) /* a window of 3: the scale would double */
+			T_CHECK(!step_maybe_inf(&b, false), "%s: clean step skipped", opt_home);
+		T_CHECK(zinf_engine_progress_get(b.e, &bad) == 0 && bad.loss_scale == 1e42 &&
+				zinf_engine_progress_set(b.e, &bad) == 0,
+			"%s: a scale of 1e42 doubled to %g", opt_home, bad.loss_scale);
+		bad.steps = 1ull << 53;
+		T_CHECK_RC(zinf_engine_progress_set(b.e, &bad));
+		for (int m = 0; m < LF_N_MOD; m++) {
+			lf_module_grads(&b, m);
+			T_CHECK_RC(zinf_module_grads_ready(b.e, b.mod[m]));
+			T_CHECK_RC(zinf_module_release(b.e, b.mod[m]));
+		}
+		T_CHECK(zinf_step(b.e, NULL) == ZINF_ESTATE &&
+				strstr(zinf_last_error(b.e), "at its limit of 2^53"),
+			"%s: a step past 2^53 steps: %s", opt_home, zinf_last_error(b.e));
+		T_CHECK(zinf_engine_progress_get(b.e, &pb) == 0 && pb.steps == 1ull << 53,
+			"%s: the refused step changed the count", opt_home);
+	}
 	state_free(&sa);
 	state_free(&sb);
 	lf_destroy(&a);
