@@ -91,6 +91,12 @@ int zinf_engine_check_room(struct zinf_engine *e, uint32_t n, const uint32_t *mo
 		int rc = engine_check_module(e, modules[i]);
 		if (rc)
 			return rc;
+		for (uint32_t k = 0; k < i; k++) /* (its gradients would count twice) */
+			if (modules[k] == modules[i])
+				return engine_fail(
+					e, -EINVAL,
+					"check the device budget: module %u listed twice",
+					modules[i]);
 		store_ids[i] = e->modules[modules[i]].store_id;
 		grad_bytes += grads ? e->modules[modules[i]].grad_bytes : 0;
 		len += (size_t)snprintf(names + len, len < sizeof(names) ? sizeof(names) - len : 0,

@@ -245,8 +245,8 @@ int zinf_engine_device_alloc(struct zinf_engine *e, uint64_t bytes, void **out);
  * allocations, persistent modules; cached copies of other modules do not count, a fetch
  * evicts them): the most a model holds at one point of its step, such as a decoder layer
  * in its backward. For a check before the first step. 0, or ZINF_EBUDGET with the
- * numbers in zinf_last_error, ZINF_ESTATE before finalize, -EINVAL (more than 8, or
- * modules NULL with n > 0). */
+ * numbers in zinf_last_error, ZINF_ESTATE before finalize, -EINVAL (more than 8, one
+ * listed twice, or modules NULL with n > 0). */
 int zinf_engine_check_room(struct zinf_engine *e, uint32_t n, const uint32_t *modules, bool grads);
 /* Free a block zinf_engine_device_alloc gave, once no queued work uses it; NULL is a
  * no-op. Any other pointer (a parameter's or gradient buffer, a block freed already) is

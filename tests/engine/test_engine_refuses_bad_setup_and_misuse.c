@@ -4,7 +4,8 @@
  * the limit alone when no sub_group_size can), a module larger than the device budget
  * (at finalize, before any step); and calls out of order: use before finalize, a
  * finalize after one that failed part-way,
- * gradients asked twice, a step while gradients are out; a free of device memory the
+ * gradients asked twice, a step while gradients are out, a module listed twice for the
+ * device-room check; a free of device memory the
  * engine did not hand out (a gradient buffer, a block freed already). */
 #include <unistd.h>
 
@@ -175,6 +176,9 @@ int main(void)
 	T_CHECK(zinf_step(e, &r) == ZINF_ESTATE, "step before finalize");
 	T_CHECK_RC(zinf_engine_finalize(e));
 	T_CHECK(zinf_module_add(e, "late", &m) == ZINF_ESTATE, "module after finalize");
+	T_CHECK(zinf_engine_check_room(e, 2, (const uint32_t[]){0, 0}, true) == -EINVAL &&
+			strstr(zinf_last_error(e), "module 0 listed twice"),
+		"a module listed twice for the room check: %s", zinf_last_error(e));
 	T_CHECK(zinf_param_data(e, 0) == NULL && zinf_param_grad(e, 0) == NULL,
 		"pointers before fetch");
 	T_CHECK(zinf_param_load(e, 0, small, ZINF_DTYPE_NONE) == -EINVAL, "load dtype");
