@@ -134,5 +134,6 @@ int zinf_stats_json(const struct zinf_stats *st, FILE *f)
 		st->prefetch_hits, st->trace_divergences, st->evictions, st->reuse_evictions,
 		st->steps, st->skipped_steps, json_seconds(st->optimizer_seconds, o, sizeof(o)),
 		json_seconds(st->optimizer_wait_seconds, ow, sizeof(ow)), st->param_elems);
-	return ferror(f) ? -EIO : 0;
+	/* flushed: a buffered write that fails (a full disk) shows only then */
+	return fflush(f) != 0 || ferror(f) ? -EIO : 0;
 }

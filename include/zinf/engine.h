@@ -354,8 +354,8 @@ struct zinf_stats {
 
 /* out NULL: nothing is done. */
 void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out);
-/* One JSON object (no newline); a time that is not finite is null. Returns 0, -EIO, or
- * -EINVAL for a NULL st or f. */
+/* One JSON object (no newline); a time that is not finite is null. f is flushed. Returns
+ * 0, -EIO (a write failed), or -EINVAL for a NULL st or f. */
 int zinf_stats_json(const struct zinf_stats *st, FILE *f);
 
 /* ---- planning (no engine) ---------------------------------------------------------------- */

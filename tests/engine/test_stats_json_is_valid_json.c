@@ -1,7 +1,7 @@
 /*
  * zinf_stats_json writes one valid JSON object: every counter as given, and a time that
  * is not a finite number (a caller-filled struct) as null, never nan or inf, which no
- * JSON parser takes.
+ * JSON parser takes. A write that fails (a full disk: /dev/full, buffered) is -EIO.
  */
 #include <math.h>
 #include <stdio.h>
@@ -57,5 +57,11 @@ int main(void)
 			cJSON_IsNull(cJSON_GetObjectItem(link, "seconds")),
 		"a time that is not finite is not null");
 	cJSON_Delete(j);
+
+	FILE *full = fopen("/dev/full", "w");
+	if (full) { /* (a machine without it: nothing to check) */
+		T_CHECK(zinf_stats_json(&st, full) == -EIO, "a failed write returned 0");
+		fclose(full);
+	}
 	return T_EXIT_PASS;
 }
