@@ -163,25 +163,47 @@ static int file_add(struct zinf_io *io, int fd, char *name, uint64_t size, int p
 		    uint32_t *idx)
 {
 	struct io_file *f;
+	uint32_t at = io->n_files;
 
-	if (io->n_files >= IO_MAX_FILES) {
+	/* an external file's slot its extent's free closed (path external, no fd) */
+	for (uint32_t i = 0; path == io->n_paths && i < io->n_files && at == io->n_files; i++)
+		if (io->files[i].path == io->n_paths && io->files[i].fd < 0)
+			at = i;
+	if (at >= IO_MAX_FILES) {
 		io_set_error(io, "%s: too many files open in one handle (%d)", name, IO_MAX_FILES);
 		return -EMFILE;
 	}
-	f = &io->files[io->n_files];
+	f = &io->files[at];
 	memset(f, 0, sizeof(*f));
 	f->fd = fd;
 	f->name = name;
 	f->size = size;
 	f->path = path;
 	f->direct = direct;
-	*idx = io->n_files;
+	*idx = at;
 	for (int l = 0; l < io->n_lanes; l++) {
 		if (io->ops->file_added)
-			io->ops->file_added(&io->lanes[l], *idx, fd);
+			io->ops->file_added(&io->lanes[l], at, fd);
 	}
-	__atomic_store_n(&io->n_files, io->n_files + 1, __ATOMIC_RELEASE);
+	if (at == io->n_files)
+		__atomic_store_n(&io->n_files, io->n_files + 1, __ATOMIC_RELEASE);
 	return 0;
+}
+
+/* Close an external file (zinf_io_extent_open_file) and free its slot for the next:
+ * its extent is freed, or was never made. */
+static void external_close(struct zinf_io *io, uint32_t idx)
+{
+	struct io_file *f = &io->files[idx];
+
+	for (int l = 0; l < io->n_lanes; l++) {
+		if (io->ops->file_added)
+			io->ops->file_added(&io->lanes[l], idx, -1); /* (unregistered) */
+	}
+	close(f->fd);
+	f->fd = -1;
+	free(f->name);
+	f->name = NULL;
 }
 
 static int free_insert(struct io_file *f, int at, uint64_t off, uint64_t len)
@@ -478,6 +500,10 @@ int zinf_io_extent_alloc(struct zinf_io *io, uint64_t len, uint32_t *id)
 			     (unsigned long long)len);
 		return -EINVAL;
 	}
+	if (!id) {
+		io_set_error(io, "extent alloc: id is NULL (required)");
+		return -EINVAL;
+	}
 	if (io->n_paths == 0) {
 		io_set_error(io, "extent alloc of %llu bytes: no nvme_paths configured",
 			     (unsigned long long)len);
@@ -530,6 +556,8 @@ int zinf_io_extent_free(struct zinf_io *io, uint32_t id)
 		io_set_error(io, "extent free: extent %u has requests in flight", id);
 		rc = ZINF_ESTATE;
 	} else {
+		if (e->n_parts == 1 && io->files[e->part[0].file].path == io->n_paths)
+			external_close(io, e->part[0].file);
 		extent_release_parts(io, e);
 		e->used = false;
 		if (id < io->free_hint)
@@ -549,11 +577,12 @@ int zinf_io_extent_open_file(struct zinf_io *io, const char *path, uint64_t len,
 	char *name;
 	int fd, rc;
 
-	if (!path || len == 0) {
-		io_set_error(
-			io,
-			"extent open file: %s with length %llu (expected a path and a length > 0)",
-			path ? path : "(null)", (unsigned long long)len);
+	if (!path || len == 0 || !id) {
+		io_set_error(io,
+			     "extent open file: %s with length %llu%s (expected a path, a length > "
+			     "0 and an id)",
+			     path ? path : "(null)", (unsigned long long)len,
+			     id ? "" : ", id NULL");
 		return -EINVAL;
 	}
 	name = strdup(path);
@@ -604,14 +633,20 @@ int zinf_io_extent_open_file(struct zinf_io *io, const char *path, uint64_t len,
 	}
 	pthread_mutex_lock(&io->space_lock);
 	rc = file_add(io, fd, name, len, io->n_paths, direct, &idx);
-	if (rc == 0)
-		rc = extent_slot(io, id, &e);
+	if (rc) { /* (the table is full: fd and name are still ours) */
+		pthread_mutex_unlock(&io->space_lock);
+		io_set_error(io, "extent open file %s: %s", path, strerror(-rc));
+		goto out_close;
+	}
+	rc = extent_slot(io, id, &e);
 	if (rc == 0) {
 		memset(e, 0, sizeof(*e));
 		e->len = len;
 		e->n_parts = 1;
 		e->part[0] = (struct io_part){.file = idx, .off = 0, .len = len};
 		e->used = true;
+	} else {
+		external_close(io, idx); /* fd and name with it */
 	}
 	pthread_mutex_unlock(&io->space_lock);
 	if (rc)

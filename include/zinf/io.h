@@ -110,11 +110,13 @@ int zinf_io_parse_engine(const char *text, enum zinf_io_engine *out);
  * Files grow by file_size (fallocate'd) as needed, or by the extent alone where a whole
  * file_size does not fit the file system; ENOSPC names the path. */
 int zinf_io_extent_alloc(struct zinf_io *io, uint64_t len, uint32_t *id);
-/* Return an extent's space. No request may be in flight on it. */
+/* Return an extent's space (an external file's: the file is closed, and its place in the
+ * handle's table of 1024 files serves the next). No request may be in flight on it. */
 int zinf_io_extent_free(struct zinf_io *io, uint32_t id);
 /* An extent backed by a whole existing or new file outside the run directories
  * (benchmarks, raw files). With create, the file is created (0600) and preallocated to
- * len; otherwise it must hold at least len bytes. The file is kept on destroy. */
+ * len; otherwise it must hold at least len bytes. The file is kept on destroy. A handle
+ * holds 1024 files at once, its own data files included (-EMFILE past that). */
 int zinf_io_extent_open_file(struct zinf_io *io, const char *path, uint64_t len, bool create,
 			     uint32_t *id);
 /* Length of an extent as allocated, or 0 for an unknown id. */
