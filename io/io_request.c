@@ -366,16 +366,17 @@ void *io_lane_main(void *arg)
 
 /* ---- requests -------------------------------------------------------------------- */
 
-static int req_check(struct zinf_io *io, struct zinf_io_req *req)
+/* Whether req can be queued: 0, or a code with the reason in why (req->error is left
+ * alone: a request still in flight or uncollected keeps its own). */
+static int req_check(struct zinf_io *io, const struct zinf_io_req *req, char *why, size_t len)
 {
 	struct io_extent *e;
 	uint64_t a = io->align;
 	int state;
 	bool direct = false;
 
-	req->error[0] = '\0';
 	if (!req->buf || req->len == 0 || (req->op != ZINF_IO_READ && req->op != ZINF_IO_WRITE)) {
-		snprintf(req->error, sizeof(req->error),
+		snprintf(why, len,
 			 "request on extent %u: buffer %p, length %" PRIu64
 			 ", op %d (expected a buffer, a length > 0 and read or write)",
 			 req->extent, req->buf, req->len, (int)req->op);
@@ -383,7 +384,7 @@ static int req_check(struct zinf_io *io, struct zinf_io_req *req)
 	}
 	state = __atomic_load_n(&req->state_, __ATOMIC_ACQUIRE);
 	if (state == REQ_QUEUED || state == REQ_COLLECT) {
-		snprintf(req->error, sizeof(req->error),
+		snprintf(why, len,
 			 "request on extent %u at offset %" PRIu64
 			 " is still %s (a request can be resubmitted only after it completes%s)",
 			 req->extent, req->offset,
@@ -393,13 +394,12 @@ static int req_check(struct zinf_io *io, struct zinf_io_req *req)
 	}
 	e = io_extent_get(io, req->extent);
 	if (!e) {
-		snprintf(req->error, sizeof(req->error),
-			 "%s of %" PRIu64 " bytes: unknown extent %u", op_name(req->op), req->len,
-			 req->extent);
+		snprintf(why, len, "%s of %" PRIu64 " bytes: unknown extent %u", op_name(req->op),
+			 req->len, req->extent);
 		return -EINVAL;
 	}
 	if (req->offset > e->len || req->len > e->len - req->offset) {
-		snprintf(req->error, sizeof(req->error),
+		snprintf(why, len,
 			 "%s of %" PRIu64 " bytes at offset %" PRIu64
 			 " of extent %u: past its end (%" PRIu64 " bytes)",
 			 op_name(req->op), req->len, req->offset, req->extent, e->len);
@@ -410,7 +410,7 @@ static int req_check(struct zinf_io *io, struct zinf_io_req *req)
 	if (!direct)
 		return 0;
 	if (req->offset % a) {
-		snprintf(req->error, sizeof(req->error),
+		snprintf(why, len,
 			 "%s at offset %" PRIu64 " of extent %u: offset not aligned to %" PRIu64
 			 " bytes (O_DIRECT)",
 			 op_name(req->op), req->offset, req->extent, a);
@@ -419,14 +419,14 @@ static int req_check(struct zinf_io *io, struct zinf_io_req *req)
 	if (io->opts.bounce)
 		return 0; /* the last block is padded inside the (aligned) extent */
 	if ((uintptr_t)req->buf % a) {
-		snprintf(req->error, sizeof(req->error),
+		snprintf(why, len,
 			 "%s of extent %u: buffer %p not aligned to %" PRIu64
 			 " bytes (O_DIRECT; allocate it aligned or set bounce)",
 			 op_name(req->op), req->extent, req->buf, a);
 		return -EINVAL;
 	}
 	if (req->len % a) {
-		snprintf(req->error, sizeof(req->error),
+		snprintf(why, len,
 			 "%s of extent %u: length %" PRIu64 " not a multiple of %" PRIu64
 			 " bytes (O_DIRECT)",
 			 op_name(req->op), req->extent, req->len, a);
@@ -445,14 +445,19 @@ int zinf_io_submit(struct zinf_io *io, struct zinf_io_req **reqs, int n)
 		return -EINVAL;
 	}
 	for (int i = 0; i < n; i++) {
-		rc = reqs[i] ? req_check(io, reqs[i]) : -EINVAL;
+		char why[sizeof(reqs[i]->error)] = "";
+
+		rc = reqs[i] ? req_check(io, reqs[i], why, sizeof(why)) : -EINVAL;
 		if (rc == 0) {
 			/* mark at once so the same request twice in one batch is caught */
+			reqs[i]->error[0] = '\0';
 			reqs[i]->state_ = REQ_QUEUED;
 			continue;
 		}
+		if (reqs[i] && rc != ZINF_ESTATE) /* (a busy one keeps its own, unraced) */
+			snprintf(reqs[i]->error, sizeof(reqs[i]->error), "%s", why);
 		if (reqs[i])
-			io_set_error(io, "submit: request %d of %d: %s", i, n, reqs[i]->error);
+			io_set_error(io, "submit: request %d of %d: %s", i, n, why);
 		else
 			io_set_error(io, "submit: request %d of %d is NULL", i, n);
 		for (int k = 0; k < i; k++) /* each passed the check: this call marked it */

@@ -183,7 +183,8 @@ struct zinf_io_req {
  * alignment, or range and extent length) is in zinf_io_last_error and in that request's
  * error; ZINF_ESTATE for a request still in flight, listed twice in the batch, or
  * completed but not yet returned by zinf_io_poll / zinf_io_wait (one with a callback may
- * be resubmitted from its callback). Never blocks on I/O. */
+ * be resubmitted from its callback), the reason in zinf_io_last_error alone: such a
+ * request keeps its own status and error. Never blocks on I/O. */
 int zinf_io_submit(struct zinf_io *io, struct zinf_io_req **reqs, int n);
 /* Move up to max completed requests (those without a callback) into done[].
  * Returns the count (0 when none, or max is 0), or -EINVAL for max < 0 or a NULL done

@@ -1,8 +1,8 @@
 /*
  * On every backend, injected EIO and ENOSPC, a short read (continued), an end-of-file
  * short read and a flipped byte on disk each give the documented status and a message
- * naming path, offset and length (or the extent); a failed request is never reported
- * complete. A real ENOSPC from preallocation names the path.
+ * naming path, offset and length (or the extent), kept when a resubmit before its
+ * collection is refused; a failed request is never reported complete. A real ENOSPC from preallocation names the path.
  */
 #include <fcntl.h>
 
@@ -44,6 +44,9 @@ static void faults(int engine, const char *dir)
 	zinf_io_fault_set(IO_FAULT_ERRNO, 1, EIO, 0, 1u << ZINF_IO_WRITE);
 	req = (struct zinf_io_req){.op = ZINF_IO_WRITE, .extent = ext, .len = LEN, .buf = src};
 	T_CHECK_RC(zinf_io_submit(io, &rp, 1));
+	/* done, not yet collected: a resubmit is refused and leaves the request's error */
+	T_CHECK_RC(zinf_io_drain(io));
+	T_CHECK(zinf_io_submit(io, &rp, 1) == ZINF_ESTATE, "an uncollected request resubmitted");
 	T_CHECK(zinf_io_wait(io, &done, 1, 1, 20000) == 1, "no completion");
 	T_CHECK(done == &req && req.status == -EIO, "EIO write: status %d", req.status);
 	check_msg(req.error, "write");
