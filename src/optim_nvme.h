@@ -65,7 +65,10 @@ int zinf_adam_nvme_read_into_slot(struct zinf_adam_nvme *h, unsigned k, uint64_t
 
 #define NVME_MAX_SLOTS 3
 #define NVME_MIN_ALIGN 4096ull
-#define NVME_MAX_ELEMS (1ull << 56) /* keeps every byte count below 2^64 */
+/* With these two every byte count stays below 2^64 (each sub-group's parts are padded
+ * to the alignment: many small ones take more than their elements) */
+#define NVME_MAX_ELEMS (1ull << 56)
+#define NVME_MAX_GROUPS (1ull << 32)
 
 enum nvme_slot_state {
 	NVME_SLOT_IDLE = 0,

@@ -44,7 +44,15 @@ void zinf_adam_nvme_opts_init(struct zinf_adam_nvme_opts *opts)
 
 static uint64_t groups_of(const struct zinf_adam_nvme_opts *o)
 {
-	return (o->n_elems + o->sub_group_size - 1) / o->sub_group_size;
+	return o->n_elems / o->sub_group_size + (o->n_elems % o->sub_group_size != 0);
+}
+
+/* n_elems, sub_group_size and their sub-group count within bounds (opts_check says why
+ * not) */
+static bool sizes_ok(const struct zinf_adam_nvme_opts *o)
+{
+	return o && o->n_elems && o->n_elems <= NVME_MAX_ELEMS && o->sub_group_size &&
+	       groups_of(o) <= NVME_MAX_GROUPS;
 }
 
 static uint64_t extent_bytes_of(const struct zinf_adam_nvme_opts *o, uint64_t align)
@@ -56,7 +64,7 @@ static uint64_t extent_bytes_of(const struct zinf_adam_nvme_opts *o, uint64_t al
 
 uint64_t zinf_adam_nvme_pinned_bytes(const struct zinf_adam_nvme_opts *o, uint64_t align)
 {
-	if (!o || !o->n_elems || !o->sub_group_size || o->n_elems > NVME_MAX_ELEMS)
+	if (!sizes_ok(o))
 		return 0;
 	if (align < NVME_MIN_ALIGN)
 		align = NVME_MIN_ALIGN;
@@ -67,7 +75,7 @@ uint64_t zinf_adam_nvme_extent_bytes(const struct zinf_adam_nvme_opts *o)
 {
 	uint64_t align;
 
-	if (!o || !o->io || !o->n_elems || !o->sub_group_size || o->n_elems > NVME_MAX_ELEMS)
+	if (!sizes_ok(o) || !o->io)
 		return 0;
 	align = zinf_io_alignment(o->io);
 	return extent_bytes_of(o, align > NVME_MIN_ALIGN ? align : NVME_MIN_ALIGN);
@@ -103,6 +111,13 @@ static int opts_check(const struct zinf_adam_nvme_opts *o, char *msg, uint64_t l
 	if (!o->sub_group_size) {
 		snprintf(msg, len,
 			 "NVMe optimizer: sub_group_size 0: expected a positive element count");
+		return -EINVAL;
+	}
+	if (groups_of(o) > NVME_MAX_GROUPS) {
+		snprintf(msg, len,
+			 "NVMe optimizer: sub_group_size %" PRIu64 " cuts %" PRIu64
+			 " elements into %" PRIu64 " sub-groups, more than 2^32 (raise it)",
+			 o->sub_group_size, o->n_elems, groups_of(o));
 		return -EINVAL;
 	}
 	return 0;

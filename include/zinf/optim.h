@@ -124,12 +124,13 @@ struct zinf_io;
 struct zinf_adam_nvme;
 
 struct zinf_adam_nvme_opts {
-	struct zinf_adam *adam;	 /* the update (its opts, threads, ISA); required */
-	struct zinf_io *io;	 /* where the state lives; required */
-	uint64_t n_elems;	 /* elements in the shard; required */
-	uint64_t sub_group_size; /* zero_optimization.sub_group_size; default 1e9 */
-	bool pipeline_read;	 /* offload_optimizer.pipeline_read; default true */
-	bool pipeline_write;	 /* offload_optimizer.pipeline_write; default true */
+	struct zinf_adam *adam; /* the update (its opts, threads, ISA); required */
+	struct zinf_io *io;	/* where the state lives; required */
+	uint64_t n_elems;	/* elements in the shard; required */
+	/* zero_optimization.sub_group_size; default 1e9; at most 2^32 sub-groups */
+	uint64_t sub_group_size;
+	bool pipeline_read;  /* offload_optimizer.pipeline_read; default true */
+	bool pipeline_write; /* offload_optimizer.pipeline_write; default true */
 	/* offload_optimizer.fast_init; default true. A sub-group written with zero moments
 	 * (exp_avg / exp_avg_sq NULL or all zero bits) has only its master part written, and
 	 * reading it reads only that part and fills m and v with zeros; one whose master is

@@ -92,6 +92,16 @@ int main(void)
 	o = base;
 	o.sub_group_size = 0;
 	expect_create_error(&o, "sub_group_size 0");
+	o = base; /* n + sub_group_size - 1 wraps: was 0 sub-groups, and a create that did nothing */
+	o.sub_group_size = UINT64_MAX;
+	T_CHECK(zinf_adam_nvme_drive_bytes(&o) > 0 && zinf_adam_nvme_pinned_bytes(&o, 0) > 0,
+		"a sub_group_size of 2^64 - 1: no bytes");
+	o.n_elems = 1ull << 56; /* one element a sub-group: 2^56 of them, refused */
+	o.sub_group_size = 1;
+	T_CHECK(zinf_adam_nvme_drive_bytes(&o) == 0 && zinf_adam_nvme_pinned_bytes(&o, 0) == 0,
+		"2^56 sub-groups: %llu drive bytes (wrapped)",
+		(unsigned long long)zinf_adam_nvme_drive_bytes(&o));
+	expect_create_error(&o, "more than 2^32 (raise it)");
 	T_CHECK(zinf_adam_nvme_create(&base, NULL, err, sizeof(err)) == -EINVAL &&
 			strstr(err, "out is NULL"),
 		"create with out NULL: %s", err);
