@@ -4,6 +4,7 @@
  * that splits one step across threads bound near the data (hwloc).
  */
 #include <errno.h>
+#include <float.h>
 #include <hwloc.h>
 #include <math.h>
 #include <stdarg.h>
@@ -244,9 +245,11 @@ static int adam_check_opts(const struct zinf_adam_opts *o)
 		what = "optimizer.params.betas[0]", value = o->beta1;
 	else if (!(o->beta2 >= 0.0 && o->beta2 < 1.0))
 		what = "optimizer.params.betas[1]", value = o->beta2;
-	else if (!(o->eps > 0.0 && isfinite(o->eps)))
+	/* eps and weight_decay as the fp32 the kernels compute in: eps a normal float (1e-50
+	 * rounded to 0 and divided by it), weight_decay below FLT_MAX (1e39 was inf) */
+	else if (!(o->eps >= FLT_MIN && o->eps <= FLT_MAX))
 		what = "optimizer.params.eps", value = o->eps;
-	else if (!(o->weight_decay >= 0.0 && isfinite(o->weight_decay)))
+	else if (!(o->weight_decay >= 0.0 && o->weight_decay <= FLT_MAX))
 		what = "optimizer.params.weight_decay", value = o->weight_decay;
 	else if (o->threads > 1024)
 		what = "adam threads", value = o->threads;
@@ -255,8 +258,8 @@ static int adam_check_opts(const struct zinf_adam_opts *o)
 	if (!what)
 		return 0;
 	zinf_logf(ZINF_LOG_ERROR,
-		  "adam: %s = %g is invalid (betas in [0, 1), eps > 0, "
-		  "weight_decay >= 0, threads <= 1024)",
+		  "adam: %s = %g is invalid (betas in [0, 1), eps a normal fp32 > 0, "
+		  "weight_decay >= 0 and a finite fp32, threads <= 1024)",
 		  what, value);
 	return -EINVAL;
 }
@@ -346,8 +349,9 @@ static int adam_check_step(struct zinf_adam *adam, const struct zinf_adam_shard 
 
 	if (info->step < 1)
 		return adam_fail(adam, -EINVAL, "adam step: step count is 0 (steps count from 1)");
-	if (!(info->lr >= 0.0 && isfinite(info->lr)))
-		return adam_fail(adam, -EINVAL, "adam step %llu: lr %g is not a finite value >= 0",
+	if (!(info->lr >= 0.0 && info->lr <= FLT_MAX)) /* (fp32 in the kernels) */
+		return adam_fail(adam, -EINVAL,
+				 "adam step %llu: lr %g is not a value >= 0 and finite in fp32",
 				 (unsigned long long)info->step, info->lr);
 	if (!(info->grad_scale > 0.0f && isfinite(info->grad_scale)))
 		return adam_fail(adam, -EINVAL,

@@ -48,10 +48,12 @@ enum zinf_adam_isa {
 struct zinf_adam_opts {
 	enum zinf_adam_type type; /* default ZINF_ADAMW */
 	double beta1, beta2;	  /* optimizer.params.betas; default 0.9, 0.999 */
-	double eps;		  /* default 1e-8 */
-	double weight_decay;	  /* default 0.01 (torch.optim.AdamW's default) */
-	bool bias_correction;	  /* default true */
-	unsigned threads;	  /* threads that share a step, caller included; default 1 */
+	/* default 1e-8; a normal fp32 (from FLT_MIN to FLT_MAX): the kernels compute in fp32 */
+	double eps;
+	/* default 0.01 (torch.optim.AdamW's default); 0 to FLT_MAX, as the step's lr */
+	double weight_decay;
+	bool bias_correction; /* default true */
+	unsigned threads;     /* threads that share a step, caller included; default 1 */
 	/* >= 0: bind worker i to the i-th core of this NUMA node (hwloc), where the shard's
 	 * memory lives; -1 (default): leave workers unbound */
 	int numa_node;

@@ -58,9 +58,15 @@ int main(void)
 	zinf_adam_opts_init(&o);
 	o.eps = 0;
 	expect_bad_opts(o, "optimizer.params.eps = 0");
+	zinf_adam_opts_init(&o); /* 0 in fp32, the kernels' type: a division by 0 */
+	o.eps = 1e-50;
+	expect_bad_opts(o, "optimizer.params.eps = 1e-50");
 	zinf_adam_opts_init(&o);
 	o.weight_decay = NAN;
 	expect_bad_opts(o, "optimizer.params.weight_decay = nan");
+	zinf_adam_opts_init(&o); /* inf in fp32 */
+	o.weight_decay = 1e39;
+	expect_bad_opts(o, "optimizer.params.weight_decay = 1e+39");
 	zinf_adam_opts_init(&o);
 	o.threads = 5000;
 	expect_bad_opts(o, "threads = 5000");
@@ -91,6 +97,8 @@ int main(void)
 	bad = info;
 	bad.lr = -1;
 	expect_bad_step(adam, good, bad, "lr -1 is not");
+	bad.lr = 1e39; /* inf in fp32 */
+	expect_bad_step(adam, good, bad, "lr 1e+39 is not");
 	bad = info;
 	bad.grad_scale = INFINITY;
 	expect_bad_step(adam, good, bad, "grad_scale inf is not");
