@@ -582,8 +582,10 @@ int zinf_io_wait(struct zinf_io *io, struct zinf_io_req **done, int min, int max
 	}
 	pthread_mutex_unlock(&io->done_lock);
 	take_errors(io, done, n);
-	if (n == 0 && min > 0)
+	if (n == 0 && min > 0) {
+		io_set_error(io, "wait: no request completed within %d ms", timeout_ms);
 		return -ETIMEDOUT;
+	}
 	return n;
 }
 

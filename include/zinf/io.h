@@ -62,7 +62,7 @@ struct zinf_io_opts {
 	bool direct;		  /* O_DIRECT; true. tmpfs falls back with one warning */
 	bool bounce;		  /* copy unaligned buffers through aligned bounce buffers */
 				  /* instead of failing; false */
-	uint64_t file_size;	  /* preallocation unit per file; 1 GiB */
+	uint64_t file_size;	  /* preallocation unit per file, 1 MiB to 16 TiB; 1 GiB */
 	uint64_t stripe_unit;	  /* bytes per path before moving to the next; block_size */
 	bool sqpoll;		  /* io_uring SQPOLL thread; false */
 	bool remove_stale;	  /* remove a stale run directory of a crashed run; false */

@@ -70,7 +70,9 @@ static void run(int engine, int variant, const char *dir)
 		struct zinf_io_req *none[1];
 
 		T_CHECK(zinf_io_poll(io, none, 1) == 0, "callback requests also queued for poll");
-		T_CHECK(zinf_io_wait(io, none, 1, 1, 10) == -ETIMEDOUT, "wait without work");
+		T_CHECK(zinf_io_wait(io, none, 1, 1, 10) == -ETIMEDOUT &&
+				strstr(zinf_io_last_error(io), "no request completed within 10 ms"),
+			"wait without work: %s", zinf_io_last_error(io));
 	}
 	zinf_io_destroy(io);
 out_free:

@@ -43,6 +43,9 @@ int main(void)
 	zinf_io_opts_init(&o);
 	o.intra_op_parallelism = 0;
 	want_create_error(&o, "aio.intra_op_parallelism 0");
+	zinf_io_opts_init(&o); /* a unit no file system makes a file of */
+	o.file_size = 1ull << 62;
+	want_create_error(&o, "file_size 4611686018427387904: expected 1 MiB to 16 TiB");
 	zinf_io_opts_init(&o);
 	o.nvme_paths[0] = dir;
 	o.n_paths = 1;
