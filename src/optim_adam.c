@@ -240,7 +240,7 @@ static int adam_check_opts(const struct zinf_adam_opts *o)
 	double value = 0;
 
 	if (o->type != ZINF_ADAMW && o->type != ZINF_ADAM)
-		what = "optimizer.type", value = o->type;
+		what = "optimizer.type", value = (int)o->type;
 	else if (!(o->beta1 >= 0.0 && o->beta1 < 1.0))
 		what = "optimizer.params.betas[0]", value = o->beta1;
 	else if (!(o->beta2 >= 0.0 && o->beta2 < 1.0))
@@ -254,7 +254,7 @@ static int adam_check_opts(const struct zinf_adam_opts *o)
 	else if (o->threads > 1024)
 		what = "adam threads", value = o->threads;
 	else if (o->isa < ZINF_ADAM_ISA_AUTO || o->isa > ZINF_ADAM_ISA_AVX512)
-		what = "adam isa", value = o->isa;
+		what = "adam isa", value = (int)o->isa; /* (an enum: unsigned here) */
 	if (!what)
 		return 0;
 	zinf_logf(ZINF_LOG_ERROR,

@@ -146,15 +146,19 @@ static int pool_too_small(const struct zinf_adam_nvme *h, uint64_t pool_size, ui
 	uint64_t fit = pool_free / slots / 3 / h->align * h->align / sizeof(float);
 	char a[64], b[64], c[64], d[64];
 
+	char lower[96] = "";
+
+	if (fit > 0) /* (a pool too small for the smallest sub-group: the limit alone) */
+		snprintf(lower, sizeof(lower),
+			 " or lower sub_group_size to at most %" PRIu64 " elements", fit);
 	snprintf(msg, len,
 		 "NVMe optimizer: pinned pool of %s with %s free cannot hold %u staging buffer%s "
 		 "of %s (a sub-group of %" PRIu64 " elements: fp32 master, m and v) = %s; raise "
-		 "pinned_memory_limit by %" PRIu64 " B or lower sub_group_size to at most %" PRIu64
-		 " elements",
+		 "pinned_memory_limit by %" PRIu64 " B%s",
 		 bytes_str(pool_size, a, sizeof(a)), bytes_str(pool_free, b, sizeof(b)), h->n_slots,
 		 h->n_slots > 1 ? "s" : "", bytes_str(h->extent_bytes, c, sizeof(c)),
 		 h->sub_group_size < h->n_elems ? h->sub_group_size : h->n_elems,
-		 bytes_str(need, d, sizeof(d)), need > pool_free ? need - pool_free : need, fit);
+		 bytes_str(need, d, sizeof(d)), need > pool_free ? need - pool_free : need, lower);
 	return ZINF_EBUDGET;
 }
 

@@ -157,6 +157,11 @@ int main(void)
 		"own pool too small: %s", err);
 	T_CHECK(strstr(err, num2) == NULL && strstr(err, "cannot hold 3 staging buffers"),
 		"own pool message: %s", err);
+	o.pinned_bytes = 4096; /* less than the smallest sub-group: no "at most 0 elements" */
+	T_CHECK(zinf_adam_nvme_create(&o, &h, err, sizeof(err)) == ZINF_EBUDGET && !h &&
+			strstr(err, "raise pinned_memory_limit by") &&
+			!strstr(err, "sub_group_size to at most"),
+		"a one-page pool: %s", err);
 	o.pinned_bytes = 0;
 	T_CHECK(zinf_adam_nvme_create(&o, &h, err, sizeof(err)) == 0, "own pool: %s", err);
 	zinf_adam_nvme_destroy(h);
