@@ -27,7 +27,7 @@ struct io_range {
 struct io_file {
 	int fd;
 	char *name;	       /* full path, for messages */
-	uint64_t size;	       /* bytes preallocated */
+	uint64_t size;	       /* bytes preallocated (an external file: its size at open) */
 	int path;	       /* index into io->paths, or io->n_paths for an external file */
 	bool direct;	       /* opened with O_DIRECT */
 	struct io_range *free; /* sorted, coalesced free ranges (managed files) */

@@ -146,10 +146,14 @@ static void piece_error(struct io_lane *lane, struct io_slot *slot, int err, con
 	struct zinf_io_req *req = slot->req;
 	struct io_file *f = &io->files[slot->file];
 
+	/* bytes done: a bounced piece counts in its padded buffer */
+	uint64_t done =
+		slot->bounced ? (uint64_t)(slot->buf - slot->bounce) : slot->piece_len - slot->len;
+
 	req_fail(req, err,
 		 "extent %u: %s %" PRIu64 "/%" PRIu64 " bytes at offset %" PRIu64 " in %s: %s",
-		 req->extent, op_name(req->op), slot->piece_len - slot->len, slot->piece_len,
-		 slot->file_off, f->name, what);
+		 req->extent, op_name(req->op), done < slot->piece_len ? done : slot->piece_len,
+		 slot->piece_len, slot->file_off, f->name, what);
 }
 
 /* Handle one completion result: continue, retry or finish the piece. */
@@ -191,7 +195,10 @@ static void slot_done(struct io_lane *lane, struct io_slot *slot)
 	c.bytes = req->op == ZINF_IO_READ ? &ps->read_bytes : &ps->write_bytes;
 	c.ops = req->op == ZINF_IO_READ ? &ps->read_ops : &ps->write_ops;
 	__atomic_add_fetch(c.bytes, (uint64_t)res, __ATOMIC_RELAXED);
-	if ((uint64_t)res < slot->len) {
+	/* a bounced read of a file that ends inside the padding has all the bytes asked */
+	if ((uint64_t)res < slot->len &&
+	    !(slot->bounced && req->op == ZINF_IO_READ &&
+	      (uint64_t)(slot->buf - slot->bounce) + (uint64_t)res >= slot->piece_len)) {
 		/* short transfer: continue where it stopped */
 		__atomic_add_fetch(&io->stats.retries, 1, __ATOMIC_RELAXED);
 		slot->buf += res;
@@ -203,10 +210,23 @@ static void slot_done(struct io_lane *lane, struct io_slot *slot)
 		piece_finish(lane, slot);
 		return;
 	}
+	slot->file_off += slot->len; /* (its end, for the check below) */
 	slot->len = 0;
 	__atomic_add_fetch(c.ops, 1, __ATOMIC_RELAXED);
 	if (slot->bounced && req->op == ZINF_IO_READ)
 		memcpy(slot->user_buf, slot->bounce, slot->piece_len);
+	if (slot->bounced && req->op == ZINF_IO_WRITE) {
+		/* an external file's padded last block wrote past its end: cut it back (a
+		 * managed extent's padding lies inside the extent) */
+		struct io_file *f = &io->files[slot->file];
+
+		if (f->path == io->n_paths && slot->file_off > f->size &&
+		    ftruncate(f->fd, (off_t)f->size) != 0)
+			zinf_logf(ZINF_LOG_WARN,
+				  "zinf io: %s: cannot cut the padding back to %" PRIu64
+				  " bytes: %s",
+				  f->name, f->size, strerror(errno));
+	}
 	piece_finish(lane, slot);
 }
 

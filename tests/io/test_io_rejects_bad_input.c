@@ -4,7 +4,8 @@
  * extent ids and ranges, unaligned O_DIRECT buffers (address
  * and required alignment), in-flight resubmission (a batch refused for it leaves its
  * requests free), resubmission before poll collected it, buffer registration; bounce mode
- * accepts an unaligned buffer instead.
+ * accepts an unaligned buffer instead, and an external file whose length is no multiple
+ * of the block (read whole, written without growing).
  */
 #include "io_test_util.h"
 #include "zinf/error.h"
@@ -183,6 +184,25 @@ int main(void)
 		T_CHECK(memcmp(big + 3, ref + 8 + 4096, 5000) == 0, "bounce partial read differs");
 		T_CHECK(zinf_io_rw(io, ZINF_IO_READ, ext, 100, big, 4096) == -EINVAL,
 			"bounce accepted an unaligned offset");
+		/* an external file of 5000 bytes: read whole though it ends inside the padded
+		 * block, and written whole without growing to the block's end */
+		char path[300];
+		uint32_t file_ext;
+		struct stat fst;
+
+		snprintf(path, sizeof(path), "%s/odd-length.bin", dir);
+		T_CHECK_RC(zinf_io_extent_open_file(io, path, 5000, true, &file_ext));
+		T_CHECK_RC(zinf_io_rw(io, ZINF_IO_WRITE, file_ext, 0, ref + 1, 5000));
+		T_CHECK(stat(path, &fst) == 0 && fst.st_size == 5000,
+			"a bounced write made the 5000-byte file %lld bytes",
+			(long long)fst.st_size);
+		memset(big, 0, 8192);
+		T_CHECK(zinf_io_rw(io, ZINF_IO_READ, file_ext, 0, big + 1, 5000) == 0,
+			"a bounced read of a 5000-byte file: %s", zinf_io_last_error(io));
+		T_CHECK(memcmp(big + 1, ref + 1, 5000) == 0,
+			"the 5000-byte file read back differs");
+		T_CHECK_RC(zinf_io_extent_free(io, file_ext));
+		unlink(path);
 		free(big);
 		free(ref);
 	}
