@@ -704,10 +704,19 @@ int zinf_io_extent_locate(struct zinf_io *io, uint32_t id, uint64_t off, const c
 int zinf_io_check_space(struct zinf_io *io, uint64_t bytes, uint64_t largest)
 {
 	int n = io->n_paths;
+	uint64_t margin;
+
+	if (bytes > (1ull << 62) || largest > (1ull << 62)) { /* (as an extent's length) */
+		io_set_error(io,
+			     "check space: %llu bytes, the largest extent %llu (expected at most "
+			     "4 EiB each)",
+			     (unsigned long long)bytes, (unsigned long long)largest);
+		return -EINVAL;
+	}
 	/* With several paths, a part that fits neither its own path's leftover nor another's
 	 * fails although the leftovers add up to it: each path also holds the largest part
 	 * (part 0 of the largest extent), and then every part finds room somewhere. */
-	uint64_t margin = n > 1 && largest ? part_bytes(io, round_up(largest, io->align), 0) : 0;
+	margin = n > 1 && largest ? part_bytes(io, round_up(largest, io->align), 0) : 0;
 
 	for (int p = 0; p < n; p++) {
 		struct statvfs fs;
@@ -727,8 +736,10 @@ int zinf_io_check_space(struct zinf_io *io, uint64_t bytes, uint64_t largest)
 				continue;
 			counted = q < p;
 			on_fs++;
-			share += bytes / (uint64_t)n + (uint64_t)(q < (int)(bytes % (uint64_t)n)) +
-				 margin;
+			uint64_t mine = bytes / (uint64_t)n +
+					(uint64_t)(q < (int)(bytes % (uint64_t)n)) + margin;
+
+			share = share + mine < share ? UINT64_MAX : share + mine; /* (saturated) */
 		}
 		/* f_bavail, also for root (whose fallocate may take the reserved blocks): file
 		 * systems whose free blocks overstate what can be written (quotas, thin

@@ -131,8 +131,9 @@ uint64_t zinf_io_extent_footprint(const struct zinf_io *io, uint64_t len);
  * system add up): checked before a run lays out its homes, so that a run too big for
  * the drives is refused at once rather than filling them to the last byte first. What
  * passes is laid out whole (a part whose own path is full goes to another). 0, or
- * -ENOSPC with the path, the share and the free bytes in the last error. A file system
- * whose free space cannot be read is not checked. */
+ * -ENOSPC with the path, the share and the free bytes in the last error (-EINVAL for
+ * bytes or largest above 4 EiB). A file system whose free space cannot be read is not
+ * checked. */
 int zinf_io_check_space(struct zinf_io *io, uint64_t bytes, uint64_t largest);
 
 /* ---- pinned buffer registration (io_uring fixed buffers) ------------------------ */

@@ -169,6 +169,31 @@ int main(void)
 	zinf_io_drain(io);
 	zinf_io_destroy(io);
 
+	{ /* space checks of sizes past any drive: refused or short, never wrapped to "fits" */
+		struct zinf_io_opts o2 = o;
+		struct zinf_io *io2;
+		char a[300], b[300];
+
+		snprintf(a, sizeof(a), "%s/a", dir);
+		snprintf(b, sizeof(b), "%s/b", dir);
+		T_CHECK(mkdir(a, 0700) == 0 && mkdir(b, 0700) == 0, "mkdir");
+		o2.nvme_paths[0] = a;
+		o2.nvme_paths[1] = b;
+		o2.n_paths = 2; /* one file system: the shares add up */
+		T_CHECK_RC(zinf_io_create(&o2, &io2, NULL, 0));
+		T_CHECK(zinf_io_check_space(io2, UINT64_MAX, 0) == -EINVAL &&
+				strstr(zinf_io_last_error(io2), "at most 4 EiB"),
+			"2^64 - 1 bytes: %s", zinf_io_last_error(io2));
+		T_CHECK(zinf_io_check_space(io2, 0, (1ull << 62) + 1) == -EINVAL,
+			"a largest extent past 4 EiB");
+		T_CHECK(zinf_io_check_space(io2, 1ull << 62, 1ull << 62) == -ENOSPC,
+			"4 EiB on one file system passed");
+		T_CHECK(zinf_io_check_space(io2, 1 << 20, 1 << 20) == 0, "1 MiB: %s",
+			zinf_io_last_error(io2));
+		zinf_io_destroy(io2);
+		T_CHECK(rmdir(a) == 0 && rmdir(b) == 0, "rmdir");
+	}
+
 	/* bounce mode: unaligned buffers and a padded last block work */
 	o.bounce = true;
 	T_CHECK_RC(zinf_io_create(&o, &io, NULL, 0));
