@@ -342,21 +342,29 @@ static bool dtype_is_grad(enum zinf_dtype t)
 	return t == ZINF_DTYPE_F32 || t == ZINF_DTYPE_BF16 || t == ZINF_DTYPE_F16;
 }
 
+int zinf_adam_check_step_info(const struct zinf_adam_step_info *info, char *msg, size_t len)
+{
+	if (info->step < 1)
+		snprintf(msg, len, "adam step: step count is 0 (steps count from 1)");
+	else if (!(info->lr >= 0.0 && info->lr <= FLT_MAX)) /* (fp32 in the kernels) */
+		snprintf(msg, len, "adam step %llu: lr %g is not a value >= 0 and finite in fp32",
+			 (unsigned long long)info->step, info->lr);
+	else if (!(info->grad_scale > 0.0f && isfinite(info->grad_scale)))
+		snprintf(msg, len, "adam step %llu: grad_scale %g is not a finite value > 0",
+			 (unsigned long long)info->step, info->grad_scale);
+	else
+		return 0;
+	return -EINVAL;
+}
+
 static int adam_check_step(struct zinf_adam *adam, const struct zinf_adam_shard *s,
 			   const struct zinf_adam_step_info *info)
 {
 	uint64_t n = s->n_elems;
+	char why[160];
 
-	if (info->step < 1)
-		return adam_fail(adam, -EINVAL, "adam step: step count is 0 (steps count from 1)");
-	if (!(info->lr >= 0.0 && info->lr <= FLT_MAX)) /* (fp32 in the kernels) */
-		return adam_fail(adam, -EINVAL,
-				 "adam step %llu: lr %g is not a value >= 0 and finite in fp32",
-				 (unsigned long long)info->step, info->lr);
-	if (!(info->grad_scale > 0.0f && isfinite(info->grad_scale)))
-		return adam_fail(adam, -EINVAL,
-				 "adam step %llu: grad_scale %g is not a finite value > 0",
-				 (unsigned long long)info->step, info->grad_scale);
+	if (zinf_adam_check_step_info(info, why, sizeof(why)))
+		return adam_fail(adam, -EINVAL, "%s", why);
 	if (!dtype_is_grad(s->grad_dtype))
 		return adam_fail(adam, -EINVAL,
 				 "adam step %llu: shard grad_dtype %d is not F32, BF16 or F16",

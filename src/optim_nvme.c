@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "optim.h"
 #include "optim_nvme.h"
 #include "zinf/crc32c.h"
 #include "zinf/error.h"
@@ -359,10 +360,14 @@ static int check_step_input(struct zinf_adam_nvme *h, const struct zinf_adam_nvm
 	if (!b || !info)
 		return fail(h, -EINVAL, -1, "optimizer step: bufs %p, info %p (both required)",
 			    (const void *)b, (const void *)info);
+	char why[160];
+
 	if (!b->grad && !b->sub_buffers)
 		return fail(
 			h, -EINVAL, -1,
 			"optimizer step: bufs.grad and bufs.sub_buffers are NULL (expected one)");
+	if (zinf_adam_check_step_info(info, why, sizeof(why))) /* before any sub-group is read */
+		return fail(h, -EINVAL, -1, "optimizer step: %s", why);
 	if (b->grad_dtype != ZINF_DTYPE_F32 && b->grad_dtype != ZINF_DTYPE_BF16 &&
 	    b->grad_dtype != ZINF_DTYPE_F16)
 		return fail(h, -EINVAL, -1,

@@ -4,6 +4,7 @@
  * changes nothing: missing opts, handles or buffers, zero sizes, bad dtypes, a step or a
  * read before the state was written, a sub-group out of range; destroy(NULL) is a no-op.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,13 +141,18 @@ int main(void)
 	bad.param_out = NULL;
 	expect_error(h, zinf_adam_nvme_step(h, &bad, &si, &r), -EINVAL, "bufs.param_dtype 2",
 		     "step with a copy dtype but no buffer");
-	/* a bad step info is the update's error, named with its sub-group; nothing written */
+	/* a bad step info is refused before any sub-group is read, as bad bufs are */
 	si.step = 0;
 	expect_error(h, zinf_adam_nvme_step(h, &b, &si, &r), -EINVAL,
-		     "sub-group 0 (elements 0..2999): update:", "step 0");
-	T_CHECK(r.n_updated == 0 && r.failed_sub_group == 0, "step 0: %llu updated, failed %lld",
-		(unsigned long long)r.n_updated, (long long)r.failed_sub_group);
+		     "optimizer step: adam step: step count is 0", "step 0");
+	T_CHECK(r.n_updated == 0 && r.failed_sub_group == -1 && r.read_bytes == 0,
+		"step 0: %llu updated, failed %lld, %llu bytes read",
+		(unsigned long long)r.n_updated, (long long)r.failed_sub_group,
+		(unsigned long long)r.read_bytes);
 	si.step = 1;
+	si.lr = NAN;
+	expect_error(h, zinf_adam_nvme_step(h, &b, &si, &r), -EINVAL, "lr nan is not", "lr NaN");
+	si.lr = 1e-3;
 	T_CHECK(zinf_adam_nvme_step(h, &b, &si, &r) == 0 && r.n_updated == 4, "good step: %s",
 		zinf_adam_nvme_last_error(h));
 
