@@ -55,7 +55,7 @@ struct zinf_adam_opts {
 	bool bias_correction; /* default true */
 	unsigned threads;     /* threads that share a step, caller included; default 1 */
 	/* >= 0: bind worker i to the i-th core of this NUMA node (hwloc), where the shard's
-	 * memory lives; -1 (default): leave workers unbound */
+	 * memory lives; -1 (default): leave workers unbound; below -1: -EINVAL */
 	int numa_node;
 	enum zinf_adam_isa isa; /* default AUTO; a named ISA the CPU lacks is an error */
 };

@@ -70,6 +70,9 @@ int main(void)
 	zinf_adam_opts_init(&o);
 	o.threads = 5000;
 	expect_bad_opts(o, "threads = 5000");
+	zinf_adam_opts_init(&o);
+	o.numa_node = -5;
+	expect_bad_opts(o, "numa_node = -5");
 
 	zinf_adam_opts_init(&o);
 	o.isa = ZINF_ADAM_ISA_SCALAR;
