@@ -27,7 +27,7 @@ struct io_range {
 struct io_file {
 	int fd;
 	char *name;	       /* full path, for messages */
-	uint64_t size;	       /* bytes preallocated (an external file: its size at open) */
+	uint64_t size;	       /* bytes preallocated */
 	int path;	       /* index into io->paths, or io->n_paths for an external file */
 	bool direct;	       /* opened with O_DIRECT */
 	struct io_range *free; /* sorted, coalesced free ranges (managed files) */
@@ -72,6 +72,9 @@ struct io_slot {
 	char *user_buf;	    /* the caller's buffer when bounced */
 	char *bounce;	    /* this slot's aligned bounce buffer, or NULL */
 	bool bounced;
+	/* a bounced write to an external file that ends inside its last block: the end to
+	 * cut the file back to after the write (0: none) */
+	uint64_t cut_to;
 	int buf_index;	      /* io_uring fixed buffer index, or -1 */
 	int res;	      /* completion result set by the backend */
 	bool first_try;	      /* for the short-count fault */

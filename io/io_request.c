@@ -210,22 +210,13 @@ static void slot_done(struct io_lane *lane, struct io_slot *slot)
 		piece_finish(lane, slot);
 		return;
 	}
-	slot->file_off += slot->len; /* (its end, for the check below) */
 	slot->len = 0;
 	__atomic_add_fetch(c.ops, 1, __ATOMIC_RELAXED);
 	if (slot->bounced && req->op == ZINF_IO_READ)
 		memcpy(slot->user_buf, slot->bounce, slot->piece_len);
-	if (slot->bounced && req->op == ZINF_IO_WRITE) {
-		/* an external file's padded last block wrote past its end: cut it back (a
-		 * managed extent's padding lies inside the extent) */
-		struct io_file *f = &io->files[slot->file];
-
-		if (f->path == io->n_paths && slot->file_off > f->size &&
-		    ftruncate(f->fd, (off_t)f->size) != 0)
-			zinf_logf(ZINF_LOG_WARN,
-				  "zinf io: %s: cannot cut the padding back to %" PRIu64
-				  " bytes: %s",
-				  f->name, f->size, strerror(errno));
+	if (slot->cut_to && ftruncate(io->files[slot->file].fd, (off_t)slot->cut_to) != 0) {
+		piece_error(lane, slot, -errno, "cannot cut the block's padding back off the file");
+		slot->cut_to = 0;
 	}
 	piece_finish(lane, slot);
 }
@@ -290,6 +281,7 @@ static bool piece_take(struct zinf_io *io, struct io_slot *slot)
 	slot->len = len;
 	slot->buf = (char *)req->buf + off;
 	slot->bounced = false;
+	slot->cut_to = 0;
 	slot->first_try = true;
 	if (slot->bounce && io->files[file].direct &&
 	    (((uintptr_t)slot->buf | len) & (io->align - 1))) {
@@ -303,6 +295,31 @@ static bool piece_take(struct zinf_io *io, struct io_slot *slot)
 		}
 	}
 	return true;
+}
+
+/* A bounced write's last block, on an external file, where the piece ends inside it:
+ * the file's bytes past the piece are read into the padding (so an extent shorter than
+ * its file leaves the rest of the file as it was), and where the file ends inside the
+ * block its end is kept in cut_to (the write's zeros past it are cut off after). Run on
+ * the lane, outside the queue's lock. Another request on the same block meanwhile is
+ * the caller's race, as with any unaligned O_DIRECT write. 0, or -errno. */
+static int bounce_fill_tail(struct zinf_io *io, struct io_slot *s)
+{
+	struct io_file *f = &io->files[s->file];
+	uint64_t last = s->len - io->align; /* the last block's place in the bounce buffer */
+	ssize_t got;
+
+	got = pread(f->fd, s->bounce + last, io->align, (off_t)(s->file_off + last));
+	if (got < 0)
+		return -errno;
+	if ((uint64_t)got < io->align) { /* the file ends inside the block */
+		uint64_t end = s->file_off + last + (uint64_t)got;
+
+		memset(s->bounce + last + got, 0, io->align - (uint64_t)got);
+		s->cut_to = end > s->file_off + s->piece_len ? end : s->file_off + s->piece_len;
+	}
+	memcpy(s->bounce + last, s->user_buf + last, s->piece_len - last);
+	return 0;
 }
 
 void *io_lane_main(void *arg)
@@ -346,6 +363,17 @@ void *io_lane_main(void *arg)
 				/* the request already failed: skip the I/O */
 				piece_finish(lane, s);
 				continue;
+			}
+			if (s->bounced && s->req->op == ZINF_IO_WRITE && s->len > s->piece_len &&
+			    io->files[s->file].path == io->n_paths) {
+				int rc = bounce_fill_tail(io, s);
+
+				if (rc) {
+					piece_error(lane, s, rc,
+						    "cannot read the block the write ends in");
+					piece_finish(lane, s);
+					continue;
+				}
 			}
 			if (slot_start(lane, s) != 0) {
 				piece_error(lane, s, -EIO, "backend refused the request");

@@ -632,9 +632,7 @@ int zinf_io_extent_open_file(struct zinf_io *io, const char *path, uint64_t len,
 		}
 	}
 	pthread_mutex_lock(&io->space_lock);
-	/* the file's size (a bounced write's padding past it is cut back to it) */
-	rc = file_add(io, fd, name, (uint64_t)st.st_size > len ? (uint64_t)st.st_size : len,
-		      io->n_paths, direct, &idx);
+	rc = file_add(io, fd, name, len, io->n_paths, direct, &idx);
 	if (rc) { /* (the table is full: fd and name are still ours) */
 		pthread_mutex_unlock(&io->space_lock);
 		io_set_error(io, "extent open file %s: %s", path, strerror(-rc));

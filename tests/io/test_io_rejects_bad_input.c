@@ -5,7 +5,8 @@
  * and required alignment), in-flight resubmission (a batch refused for it leaves its
  * requests free), resubmission before poll collected it, buffer registration; bounce mode
  * accepts an unaligned buffer instead, and an external file whose length is no multiple
- * of the block (read whole, written without growing).
+ * of the block (read whole, written without growing, and an extent shorter than its file
+ * leaves the file's later bytes alone).
  */
 #include "io_test_util.h"
 #include "zinf/error.h"
@@ -227,6 +228,20 @@ int main(void)
 		T_CHECK(memcmp(big + 1, ref + 1, 5000) == 0,
 			"the 5000-byte file read back differs");
 		T_CHECK_RC(zinf_io_extent_free(io, file_ext));
+		/* a 5000-byte extent of a 6000-byte file: the write leaves bytes 5000.. as they
+		 * were (the block's padding is the file's own bytes, not zeros) */
+		FILE *six = fopen(path, "r+");
+		T_CHECK(six && fwrite(ref + 9000, 1, 6000, six) == 6000 && fclose(six) == 0,
+			"write the 6000-byte file");
+		T_CHECK_RC(zinf_io_extent_open_file(io, path, 5000, false, &file_ext));
+		T_CHECK_RC(zinf_io_rw(io, ZINF_IO_WRITE, file_ext, 0, ref + 1, 5000));
+		T_CHECK_RC(zinf_io_extent_free(io, file_ext));
+		six = fopen(path, "r");
+		T_CHECK(six && fread(big, 1, 8192, six) == 6000 && fclose(six) == 0,
+			"the 6000-byte file is no longer 6000 bytes");
+		T_CHECK(memcmp(big, ref + 1, 5000) == 0 &&
+				memcmp(big + 5000, ref + 14000, 1000) == 0,
+			"a bounced write of 5000 bytes changed the file's bytes past them");
 		unlink(path);
 		free(big);
 		free(ref);
