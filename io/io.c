@@ -374,6 +374,7 @@ int zinf_io_create(const struct zinf_io_opts *opts, struct zinf_io **out, char *
 	io->stats.n_paths = io->n_paths + 1;
 	for (int i = 0; i < io->n_paths; i++) {
 		io->paths[i].lock_fd = -1;
+		io->paths[i].last_file = -1;
 		io->paths[i].dir = strdup(opts->nvme_paths[i]);
 		if (!io->paths[i].dir) {
 			rc = -ENOMEM;

@@ -41,6 +41,7 @@ struct io_path {
 	int lock_fd;   /* flock'd while the run lives; -1 when not created */
 	bool direct;   /* O_DIRECT accepted here */
 	int n_files;   /* data files created so far (names data.0, data.1, ...) */
+	int last_file; /* the newest one's index in io->files (it grows), or -1 */
 };
 
 struct io_part {

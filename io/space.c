@@ -165,8 +165,9 @@ static int file_add(struct zinf_io *io, int fd, char *name, uint64_t size, int p
 	struct io_file *f;
 	uint32_t at = io->n_files;
 
-	/* an external file's slot its extent's free closed (path external, no fd) */
-	for (uint32_t i = 0; path == io->n_paths && i < io->n_files && at == io->n_files; i++)
+	/* an external file's slot its extent's free closed (path external, no fd): a data
+	 * file takes it too, so that a table once full of external files serves again */
+	for (uint32_t i = 0; i < io->n_files && at == io->n_files; i++)
 		if (io->files[i].path == io->n_paths && io->files[i].fd < 0)
 			at = i;
 	if (at >= IO_MAX_FILES) {
@@ -278,6 +279,7 @@ static int file_create(struct zinf_io *io, int p, uint64_t need, uint32_t *idx)
 	rc = file_add(io, fd, name, size, p, direct, idx);
 	if (rc)
 		goto out_close;
+	path->last_file = (int)*idx; /* (a reused slot need not be the highest) */
 	rc = free_insert(&io->files[*idx], 0, 0, size);
 	return rc;
 out_close:
@@ -342,11 +344,9 @@ static int file_grow(struct zinf_io *io, int p, uint64_t len, uint32_t *idx)
 	uint64_t tail = 0, add;
 	int rc;
 
-	for (uint32_t i = 0; i < io->n_files; i++) {
-		if (io->files[i].path == p) {
-			f = &io->files[i];
-			*idx = i;
-		}
+	if (io->paths[p].last_file >= 0) {
+		*idx = (uint32_t)io->paths[p].last_file;
+		f = &io->files[*idx];
 	}
 	if (f && f->n_free && f->free[f->n_free - 1].off + f->free[f->n_free - 1].len == f->size)
 		tail = f->free[f->n_free - 1].len;
@@ -633,9 +633,8 @@ int zinf_io_extent_open_file(struct zinf_io *io, const char *path, uint64_t len,
 	}
 	pthread_mutex_lock(&io->space_lock);
 	rc = file_add(io, fd, name, len, io->n_paths, direct, &idx);
-	if (rc) { /* (the table is full: fd and name are still ours) */
+	if (rc) { /* the table is full (file_add said so): fd and name are still ours */
 		pthread_mutex_unlock(&io->space_lock);
-		io_set_error(io, "extent open file %s: %s", path, strerror(-rc));
 		goto out_close;
 	}
 	rc = extent_slot(io, id, &e);
