@@ -115,7 +115,8 @@ int zinf_loss_scaler_update(struct zinf_loss_scaler *s, bool overflow)
 		    0) {
 			if (!s->opts.consecutive_hysteresis)
 				s->hysteresis_left = s->opts.hysteresis;
-			s->scale = fmin(s->scale * 2.0, ZINF_MAX_LOSS_SCALE);
+			if (s->scale * 2.0 <= ZINF_MAX_LOSS_SCALE) /* (a power of 2 stays one) */
+				s->scale *= 2.0;
 		}
 	}
 	s->iteration++;

@@ -183,8 +183,9 @@ struct zinf_engine_progress {
  * checks the values (steps, skipped and scaler_iteration at most 2^53; a loss scale > 0,
  * at most 1e42 and, dynamic, not below fp16.min_loss_scale; an overflow iteration before
  * the iteration; hysteresis 1 to fp16.hysteresis): -EINVAL with the field named, nothing
- * changed. What a step makes can always be set back: the dynamic scale stops doubling at
- * 1e42, and zinf_step refuses (ZINF_ESTATE) a step that would take a count past 2^53. Read is refused
+ * changed. What a step makes can always be set back: the dynamic scale does not double
+ * past 1e42, and zinf_step refuses (ZINF_ESTATE) a step that would take a count past
+ * 2^53. Read is refused
  * (ZINF_ESTATE) while the engine is torn (zinf_step): its modules are a mix of two steps.
  * Set on a torn engine whose modules have all been loaded whole since makes it whole
  * again and drops the gradients accumulated since the failed step. out / in NULL:

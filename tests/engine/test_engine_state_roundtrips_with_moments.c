@@ -321,7 +321,7 @@ static void check_fp16_skip(const char *opt_home, const char *dir)
 		bad.loss_scale = 1e43;
 		T_CHECK(zinf_engine_progress_set(b.e, &bad) == -EINVAL &&
 				strstr(zinf_last_error(b.e), "at most 1e42"),
-			"%s: loss scale 2^65: %s", opt_home, zinf_last_error(b.e));
+			"%s: loss scale 1e43: %s", opt_home, zinf_last_error(b.e));
 		bad.loss_scale = 1e42;
 		T_CHECK_RC(zinf_engine_progress_set(b.e, &bad));
 		for (int i = 0; i < 4; i++) /* a window of 3: the scale would double */
