@@ -71,9 +71,13 @@ static uint64_t groups_figure(const struct zinf_engine *e, uint64_t sub, enum gr
 		group_opts(e, elems[k], sub, &o);
 		if (f == GROUP_DRIVE)
 			total += zinf_adam_nvme_drive_bytes(&o);
-		else if (f == GROUP_STAGING)
-			total += zinf_adam_nvme_pinned_bytes(&o, zinf_io_alignment(e->io));
-		else if ((extent = zinf_adam_nvme_extent_bytes(&o)) > total)
+		else if (f == GROUP_STAGING) {
+			uint64_t b = zinf_adam_nvme_pinned_bytes(&o, zinf_io_alignment(e->io));
+
+			if (!b) /* opts the optimizer refuses (over 2^32 sub-groups): no fit */
+				return UINT64_MAX;
+			total += b;
+		} else if ((extent = zinf_adam_nvme_extent_bytes(&o)) > total)
 			total = extent;
 	}
 	return total;
@@ -196,6 +200,8 @@ static int staging_fits(struct zinf_engine *e, uint64_t need)
 
 	zinf_pinned_get_stats(e->pinned, &ps);
 	room = ps.limit - ps.used;
+	if (take == UINT64_MAX) /* sub-groups the optimizer refuses: its create says why */
+		return 0;
 	if (take <= room && room - take >= need)
 		return 0;
 	if (room > need && staging_bytes(e, 1) <= room - need)
