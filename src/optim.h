@@ -64,9 +64,11 @@ void zinf_adam_args_of(const struct zinf_adam *adam, const struct zinf_adam_shar
  * update, spread over the cores as a GPU's is over its SMs. Runs from several threads
  * take turns (steps on one handle do not: one at a time). */
 void zinf_adam_run(struct zinf_adam *adam, const struct zinf_adam_args *a, uint64_t n);
-/* A step's info as zinf_adam_step checks it (step from 1; lr >= 0 and a finite fp32;
- * grad_scale finite and > 0): 0, or -EINVAL with the reason in msg. */
-int zinf_adam_check_step_info(const struct zinf_adam_step_info *info, char *msg, size_t len);
+/* A step's info as zinf_adam_step checks it for adam's options (step from 1; lr >= 0 and
+ * a finite fp32; grad_scale finite and > 0; the step size lr / bias correction and the
+ * decay 1 - lr * weight_decay finite in fp32): 0, or -EINVAL with the reason in msg. */
+int zinf_adam_check_step_info(const struct zinf_adam *adam, const struct zinf_adam_step_info *info,
+			      char *msg, size_t len);
 struct zinf_pool;
 /* zinf_adam_create on with's threads instead of a pool of its own (opts.threads and
  * opts.numa_node are not read): the engine's two handles (weight decay and none) share

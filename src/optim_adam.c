@@ -345,8 +345,12 @@ static bool dtype_is_grad(enum zinf_dtype t)
 	return t == ZINF_DTYPE_F32 || t == ZINF_DTYPE_BF16 || t == ZINF_DTYPE_F16;
 }
 
-int zinf_adam_check_step_info(const struct zinf_adam_step_info *info, char *msg, size_t len)
+int zinf_adam_check_step_info(const struct zinf_adam *adam, const struct zinf_adam_step_info *info,
+			      char *msg, size_t len)
 {
+	struct zinf_adam_shard none = {0};
+	struct zinf_adam_args a;
+
 	if (info->step < 1)
 		snprintf(msg, len, "adam step: step count is 0 (steps count from 1)");
 	else if (!(info->lr >= 0.0 && info->lr <= FLT_MAX)) /* (fp32 in the kernels) */
@@ -355,8 +359,17 @@ int zinf_adam_check_step_info(const struct zinf_adam_step_info *info, char *msg,
 	else if (!(info->grad_scale > 0.0f && isfinite(info->grad_scale)))
 		snprintf(msg, len, "adam step %llu: grad_scale %g is not a finite value > 0",
 			 (unsigned long long)info->step, info->grad_scale);
-	else
-		return 0;
+	else {
+		/* the factors the kernels use, in fp32: lr / bias correction, 1 - lr * decay */
+		zinf_adam_args_init(&a, &adam->opts, &none, info);
+		if (isfinite(a.neg_step_size) && isfinite(a.decay) && isfinite(a.rsqrt_bc2))
+			return 0;
+		snprintf(msg, len,
+			 "adam step %llu: lr %g with weight_decay %g and betas (%g, %g) makes a "
+			 "step size or decay factor past fp32",
+			 (unsigned long long)info->step, info->lr, adam->opts.weight_decay,
+			 adam->opts.beta1, adam->opts.beta2);
+	}
 	return -EINVAL;
 }
 
@@ -366,7 +379,7 @@ static int adam_check_step(struct zinf_adam *adam, const struct zinf_adam_shard 
 	uint64_t n = s->n_elems;
 	char why[160];
 
-	if (zinf_adam_check_step_info(info, why, sizeof(why)))
+	if (zinf_adam_check_step_info(adam, info, why, sizeof(why)))
 		return adam_fail(adam, -EINVAL, "%s", why);
 	if (!dtype_is_grad(s->grad_dtype))
 		return adam_fail(adam, -EINVAL,

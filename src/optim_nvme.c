@@ -366,7 +366,7 @@ static int check_step_input(struct zinf_adam_nvme *h, const struct zinf_adam_nvm
 		return fail(
 			h, -EINVAL, -1,
 			"optimizer step: bufs.grad and bufs.sub_buffers are NULL (expected one)");
-	if (zinf_adam_check_step_info(info, why, sizeof(why))) /* before any sub-group is read */
+	if (zinf_adam_check_step_info(h->adam, info, why, sizeof(why))) /* before any read */
 		return fail(h, -EINVAL, -1, "optimizer step: %s", why);
 	if (b->grad_dtype != ZINF_DTYPE_F32 && b->grad_dtype != ZINF_DTYPE_BF16 &&
 	    b->grad_dtype != ZINF_DTYPE_F16)

@@ -102,6 +102,19 @@ int main(void)
 	expect_bad_step(adam, good, bad, "lr -1 is not");
 	bad.lr = 1e39; /* inf in fp32 */
 	expect_bad_step(adam, good, bad, "lr 1e+39 is not");
+	{ /* each within bounds, their product not: AdamW's decay 1 - lr * wd is -inf */
+		struct zinf_adam *wide;
+		struct zinf_adam_opts wo;
+
+		zinf_adam_opts_init(&wo);
+		wo.isa = ZINF_ADAM_ISA_SCALAR;
+		wo.weight_decay = 1e30;
+		T_CHECK_RC(zinf_adam_create(&wide, &wo));
+		bad = info;
+		bad.lr = 1e30;
+		expect_bad_step(wide, good, bad, "decay factor past fp32");
+		zinf_adam_destroy(wide);
+	}
 	bad = info;
 	bad.grad_scale = INFINITY;
 	expect_bad_step(adam, good, bad, "grad_scale inf is not");
