@@ -45,6 +45,12 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 			 !o->config_path ? "--config" : "--data");
 		return -EINVAL;
 	}
+	if (o->n_config_sets < 0 || (o->n_config_sets > 0 && !o->config_sets)) {
+		snprintf(err, errlen,
+			 "--set: %d overrides in %s (expected a count >= 0 and a list)",
+			 o->n_config_sets, o->config_sets ? "a list" : "a NULL list");
+		return -EINVAL;
+	}
 	if (!o->seq_len || !o->steps) {
 		snprintf(err, errlen, "%s: required, at least 1",
 			 !o->steps ? "--steps" : "--seq-len");
@@ -64,8 +70,9 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 		snprintf(err, errlen, "--eval-every: needs --eval-data FILE");
 		return -EINVAL;
 	}
-	if (o->eval_data_path && !o->eval_batches) {
-		snprintf(err, errlen, "--eval-batches 0: must be >= 1");
+	if (o->eval_data_path && (!o->eval_batches || o->eval_batches > 1000000000)) {
+		snprintf(err, errlen, "--eval-batches %llu: expected 1 to 1000000000 (as the CLI)",
+			 (unsigned long long)o->eval_batches);
 		return -EINVAL;
 	}
 	if (o->save_dtype != ZINF_DTYPE_NONE && o->save_dtype != ZINF_DTYPE_F32 &&

@@ -158,8 +158,31 @@ static void trainer(void)
 	zinf_train_opts_init(&to); /* no model, no config: refused */
 	T_CHECK(zinf_train_run(&to, NULL, NULL, 0) == -EINVAL, "train_run, err NULL");
 	T_CHECK(zinf_train_run(NULL, NULL, NULL, 100) == -EINVAL, "train_run, opts NULL");
+	{ /* a count of overrides with no list: refused, not read through */
+		char err[256] = "";
+
+		to.init_config = "model.json";
+		to.config_path = "ds.json";
+		to.data_path = "data.txt";
+		to.seq_len = 16;
+		to.steps = 1;
+		to.n_config_sets = 1;
+		T_CHECK(zinf_train_run(&to, NULL, err, sizeof(err)) == -EINVAL &&
+				strstr(err, "--set: 1 overrides in a NULL list"),
+			"train_run, config_sets NULL: %s", err);
+		zinf_train_opts_init(&to);
+	}
 	zinf_plan_opts_init(&po);
 	T_CHECK(zinf_train_plan(&po, &pr, NULL, 100) < 0, "train_plan, err NULL");
+	po.n_config_sets = 2;
+	{
+		char err[256] = "";
+
+		T_CHECK(zinf_train_plan(&po, &pr, err, sizeof(err)) == -EINVAL &&
+				strstr(err, "--set: 2 overrides in a NULL list"),
+			"train_plan, config_sets NULL: %s", err);
+	}
+	zinf_plan_opts_init(&po);
 	T_CHECK(zinf_train_plan(&po, NULL, NULL, 0) == -EINVAL, "train_plan, r NULL");
 	T_CHECK(zinf_plan_write_config(&po, &pr, 0, NULL, false, NULL, 100) == -EINVAL,
 		"plan_write_config, out_path NULL");
