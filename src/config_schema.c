@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "loss_scale.h"
 
 #define OFF(f) offsetof(struct zinf_config_values, f)
 #define INF DBL_MAX
@@ -100,8 +101,7 @@ const struct zinf_key
 			SECTION("fp16", "float16 training with loss scaling"),
 			BOOL("fp16.enabled", fp16.enabled, 0, ZKF_AUTO,
 			     "train in fp16 with loss scaling (auto: false)"),
-			/* at most 1e42: the unscaling factor 1/scale stays a float > 0 (ZINF_MAX_LOSS_SCALE) */
-			FLOAT("fp16.loss_scale", fp16.loss_scale, 0, 0, 1e42, 0,
+			FLOAT("fp16.loss_scale", fp16.loss_scale, 0, 0, ZINF_MAX_LOSS_SCALE, 0,
 			      "static loss scale; 0 = dynamic loss scaling"),
 			INT("fp16.initial_scale_power", fp16.initial_scale_power, 16, 0, 63, 0,
 			    "dynamic scaling starts at 2^initial_scale_power"),
@@ -111,7 +111,8 @@ const struct zinf_key
 			    "overflows tolerated before the scale is lowered"),
 			BOOL("fp16.consecutive_hysteresis", fp16.consecutive_hysteresis, 0, 0,
 			     "refill hysteresis after each step without overflow"),
-			FLOAT("fp16.min_loss_scale", fp16.min_loss_scale, 1, 0, 1e42, ZKF_MIN_OPEN,
+			FLOAT("fp16.min_loss_scale", fp16.min_loss_scale, 1, 0, ZINF_MAX_LOSS_SCALE,
+			      ZKF_MIN_OPEN,
 			      "the scale never goes below this"),
 			IGNORED("fp16.auto_cast"),
 			IGNORED("fp16.fp16_master_weights_and_grads"),

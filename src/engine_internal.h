@@ -204,6 +204,10 @@ struct emodule {
 	uint32_t fetched;    /* the model's fetches not yet released */
 };
 
+/* The most steps, skipped steps and scaler iterations: counts a double holds exactly
+ * (a checkpoint keeps them as JSON numbers), far from a wrap of the next step's. */
+#define ENGINE_MAX_COUNT (1ull << 53)
+
 struct zinf_engine {
 	const struct zinf_config *cfg;
 	struct zinf_device *dev;

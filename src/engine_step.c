@@ -208,10 +208,10 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *result)
 	memset(out, 0, sizeof(*out));
 	if (!e->finalized)
 		return engine_fail(e, ZINF_ESTATE, "step before finalize");
-	/* counts beyond 2^53 could not be set back (zinf_engine_progress_set; a checkpoint
-	 * keeps them as JSON numbers) */
-	if (e->steps >= (1ull << 53) || e->skipped >= (1ull << 53) ||
-	    e->scaler.iteration >= (1ull << 53))
+	/* counts beyond ENGINE_MAX_COUNT could not be set back (zinf_engine_progress_set; a
+	 * checkpoint keeps them as JSON numbers) */
+	if (e->steps >= ENGINE_MAX_COUNT || e->skipped >= ENGINE_MAX_COUNT ||
+	    e->scaler.iteration >= ENGINE_MAX_COUNT)
 		return engine_fail(e, ZINF_ESTATE,
 				   "step refused: steps %llu, skipped %llu, scaler_iteration %llu: "
 				   "a count is at its limit of 2^53",
@@ -344,9 +344,8 @@ int zinf_engine_progress_set(struct zinf_engine *e, const struct zinf_engine_pro
 	rc = engine_check_not_held(e, "progress set", 0, e->n_modules, true, ZINF_ESTATE);
 	if (rc)
 		return rc;
-	/* (2^53: counts a double holds exactly, and far from a wrap of the next step's) */
-	if (in->steps > (1ull << 53) || in->skipped > (1ull << 53) ||
-	    in->scaler_iteration > (1ull << 53))
+	if (in->steps > ENGINE_MAX_COUNT || in->skipped > ENGINE_MAX_COUNT ||
+	    in->scaler_iteration > ENGINE_MAX_COUNT)
 		return engine_fail(
 			e, -EINVAL,
 			"progress: steps %llu, skipped %llu, scaler_iteration %llu (expected each at most 2^53)",

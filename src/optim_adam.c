@@ -253,8 +253,8 @@ static int adam_check_opts(const struct zinf_adam_opts *o)
 		what = "optimizer.params.weight_decay", value = o->weight_decay;
 	else if (o->threads > 1024)
 		what = "adam threads", value = o->threads;
-	else if (o->numa_node <
-		 -1) /* (a node past the machine's only warns: hwloc may not see it) */
+	/* (a node past the machine's only warns: hwloc may not see it) */
+	else if (o->numa_node < -1)
 		what = "adam numa_node", value = o->numa_node;
 	else if (o->isa < ZINF_ADAM_ISA_AUTO || o->isa > ZINF_ADAM_ISA_AVX512)
 		what = "adam isa", value = (int)o->isa; /* (an enum: unsigned here) */

@@ -357,11 +357,11 @@ static int update_group(struct zinf_adam_nvme *h, struct nvme_slot *s,
 static int check_step_input(struct zinf_adam_nvme *h, const struct zinf_adam_nvme_bufs *b,
 			    const struct zinf_adam_step_info *info)
 {
+	char why[160];
+
 	if (!b || !info)
 		return fail(h, -EINVAL, -1, "optimizer step: bufs %p, info %p (both required)",
 			    (const void *)b, (const void *)info);
-	char why[160];
-
 	if (!b->grad && !b->sub_buffers)
 		return fail(
 			h, -EINVAL, -1,

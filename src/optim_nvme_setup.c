@@ -144,9 +144,7 @@ static int pool_too_small(const struct zinf_adam_nvme *h, uint64_t pool_size, ui
 	/* a smaller sub-group means more sub-groups: as many buffers as the pipelines use */
 	unsigned slots = 1 + (unsigned)h->pipeline_read + (unsigned)h->pipeline_write;
 	uint64_t fit = pool_free / slots / 3 / h->align * h->align / sizeof(float);
-	char a[64], b[64], c[64], d[64];
-
-	char lower[96] = "";
+	char a[64], b[64], c[64], d[64], lower[96] = "";
 
 	if (fit > 0) /* (a pool too small for the smallest sub-group: the limit alone) */
 		snprintf(lower, sizeof(lower),

@@ -45,12 +45,8 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 			 !o->config_path ? "--config" : "--data");
 		return -EINVAL;
 	}
-	if (o->n_config_sets < 0 || (o->n_config_sets > 0 && !o->config_sets)) {
-		snprintf(err, errlen,
-			 "--set: %d overrides in %s (expected a count >= 0 and a list)",
-			 o->n_config_sets, o->config_sets ? "a list" : "a NULL list");
+	if (train_check_config_sets(o->config_sets, o->n_config_sets, err, errlen))
 		return -EINVAL;
-	}
 	if (!o->seq_len || !o->steps) {
 		snprintf(err, errlen, "%s: required, at least 1",
 			 !o->steps ? "--steps" : "--seq-len");

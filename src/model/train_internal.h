@@ -6,6 +6,7 @@
 #ifndef ZINF_MODEL_TRAIN_INTERNAL_H
 #define ZINF_MODEL_TRAIN_INTERNAL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -113,6 +114,17 @@ int train_model_register(struct train_model *tm, struct zinf_engine *e, char *er
  * zeros for biases). */
 int train_model_load(struct train_model *tm, struct zinf_engine *e, const struct zinf_train_opts *o,
 		     char *err, size_t errlen);
+/* A list of n "KEY=VALUE" overrides (zinf_train_opts and zinf_plan_opts): 0, or -EINVAL
+ * with a line in err for a count below 0 or a NULL list of some. */
+static inline int train_check_config_sets(const char *const *sets, int n, char *err, size_t errlen)
+{
+	if (n >= 0 && (n == 0 || sets))
+		return 0;
+	snprintf(err, errlen, "--set: %d overrides in %s (expected a count >= 0 and a list)", n,
+		 sets ? "a list" : "a NULL list");
+	return -EINVAL;
+}
+
 /* The longest row a run takes (activations and attention scratch grow with it). */
 #define TRAIN_MAX_SEQ_LEN (1u << 20)
 /* --seq-len within 1 .. the positions the model reaches (zinf_hf_config_max_positions),

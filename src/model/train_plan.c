@@ -454,12 +454,8 @@ int zinf_train_plan(const struct zinf_plan_opts *o, struct zinf_plan_result *r, 
 		return -EINVAL;
 	}
 	memset(r, 0, sizeof(*r));
-	if (o->n_config_sets < 0 || (o->n_config_sets > 0 && !o->config_sets)) {
-		snprintf(err, errlen,
-			 "--set: %d overrides in %s (expected a count >= 0 and a list)",
-			 o->n_config_sets, o->config_sets ? "a list" : "a NULL list");
+	if (train_check_config_sets(o->config_sets, o->n_config_sets, err, errlen))
 		return -EINVAL;
-	}
 	memset(&tm, 0, sizeof(tm));
 	r->chosen = -1;
 	rc = setup(o, &tm, r, &mc, &base, err, errlen);

@@ -1,4 +1,4 @@
-# cmake -DLIB=libX.a -DLD=ld -DOBJCOPY=objcopy -DAR=ar -P api_only.cmake
+# cmake -DLIB=libX.a -DLD=ld -DOBJCOPY=objcopy -DAR=ar -DNM=nm -P api_only.cmake
 # Make an installed static library export its API alone: its objects are linked into one
 # relocatable object (their references to each other resolved), in which every strong
 # global definition but zinf_* is made local, and the archive holds that object. Weak and
