@@ -491,7 +491,12 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		 * when the run starts: a run refused later leaves an earlier log as it was */
 		/* (a FIFO with no reader fails at once, ENXIO, instead of waiting for one; the
 		 * descriptor then blocks as usual, so /dev/stdout into a pipe works) */
-		int fd = open(o->log_json_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+		int fd = open(o->log_json_path, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0 && errno == ENOENT) {
+			fd = open(o->log_json_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK,
+				  0644); /* (through a dangling link too) */
+			r->log_made = fd >= 0;
+		}
 		if (fd >= 0)
 			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 		r->log = fd >= 0 ? fdopen(fd, "w") : NULL;
@@ -559,6 +564,18 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	return rc;
 }
 
+/* A --log-json file this run made and wrote no line into (a refused or stopped run, or
+ * one failing in step 1) goes again, as the save directory it made does: only if the
+ * path still names it. */
+static void unmake_empty_log(struct train_run *r)
+{
+	struct stat a, b;
+
+	if (!fflush(r->log) && !fstat(fileno(r->log), &a) && !stat(r->o->log_json_path, &b) &&
+	    a.st_size == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		unlink(r->o->log_json_path);
+}
+
 static void finish(struct train_run *r, bool failed)
 {
 	if (failed && r->save_dir_made) /* as it was: no directory (unless it holds more) */
@@ -570,6 +587,8 @@ static void finish(struct train_run *r, bool failed)
 	if (r->pass.m)
 		train_pass_destroy(&r->pass);
 	zinf_engine_destroy(r->e);
+	if (r->log && failed && r->log_made)
+		unmake_empty_log(r);
 	if (r->log)
 		fclose(r->log);
 	free(r->inputs);

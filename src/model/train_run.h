@@ -36,6 +36,7 @@ struct train_run {
 	struct train_pass pass;
 	int32_t *inputs, *targets;
 	FILE *log;
+	bool log_made; /* log_json_path did not exist: removed again if the run fails empty */
 	struct train_state now; /* this run, as a checkpoint's state would describe it */
 	struct train_state ck;	/* resume_dir's state */
 	uint64_t first_step;	/* 1, or after resume_dir's step */
