@@ -655,8 +655,9 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	}
 	if (rc) {
 		/* Everything up to here is a check of the input, except running out of
-		 * memory or a failing device. */
-		res->bad_input = rc != -ENOMEM && rc != -EIO && rc != ZINF_EDEVICE;
+		 * memory, a failing device, and a directory another live run holds (the same
+		 * command works once it ends). */
+		res->bad_input = rc != -ENOMEM && rc != -EIO && rc != ZINF_EDEVICE && rc != -EBUSY;
 		goto out;
 	}
 	rc = train_run_loop(&r, res, err, errlen);
