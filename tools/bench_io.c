@@ -31,7 +31,7 @@ const char bench_io_usage[] =
 	"                     when short) only with --force\n"
 	"  --dir PATH[,...]   use an extent in a run directory under each path (striped;\n"
 	"                     removed afterwards, and when SIGINT or SIGTERM stops it)\n"
-	"  --size BYTES       bytes per pass (default 2GiB)\n"
+	"  --size BYTES       bytes per pass (default 2GiB; at most 16TiB a --dir path)\n"
 	"  --bs BYTES         request size (default 1MiB)\n"
 	"  --qd N             requests in flight per thread (default 32)\n"
 	"  --rw MODE          read | write | randread | randwrite (default read)\n"
@@ -61,6 +61,10 @@ struct bench_result {
 	char engine[16];
 	bool direct; /* every file did O_DIRECT (a tmpfs one falls back to buffered) */
 };
+
+/* The I/O layer's bounds on a run directory file (zinf_io_opts.file_size). */
+#define BENCH_IO_MIN_FILE (1ull << 20)
+#define BENCH_IO_MAX_FILE (1ull << 44)
 
 static double now_s(void)
 {
@@ -202,13 +206,16 @@ static int bench_run(const struct bench_cfg *c, const char *rw, struct bench_res
 	o.intra_op_parallelism = c->threads;
 	o.engine = c->engine;
 	o.direct = c->direct;
-	o.file_size = c->size;
 	if (c->dirs) {
 		dirs = strdup(c->dirs);
 		for (char *t = strtok_r(dirs, ",", &save); t && o.n_paths < ZINF_IO_MAX_PATHS;
 		     t = strtok_r(NULL, ",", &save))
 			o.nvme_paths[o.n_paths++] = t;
+		/* (a file holds its path's share, raised to the I/O layer's least file size;
+		 * main refuses a share past its largest) */
 		o.file_size = c->size / (uint64_t)o.n_paths + c->bs;
+		if (o.file_size < BENCH_IO_MIN_FILE)
+			o.file_size = BENCH_IO_MIN_FILE;
 		o.run_dir_name = "zinf-bench-io";
 	}
 	rc = zinf_io_create(&o, &io, err, sizeof(err));
@@ -384,6 +391,16 @@ static int parse_u32(const char *opt, const char *text, uint32_t max, uint32_t *
 	}
 	*out = (uint32_t)v;
 	return 0;
+}
+
+/* The paths in --dir's list (check_dirs has checked it). */
+static uint64_t dir_count(const char *list)
+{
+	uint64_t n = 1;
+
+	for (; *list; list++)
+		n += *list == ',';
+	return n;
 }
 
 static int parse_size(const char *opt, const char *text, uint64_t *out)
@@ -591,6 +608,12 @@ int bench_io(int argc, char **argv)
 	if (!c.sweep && (c.size % c.bs || c.size < c.bs)) {
 		fprintf(stderr, "zinf bench io: --size %llu: expected a multiple of --bs %llu\n",
 			(unsigned long long)c.size, (unsigned long long)c.bs);
+		return ZINF_EXIT_USAGE;
+	}
+	if (c.dirs && c.size / dir_count(c.dirs) + c.bs > BENCH_IO_MAX_FILE) {
+		fprintf(stderr,
+			"zinf bench io: --size %llu: expected at most 16TiB for each --dir path\n",
+			(unsigned long long)c.size);
 		return ZINF_EXIT_USAGE;
 	}
 	if (c.sweep) {

@@ -1,12 +1,12 @@
 /*
  * `zinf bench io` (the CLI binary, given as argv[1]): a small run prints one JSON object
- * with bytes_per_second and iops and leaves no files; bad options exit 2 with a one-line
- * message naming the option and the value (a --dir list with an empty path, one
- * directory twice, a path that is no directory; --qd and --threads beyond the I/O
- * layer's limits; a --file that is no regular file or cannot be made); a --file holding
- * data is written over (a write mode, --sweep, filled when short) only with --force, and
- * is left unchanged when refused; a run stopped by SIGTERM removes its run directory and
- * ends by the signal.
+ * with bytes_per_second and iops and leaves no files (a 64 KiB pass too); bad options
+ * exit 2 with a one-line message naming the option and the value (a --dir list with an
+ * empty path, one directory twice, a path that is no directory; a --size past 16 TiB for
+ * each path; --qd and --threads beyond the I/O layer's limits; a --file that is no
+ * regular file or cannot be made); a --file holding data is written over (a write mode,
+ * --sweep, filled when short) only with --force, and is left unchanged when refused; a
+ * run stopped by SIGTERM removes its run directory and ends by the signal.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -104,6 +104,11 @@ int main(int argc, char **argv)
 			strstr(out, "\"iops\": ") && strstr(out, "\"rw\": \"randread\"") &&
 			strstr(out, direct_here(dir) ? "\"direct\": true" : "\"direct\": false"),
 		"JSON output (O_DIRECT %s here): %s", direct_here(dir) ? "works" : "refused", out);
+	/* a pass smaller than the I/O layer's least file (1 MiB) */
+	snprintf(args, sizeof(args), "--dir %s --size 64KiB --bs 4KiB --qd 2 --loops 1 --json",
+		 dir);
+	rc = run(argv[1], args);
+	T_CHECK(rc == 0 && out[0] == '{', "a 64 KiB pass: exit %d: %s", rc, out);
 	T_CHECK(rmdir(dir) == 0, "bench left files in %s", dir);
 	free(dir);
 
@@ -140,6 +145,9 @@ int main(int argc, char **argv)
 	want_usage_error(argv[1], "--size 1GiB", "--file PATH or --dir PATH");
 	want_usage_error(argv[1], "--dir /tmp --frobnicate", "--frobnicate");
 	want_usage_error(argv[1], "--dir /tmp --size 1GiB --bs 3MiB", "multiple of --bs");
+	want_usage_error(argv[1], "--dir /tmp --size 20TiB",
+			 "--size 21990232555520: expected at most 16TiB for each --dir path");
+	want_usage_error(argv[1], "--dir /tmp,/var/tmp --size 40TiB", "--size 43980465111040");
 	want_usage_error(argv[1], "--dir '' --size 8MiB", "--dir : an empty path");
 	want_usage_error(argv[1], "--dir , --size 8MiB", "--dir ,: an empty path");
 	want_usage_error(argv[1], "--dir /tmp,,/var/tmp --size 8MiB", "an empty path");
