@@ -195,6 +195,7 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 	};
 	static const char *const isas[] = {"auto", "scalar", "avx2", "avx512"};
 	const char *nvme_only = NULL; /* the last flag given that works only with --nvme */
+	bool seen[CMD_FLAG_CODES] = {false};
 	char *end;
 	long v;
 	int c;
@@ -213,6 +214,8 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 	optind = 1;
 	opterr = 0; /* one line of our own below */
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (cmd_flag_once(seen, longopts, c, (const int[]){'?', 0}, "zinf bench adam"))
+			return ZINF_EXIT_USAGE;
 		switch (c) {
 		case 'n':
 			if (zinf_parse_bytes(optarg, &b->elems) || b->elems == 0) {

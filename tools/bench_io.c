@@ -518,11 +518,14 @@ int bench_io(int argc, char **argv)
 			      .rw = "read",
 			      .direct = true};
 	struct bench_result r;
+	bool seen[CMD_FLAG_CODES] = {false};
 	int opt, rc = 0;
 
 	optind = 1;
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (cmd_flag_once(seen, longopts, opt, (const int[]){'?', 0}, "zinf bench io"))
+			return ZINF_EXIT_USAGE;
 		switch (opt) {
 		case 'f':
 			c.file = optarg;

@@ -378,8 +378,7 @@ static int parse(int argc, char **argv, struct run *off, struct run *res, bool *
 				cmd_bad_flag(argv, argc));
 			return -1;
 		}
-		if (cmd_flag_once(given, longopts, c,
-				  (const int[]){TF_SET, BT_RESIDENT_SET, BT_JSON, 0},
+		if (cmd_flag_once(given, longopts, c, (const int[]){TF_SET, BT_RESIDENT_SET, 0},
 				  "zinf bench train"))
 			return -1;
 		if (c == BT_JSON) {

@@ -51,8 +51,9 @@ void cmd_catch_stop_signals(void (*handler)(int));
 #define CMD_FLAG_CODES 512 /* getopt_long codes cmd_flag_once tells apart */
 
 /* Flag c (a getopt_long code of opts) given a second time: one line naming it and -1,
- * unless c is in again (0-ended: --set and the like). A second value would otherwise
- * replace the first without a word. seen: CMD_FLAG_CODES entries, false at the start. */
+ * unless c is in again (0-ended: --set and the like) or is a switch (no_argument: the same
+ * again). A second value would otherwise replace the first without a word. seen:
+ * CMD_FLAG_CODES entries, false at the start. */
 int cmd_flag_once(bool *seen, const struct option *opts, int c, const int *again, const char *prog);
 
 /* The flag getopt_long just refused (unknown, or missing its value) as written: "--bogus",

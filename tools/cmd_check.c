@@ -80,8 +80,7 @@ int cmd_check(int argc, char **argv)
 	opterr = 0; /* one line of our own below */
 	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
 		/* a second --world-size or --hidden-size would replace the first unsaid */
-		if (cmd_flag_once(seen, opts, c, (const int[]){'s', 'j', 'q', 'h', '?', 0},
-				  "zinf check"))
+		if (cmd_flag_once(seen, opts, c, (const int[]){'s', '?', 0}, "zinf check"))
 			return ZINF_EXIT_USAGE;
 		switch (c) {
 		case 'w':

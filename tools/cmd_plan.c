@@ -216,7 +216,7 @@ int cmd_plan(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-		if (cmd_flag_once(seen, opts, c, (const int[]){'s', 'h', ':', '?', 0}, "zinf plan"))
+		if (cmd_flag_once(seen, opts, c, (const int[]){'s', ':', '?', 0}, "zinf plan"))
 			return ZINF_EXIT_USAGE;
 		switch (c) {
 		case 'm':

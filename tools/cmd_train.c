@@ -209,7 +209,7 @@ int cmd_train(int argc, char **argv)
 				cmd_bad_flag(argv, argc));
 			return ZINF_EXIT_USAGE;
 		}
-		if (cmd_flag_once(seen, longopts, c, (const int[]){TF_SET, 'q', 0}, "zinf train"))
+		if (cmd_flag_once(seen, longopts, c, (const int[]){TF_SET, 0}, "zinf train"))
 			return ZINF_EXIT_USAGE;
 		if (c == 'q')
 			prog.quiet = true;

@@ -54,6 +54,9 @@ int cmd_flag_once(bool *seen, const struct option *opts, int c, const int *again
 	for (const int *a = again; *a; a++)
 		if (*a == c)
 			return 0;
+	for (size_t i = 0; opts[i].name; i++) /* a switch given again says the same */
+		if (!opts[i].flag && opts[i].val == c && opts[i].has_arg == no_argument)
+			return 0;
 	if (!seen[c]) {
 		seen[c] = true;
 		return 0;

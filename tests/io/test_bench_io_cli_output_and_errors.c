@@ -3,10 +3,11 @@
  * with bytes_per_second and iops and leaves no files (a 64 KiB pass too); bad options
  * exit 2 with a one-line message naming the option and the value (a --dir list with an
  * empty path, one directory twice, a path that is no directory; a --size past 16 TiB for
- * each path; --qd and --threads beyond the I/O layer's limits; a --file that is no
- * regular file or cannot be made); a --file holding data is written over (a write mode,
- * --sweep, filled when short) only with --force, and is left unchanged when refused; a
- * run stopped by SIGTERM removes its run directory and ends by the signal.
+ * each path; a value flag given twice; --qd and --threads beyond the I/O layer's limits;
+ * a --file that is no regular file or cannot be made); a --file holding data is written
+ * over (a write mode, --sweep, filled when short) only with --force, and is left
+ * unchanged when refused; a run stopped by SIGTERM removes its run directory and ends by
+ * the signal.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -148,6 +149,8 @@ int main(int argc, char **argv)
 	want_usage_error(argv[1], "--dir /tmp --size 20TiB",
 			 "--size 21990232555520: expected at most 16TiB for each --dir path");
 	want_usage_error(argv[1], "--dir /tmp,/var/tmp --size 40TiB", "--size 43980465111040");
+	want_usage_error(argv[1], "--dir /tmp --size 8MiB --size 16MiB",
+			 "--size: given twice (expected once)");
 	want_usage_error(argv[1], "--dir '' --size 8MiB", "--dir : an empty path");
 	want_usage_error(argv[1], "--dir , --size 8MiB", "--dir ,: an empty path");
 	want_usage_error(argv[1], "--dir /tmp,,/var/tmp --size 8MiB", "an empty path");

@@ -1,7 +1,8 @@
 /*
  * `zinf bench adam --json` prints one JSON object with positive params_per_second,
  * bytes_per_second, triad_bytes_per_second and their ratio, and bad options exit 2 with
- * one line naming the option and the value. argv[1] is the zinf binary.
+ * one line naming the option and the value (a value flag given twice among them; --json
+ * given twice says the same). argv[1] is the zinf binary.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,9 +30,10 @@ int main(int argc, char **argv)
 	int rc;
 
 	T_CHECK(argc == 2, "usage: %s ZINF_BINARY", argv[0]);
-	snprintf(cmd, sizeof(cmd),
-		 "%s bench adam --elems 1000000 --threads 2 --grad-dtype fp32 --iters 2 --json",
-		 argv[1]);
+	snprintf(
+		cmd, sizeof(cmd),
+		"%s bench adam --elems 1000000 --threads 2 --grad-dtype fp32 --iters 2 --json --json",
+		argv[1]);
 	rc = t_run(cmd, out, sizeof(out));
 	T_CHECK(rc == 0, "bench exited %d: %s", rc, out);
 	T_CHECK(out[0] == '{' && strstr(out, "}\n"), "not one JSON object: %s", out);
@@ -50,6 +52,8 @@ int main(int argc, char **argv)
 	expect_usage_error(argv[1], "--type SGD", "--type SGD");
 	expect_usage_error(argv[1], "extra", "unexpected argument 'extra'");
 	expect_usage_error(argv[1], "--bogus", "--bogus: unknown");
+	expect_usage_error(argv[1], "--elems 1000 --threads 1 --elems 2000",
+			   "--elems: given twice (expected once)");
 	expect_usage_error(argv[1], "--iters", "--iters");
 	/* what works only with --nvme is refused without it, not ignored; a --nvme that is
 	 * no directory is bad input (exit 2) */

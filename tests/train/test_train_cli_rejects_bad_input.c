@@ -6,7 +6,7 @@
  * without its training state, --save-total-limit 0, an NVMe path that is no directory
  * (one line naming the key that gave it, not the I/O layer's log besides), a zinf.trace path that cannot be written
  * (before the run, not after it), a launcher's world size above 1 or not a number, a
- * flag other than --set given twice, a --set typo (named as --set's, not the file's), a
+ * flag other than --set given twice (a switch may be), a --set typo (named as --set's, not the file's), a
  * device budget that holds a decoder layer but not with its gradients or is more than the
  * host's memory (the host device backend), a pinned budget more than the host's memory, parameters and optimizer state in host memory
  * far beyond the host's (its gradient accumulators too), NVMe state beyond the drive's
@@ -156,6 +156,11 @@ int main(int argc, char **argv)
 	T_CHECK(run(a, "", 0) == 0, "a good run under a launcher of one rank fails");
 	unsetenv("WORLD_SIZE");
 	unsetenv("OMPI_COMM_WORLD_SIZE");
+	/* (a switch given again says the same: not refused as a value flag twice is) */
+	snprintf(a, sizeof(a),
+		 "%s --data '%s' --steps 2 --activation-checkpointing -q "
+		 "--activation-checkpointing",
+		 base, d.data);
 	T_CHECK(run(a, "", 0) == 0, "a good run fails");
 	snprintf(save, sizeof(save), "%s/saved/model.safetensors", d.root);
 	T_CHECK(access(save, F_OK) == 0, "the good run saved nothing");
