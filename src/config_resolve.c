@@ -276,7 +276,7 @@ static int check_scheduler(struct zinf_config *cfg)
 int zinf_config_validate(struct zinf_config *cfg, int world_size)
 {
 	struct zinf_config_values *v = &cfg->v;
-	int rc;
+	int i_max = KEY("scheduler.params.warmup_max_lr"), rc;
 
 	if (v->fp16.enabled && v->bf16.enabled && !cfg->is_auto[KEY("fp16.enabled")] &&
 	    !cfg->is_auto[KEY("bf16.enabled")])
@@ -306,6 +306,13 @@ int zinf_config_validate(struct zinf_config *cfg, int world_size)
 	    cfg->source[KEY("zero_optimization.overlap_comm")] != ZINF_SRC_SET) {
 		v->zero.overlap_comm = true;
 		cfg->source[KEY("zero_optimization.overlap_comm")] = ZINF_SRC_DERIVED;
+	}
+	/* DeepSpeed's WarmupLR warms up to the optimizer's rate unless told otherwise (since
+	 * mid-2025; WarmupDecayLR keeps 0.001) */
+	if (v->scheduler.type == ZINF_LR_WARMUP && !cfg->present[i_max] &&
+	    cfg->source[i_max] != ZINF_SRC_SET && !cfg->is_auto[i_max]) {
+		v->scheduler.warmup_max_lr = v->optimizer.lr;
+		cfg->source[i_max] = ZINF_SRC_DERIVED;
 	}
 	return 0;
 }

@@ -169,7 +169,7 @@ const struct zinf_key
 			 .max = 1e30, /* (an lr: as optimizer.params.lr) */
 			 .flags = ZKF_AUTO,
 			 .sched_mask = LR_DECAY,
-			 .doc = "WarmupLR, WarmupDecayLR: rate at the end of warmup (auto: optimizer.params.lr)"},
+			 .doc = "WarmupLR, WarmupDecayLR: rate at the end of warmup; WarmupLR's default is optimizer.params.lr, as current DeepSpeed's (auto: optimizer.params.lr)"},
 			{.path = "scheduler.params.warmup_num_steps",
 			 .type = ZK_COUNT,
 			 .offset = OFF(scheduler.warmup_num_steps),

@@ -1,5 +1,6 @@
 /* An empty config holds DeepSpeed's defaults (its current code's), each with source
- * "default". */
+ * "default"; the defaults DeepSpeed derives from other keys (overlap_comm at stage 3,
+ * WarmupLR's warmup_max_lr) derived likewise. */
 #include "config.h"
 #include "test.h"
 #include "zinf/zinf.h"
@@ -42,6 +43,7 @@ static void want_str(struct zinf_config *cfg, const char *key, const char *want)
 int main(void)
 {
 	struct zinf_config *cfg;
+	enum zinf_config_source src = ZINF_SRC_DEFAULT;
 	uint64_t u;
 
 	T_CHECK_RC(zinf_config_create(&cfg));
@@ -107,6 +109,32 @@ int main(void)
 		cfg, "{\"zero_optimization\": {\"stage\": 3, \"overlap_comm\": false}}",
 		"s3.json"));
 	want_bool(cfg, "zero_optimization.overlap_comm", false);
+	/* WarmupLR warms up to the optimizer's rate unless told otherwise, as DeepSpeed's
+	 * does since mid-2025; WarmupDecayLR to 0.001 */
+	T_CHECK_RC(zinf_config_load_string(cfg,
+					   "{\"optimizer\": {\"params\": {\"lr\": 0.003}},"
+					   " \"scheduler\": {\"type\": \"WarmupLR\"}}",
+					   "warmup.json"));
+	want_double(cfg, "scheduler.params.warmup_max_lr", 0.003);
+	T_CHECK(zinf_config_get_source(cfg, "scheduler.params.warmup_max_lr", &src) == 0 &&
+			src == ZINF_SRC_DERIVED,
+		"WarmupLR's warmup_max_lr: source %d", (int)src);
+	T_CHECK_RC(zinf_config_set(cfg, "optimizer.params.lr", "0.02"));
+	T_CHECK_RC(zinf_config_resolve(cfg, NULL));
+	want_double(cfg, "scheduler.params.warmup_max_lr", 0.02);
+	T_CHECK_RC(zinf_config_load_string(cfg,
+					   "{\"optimizer\": {\"params\": {\"lr\": 0.003}},"
+					   " \"scheduler\": {\"type\": \"WarmupLR\", \"params\":"
+					   " {\"warmup_max_lr\": 0.002}}}",
+					   "warmup.json"));
+	want_double(cfg, "scheduler.params.warmup_max_lr", 0.002);
+	T_CHECK_RC(
+		zinf_config_load_string(cfg,
+					"{\"optimizer\": {\"params\": {\"lr\": 0.003}},"
+					" \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\":"
+					" {\"total_num_steps\": 10}}}",
+					"decay.json"));
+	want_double(cfg, "scheduler.params.warmup_max_lr", 0.001);
 	zinf_config_destroy(cfg);
 	zinf_config_destroy(NULL);
 	return T_EXIT_PASS;

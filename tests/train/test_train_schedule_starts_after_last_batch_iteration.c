@@ -1,7 +1,8 @@
 /* scheduler.params.last_batch_iteration resumes the schedule where it was: a linear
  * WarmupLR over 10 iterations from 0 to 1e-3 gives steps 1-3 the rates of iterations
  * -1, 0, 1 (0, 0, 1e-4) by default and of iterations 5, 6, 7 (5e-4, 6e-4, 7e-4) at
- * last_batch_iteration 5, as DeepSpeed's scheduler constructed there would. */
+ * last_batch_iteration 5, as a DeepSpeed run resumed at iteration 5 has them (a scheduler
+ * freshly constructed there leaves step 1 at the optimizer's rate; docs/optim.md). */
 #include <math.h>
 
 #include "train_fixture.h"
