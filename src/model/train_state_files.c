@@ -188,8 +188,9 @@ const char *train_state_device_name(enum zinf_engine_device kind)
 	return kind == ZINF_ENGINE_DEVICE_CUDA ? "cuda" : "host";
 }
 
-/* crc extended by the size of the file at path and its first and last sample bytes
- * (once where they overlap). */
+/* crc extended by the size of the file at path and its first and last sample bytes (the
+ * bytes both hold twice, when the file is shorter than two samples; a file of sample
+ * bytes or fewer once). */
 static int sample_crc(const char *path, uint64_t sample, uint32_t *crc, char *buf, char *err,
 		      size_t errlen)
 {
