@@ -453,6 +453,8 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 	rc = setup_config(r, err, errlen);
 	if (!rc)
 		rc = check_outputs(r, err, errlen);
+	if (!rc)
+		rc = train_check_inputs_unsaved(o, err, errlen);
 	if (rc)
 		return rc;
 	r->vocab = hf->vocab_size;

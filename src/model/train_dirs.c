@@ -329,6 +329,64 @@ int train_check_output(const struct zinf_train_opts *o, const char *what, const 
 	return o->save_dir ? check_in_save_dir(o, path, what, err, errlen) : 0;
 }
 
+/* path (the entry as given, or the file its links lead to) has a name a save writes and
+ * lies in the save directory. */
+static bool saved_over(const char *save_dir, const char *path)
+{
+	char a[PATH_MAX], b[PATH_MAX], real[PATH_MAX];
+	const char *name;
+
+	snprintf(a, sizeof(a), "%s", path);
+	snprintf(b, sizeof(b), "%s", path);
+	name = basename(b);
+	if (same_dir(dirname(a), save_dir) &&
+	    (train_saved_name(name) || !strcmp(name, TRAIN_SAVE_LOCK)))
+		return true;
+	if (!realpath(path, real))
+		return false;
+	snprintf(a, sizeof(a), "%s", real);
+	snprintf(b, sizeof(b), "%s", real);
+	name = basename(b);
+	return same_dir(dirname(a), save_dir) &&
+	       (train_saved_name(name) || !strcmp(name, TRAIN_SAVE_LOCK));
+}
+
+int train_check_inputs_unsaved(const struct zinf_train_opts *o, char *err, size_t errlen)
+{
+	const char *inputs[] = {o->config_path, o->init_config, o->data_path, o->eval_data_path};
+	const char *flags[] = {"--config", "--init", "--data", "--eval-data"};
+	char **shards, why[200];
+	size_t n;
+	int rc = 0;
+
+	for (int i = 0; i < 4 && o->save_dir && !rc; i++) {
+		if (!inputs[i])
+			continue;
+		if (i < 2 || zinf_token_paths(inputs[i], &shards, &n, why, sizeof(why))) {
+			/* (a data spec that names nothing is refused when the data is opened) */
+			if (saved_over(o->save_dir, inputs[i]))
+				rc = -EINVAL;
+			if (rc)
+				snprintf(err, errlen,
+					 "%s: the %s file is one a save writes in the --save "
+					 "directory %s (the save would write over it)",
+					 inputs[i], flags[i], o->save_dir);
+			continue;
+		}
+		for (size_t k = 0; k < n && !rc; k++)
+			if (saved_over(o->save_dir, shards[k])) {
+				rc = -EINVAL;
+				snprintf(
+					err, errlen,
+					"%s: a %s file is one a save writes in the --save directory "
+					"%s (the save would write over it)",
+					shards[k], flags[i], o->save_dir);
+			}
+		zinf_token_paths_free(shards, n);
+	}
+	return rc;
+}
+
 int train_check_outputs_differ(const char *what_a, const char *a, const char *what_b, const char *b,
 			       char *err, size_t errlen)
 {

@@ -375,6 +375,10 @@ int train_source_unchanged(const char *dir, const char *flag, uint64_t seen, cha
  * run, or one that goes on, would destroy it. 0, or -EINVAL with err. */
 int train_check_output(const struct zinf_train_opts *o, const char *what, const char *path,
 		       char *err, size_t errlen);
+/* No input (--config, --init, --data and --eval-data, each shard) is a file a save writes
+ * in the --save directory, as given or where its links lead: the final save would move
+ * its own file over it. 0, or -EINVAL with err naming the input and the flag. */
+int train_check_inputs_unsaved(const struct zinf_train_opts *o, char *err, size_t errlen);
 /* Two outputs (--log-json, zinf.trace) name one file, through links or not: -EINVAL
  * with a line in err. */
 int train_check_outputs_differ(const char *what_a, const char *a, const char *what_b, const char *b,
