@@ -746,6 +746,35 @@ static int null_target(struct zinf_config *cfg, int i, const char *key)
 	return zinf_key_find(zinf_keys[i].alias_of);
 }
 
+/* The ignored key (a DeepSpeed section zinf does not implement) that path lies in, or
+ * -1. */
+static int ignored_parent(const char *path)
+{
+	char up[256];
+
+	for (const char *dot = strchr(path, '.'); dot; dot = strchr(dot + 1, '.')) {
+		int i;
+
+		snprintf(up, sizeof(up), "%.*s", (int)(dot - path), path);
+		i = zinf_key_find(up);
+		if (i >= 0 && zinf_keys[i].type == ZK_IGNORED)
+			return i;
+	}
+	return -1;
+}
+
+/* The first key of section i in the schema (i's own path when it has none). */
+static const char *first_child(int i)
+{
+	size_t len = strlen(zinf_keys[i].path);
+
+	for (int j = i + 1; j < zinf_n_keys; j++)
+		if (!strncmp(zinf_keys[j].path, zinf_keys[i].path, len) &&
+		    zinf_keys[j].path[len] == '.' && zinf_keys[j].type != ZK_IGNORED)
+			return zinf_keys[j].path;
+	return zinf_keys[i].path;
+}
+
 static int config_set(struct zinf_config *cfg, const char *key, const char *value)
 {
 	int i = key ? zinf_key_find(key) : -1;
@@ -757,14 +786,21 @@ static int config_set(struct zinf_config *cfg, const char *key, const char *valu
 					key ? key : "(null)", key ? "value" : "key");
 	if (i >= 0 && zinf_keys[i].type == ZK_OBJECT && strcmp(value, "null") == 0)
 		return set_null(cfg, null_target(cfg, i, key));
-	if (i < 0 || zinf_keys[i].type == ZK_OBJECT || zinf_keys[i].type == ZK_IGNORED) {
+	if (i < 0) /* a key inside an ignored section (flops_profiler.enabled) */
+		i = ignored_parent(key);
+	if (i >= 0 && zinf_keys[i].type == ZK_IGNORED) { /* as in a file */
+		zinf_config_warn(cfg, "%s: DeepSpeed key not implemented by zinf; ignored",
+				 zinf_keys[i].path);
+		return 0;
+	}
+	if (i < 0 || zinf_keys[i].type == ZK_OBJECT) {
 		const char *dot = strrchr(key, '.');
 		char prefix[256] = "";
 		if (i >= 0)
 			return zinf_config_fail(
 				cfg, ZINF_ECONFIG,
-				"%s: not a value that can be set (expected a key such as %s.%s)",
-				key, key, "...");
+				"%s: a section, not a value (expected one of its keys, such as %s)",
+				key, first_child(i));
 		if (dot)
 			snprintf(prefix, sizeof(prefix), "%.*s", (int)(dot - key), key);
 		return fail_unknown(cfg, prefix, dot ? dot + 1 : key, key);

@@ -85,6 +85,9 @@ int main(void)
 		"--set: zero_optimization.stage3_prefetch_bucket_sise: unknown key; did you mean stage3_prefetch_bucket_size?");
 	T_CHECK(zinf_config_set(cfg, "zero_optimization", "3") == ZINF_ECONFIG,
 		"a section cannot be set");
+	T_CHECK_STR(zinf_config_last_error(cfg),
+		    "--set: zero_optimization: a section, not a value (expected one of its keys, "
+		    "such as zero_optimization.stage)");
 	T_CHECK(zinf_config_set(cfg, "aio.block_size", "12KB") == ZINF_ECONFIG,
 		"12000 bytes is unaligned");
 	T_CHECK(zinf_config_set(cfg, "zero_optimization.offload_param", NULL) == ZINF_ECONFIG &&

@@ -2,7 +2,8 @@
  * and paths missing on this machine load with one warning each naming the key, as does
  * a scheduler whose total_num_steps ends before the run and NVMe sub-groups smaller than
  * an I/O block; a config without them loads with none. Old names (the bfloat16 section
- * too) warn through --set as in a file, and both names --set are refused. */
+ * too) and unimplemented keys (inside an unimplemented section too) warn through --set as
+ * in a file, and both names --set are refused. */
 #include "config.h"
 #include "test.h"
 #include "zinf/zinf.h"
@@ -82,6 +83,19 @@ int main(void)
 			       "aio.intra_op_parallelism: given together with its old name "
 			       "aio.thread_count"),
 		"--set of both names: %s", zinf_config_last_error(cfg));
+	/* DeepSpeed keys zinf does not implement, and keys inside such a section, warn
+	 * through --set as in a file (not refused) */
+	T_CHECK_RC(zinf_config_load_string(cfg, "{}", "s.json"));
+	T_CHECK_RC(zinf_config_set(cfg, "wall_clock_breakdown", "false"));
+	T_CHECK_RC(zinf_config_set(cfg, "zero_optimization.round_robin_gradients", "true"));
+	T_CHECK_RC(zinf_config_set(cfg, "flops_profiler.enabled", "true"));
+	T_CHECK(has_warning(cfg, "--set: wall_clock_breakdown: DeepSpeed key not implemented") &&
+			has_warning(cfg,
+				    "--set: zero_optimization.round_robin_gradients: DeepSpeed "
+				    "key not implemented") &&
+			has_warning(cfg, "--set: flops_profiler: DeepSpeed key not implemented") &&
+			zinf_config_warning_count(cfg) == 3,
+		"--set of unimplemented keys: %d warnings", zinf_config_warning_count(cfg));
 	/* an old name set to null resets what it stands for (and is no clash after) */
 	T_CHECK_RC(zinf_config_load_string(cfg, "{\"bf16\": {\"enabled\": true}}", "n.json"));
 	T_CHECK_RC(zinf_config_set(cfg, "bfloat16", "null"));
