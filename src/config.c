@@ -156,6 +156,7 @@ int zinf_config_create(struct zinf_config **out)
 		return -ENOMEM;
 	}
 	config_reset(cfg);
+	cfg->set_by = 1;
 	*out = cfg;
 	return 0;
 }
@@ -517,7 +518,7 @@ static int key_assign(struct zinf_config *cfg, int i, const char *path, const cJ
 		cfg->is_auto[target] = 1;
 		cfg->source[target] = src == ZINF_SRC_FILE ? ZINF_SRC_AUTO : src;
 		cfg->present[target] = 1;
-		cfg->by_set[target] = src == ZINF_SRC_SET;
+		cfg->by_set[target] = src == ZINF_SRC_SET ? cfg->set_by : 0;
 		return 0;
 	}
 	rc = key_set_json(cfg, i, path, j);
@@ -526,7 +527,7 @@ static int key_assign(struct zinf_config *cfg, int i, const char *path, const cJ
 	cfg->is_auto[target] = 0;
 	cfg->source[target] = src;
 	cfg->present[target] = 1;
-	cfg->by_set[target] = src == ZINF_SRC_SET;
+	cfg->by_set[target] = src == ZINF_SRC_SET ? cfg->set_by : 0;
 	return 0;
 }
 
@@ -704,7 +705,7 @@ static int set_null(struct zinf_config *cfg, int i)
 			   (k->type == ZK_OBJECT && strncmp(p, k->path, len) == 0 && p[len] == '.');
 		if (hit) {
 			key_reset(cfg, j);
-			cfg->by_set[j] = 1;
+			cfg->by_set[j] = cfg->set_by;
 		}
 	}
 	return 0;
@@ -731,7 +732,7 @@ static int set_alias_check(struct zinf_config *cfg, int i, const char *key)
 	}
 	if (k->alias_of) {
 		warn_old_name(cfg, key, k->alias_of);
-		cfg->by_set[i] = 1;
+		cfg->by_set[i] = cfg->set_by;
 	}
 	return 0;
 }
@@ -827,18 +828,51 @@ static int config_set(struct zinf_config *cfg, const char *key, const char *valu
 	return rc;
 }
 
+const char *zinf_config_setter(const struct zinf_config *cfg, unsigned char who)
+{
+	return who >= 2 && who - 2 < cfg->n_origins ? cfg->origin[who - 2] : "--set";
+}
+
+/* config_set named who (by_set's value) in its messages and in the keys it sets. */
+static int set_as(struct zinf_config *cfg, const char *key, const char *value, unsigned char who)
+{
+	char name[sizeof(cfg->origin[0])], *file = cfg->name;
+	int rc;
+
+	/* what goes wrong here is the command line's, not the file's: name it so */
+	snprintf(name, sizeof(name), "%s", zinf_config_setter(cfg, who));
+	cfg->last_error[0] = 0;
+	cfg->name = name;
+	cfg->set_by = who;
+	rc = config_set(cfg, key, value);
+	cfg->set_by = 1;
+	cfg->name = file;
+	return rc;
+}
+
 int zinf_config_set(struct zinf_config *cfg, const char *key, const char *value)
 {
-	char set_name[] = "--set", *file;
-	int rc;
+	return cfg ? set_as(cfg, key, value, 1) : -EINVAL;
+}
+
+int zinf_config_set_from(struct zinf_config *cfg, const char *key, const char *value,
+			 const char *origin)
+{
+	int k = 0;
 
 	if (!cfg)
 		return -EINVAL;
-	file = cfg->name;
-	/* what goes wrong here is the command line's, not the file's: name it so */
-	cfg->last_error[0] = 0;
-	cfg->name = set_name;
-	rc = config_set(cfg, key, value);
-	cfg->name = file;
-	return rc;
+	if (!origin || !*origin || strlen(origin) >= sizeof(cfg->origin[0]) || strchr(origin, '\n'))
+		return zinf_config_fail(cfg, -EINVAL,
+					"config set: origin: expected a name of 1 to %zu bytes on "
+					"one line",
+					sizeof(cfg->origin[0]) - 1);
+	while (k < cfg->n_origins && strcmp(cfg->origin[k], origin) != 0)
+		k++;
+	if (k == ZINF_CONFIG_MAX_ORIGINS)
+		return zinf_config_fail(cfg, -EINVAL, "config set: more than %d origins",
+					ZINF_CONFIG_MAX_ORIGINS);
+	if (k == cfg->n_origins)
+		snprintf(cfg->origin[cfg->n_origins++], sizeof(cfg->origin[0]), "%s", origin);
+	return set_as(cfg, key, value, (unsigned char)(2 + k));
 }

@@ -184,15 +184,24 @@ int zinf_key_find(const char *path);
 
 /* ---- the handle --------------------------------------------------------------------- */
 #define ZINF_CONFIG_MAX_WARNINGS 64
+#define ZINF_CONFIG_MAX_ORIGINS 8
+
+/* The name messages give a key set by cfg's by_set value who (1 or more): "--set" or the
+ * origin zinf_config_set_from gave. */
+const char *zinf_config_setter(const struct zinf_config *cfg, unsigned char who);
 
 struct zinf_config {
 	struct zinf_config_values v;
 	unsigned char *source;	/* enum zinf_config_source per key, zinf_n_keys entries */
 	unsigned char *present; /* 1 if the key (or its alias) was in the file */
 	unsigned char *is_auto; /* 1 while the value is an unresolved "auto" */
-	unsigned char *by_set;	/* 1 if zinf_config_set gave the key, a null too */
-	char *name;		/* file path or name, for messages */
-	int world_size;		/* from the last resolve; 1 until then */
+	unsigned char *by_set;	/* who set the key (a null too): 0 none, 1 zinf_config_set
+				   (--set), 2 + k zinf_config_set_from of origin[k] */
+	char origin[ZINF_CONFIG_MAX_ORIGINS][48]; /* zinf_config_set_from's flags */
+	int n_origins;
+	unsigned char set_by; /* by_set's value for the set under way */
+	char *name;	      /* file path or name, for messages */
+	int world_size;	      /* from the last resolve; 1 until then */
 	char *warnings[ZINF_CONFIG_MAX_WARNINGS];
 	int n_warnings;
 	char last_error[1024];

@@ -32,18 +32,22 @@ static bool known(const struct zinf_config *cfg, int i)
 
 /* ---- naming where a value came from ------------------------------------------------ */
 
-/* Whether the command line (--set) gave one of keys, a null too (NULL-terminated;
- * "x[3]": list x). */
-static bool from_set(const struct zinf_config *cfg, const char *const *keys)
+/* Who on the command line (--set, or a flag zinf_config_set_from named) gave one of
+ * keys, a null too (NULL-terminated; "x[3]": list x); NULL when none did. */
+static const char *from_set(const struct zinf_config *cfg, const char *const *keys)
 {
 	for (; *keys; keys++) {
 		char base[96];
+		int i;
 
 		snprintf(base, sizeof(base), "%.*s", (int)strcspn(*keys, "["), *keys);
-		if (cfg->source[KEY(base)] == ZINF_SRC_SET || cfg->by_set[KEY(base)])
-			return true;
+		i = KEY(base);
+		if (cfg->by_set[i])
+			return zinf_config_setter(cfg, cfg->by_set[i]);
+		if (cfg->source[i] == ZINF_SRC_SET)
+			return "--set";
 	}
-	return false;
+	return NULL;
 }
 
 /* "keys[0]: message", as an error (code) or a warning, named --set when the command line
@@ -51,13 +55,15 @@ static bool from_set(const struct zinf_config *cfg, const char *const *keys)
 __attribute__((format(printf, 4, 0))) static int
 say(struct zinf_config *cfg, int code, const char *const *keys, const char *fmt, va_list ap)
 {
-	static char set_name[] = "--set";
-	char msg[512], *file = cfg->name;
+	char msg[512], set_name[sizeof(cfg->origin[0])], *file = cfg->name;
+	const char *who = from_set(cfg, keys);
 	int rc = 0;
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	if (from_set(cfg, keys))
+	if (who) {
+		snprintf(set_name, sizeof(set_name), "%s", who);
 		cfg->name = set_name;
+	}
 	if (code)
 		rc = zinf_config_fail(cfg, code, "%s: %s", keys[0], msg);
 	else

@@ -58,6 +58,12 @@ int zinf_config_load_string(struct zinf_config *cfg, const char *json, const cha
  * Returns 0, ZINF_ECONFIG (also for a NULL key or value) or -EINVAL (cfg NULL); its
  * errors and warnings are named "--set", not the file. */
 int zinf_config_set(struct zinf_config *cfg, const char *key, const char *value);
+/* As zinf_config_set, for a value a program's own flag gave (origin: its name, such as
+ * "--micro-batch-size", 1 to 47 bytes on one line; at most 8 origins a handle): its
+ * errors and warnings, and those zinf_config_resolve says about the key, are named
+ * origin instead of --set. -EINVAL for a bad origin, with zinf_config_last_error. */
+int zinf_config_set_from(struct zinf_config *cfg, const char *key, const char *value,
+			 const char *origin);
 
 /* What "auto" values resolve from. Zero fields are unknown: an "auto" that needs one
  * stays unresolved and is an error only when require_all is true. */

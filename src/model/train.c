@@ -153,17 +153,20 @@ static int batch_flag(struct train_run *r, const char *flag, uint64_t want, cons
 		return ZINF_ECONFIG;
 	}
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)want);
-	rc = zinf_config_set(r->cfg, key, v);
+	rc = zinf_config_set_from(r->cfg, key, v, flag);
 	if (rc)
-		snprintf(err, errlen, "%s %s: %s", flag, v, zinf_config_last_error(r->cfg));
+		snprintf(err, errlen, "%s", zinf_config_last_error(r->cfg));
 	return rc;
 }
 
-/* Where key's value came from, for a message: --set, or the config file. */
+/* Where key's value came from, for a message: --micro-batch-size, --set, or the config
+ * file. */
 static const char *origin(const struct train_run *r, const char *key)
 {
 	enum zinf_config_source src;
 
+	if (!strcmp(key, "train_micro_batch_size_per_gpu") && r->o->micro_batch_size)
+		return "--micro-batch-size";
 	return zinf_config_get_source(r->cfg, key, &src) == 0 && src == ZINF_SRC_SET
 		       ? "--set"
 		       : r->o->config_path;

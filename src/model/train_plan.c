@@ -47,16 +47,20 @@ static int plan_param_add(void *user, uint32_t module, const char *name, enum zi
 	return zinf_plan_param_add(user, module, dtype, ndim, shape, 0);
 }
 
+/* zinf.device_memory_limit's least value (the config schema's) */
+#define PLAN_MIN_DEVICE_BYTES (1ull << 20)
+
 static const char *plan_error(void *user)
 {
 	(void)user;
 	return "plan: out of memory";
 }
 
-/* The config of o with the extra "KEY=VALUE" sets, resolved for this plan's host. */
+/* The config of o with the extra "KEY=VALUE" sets (named extra_origin in messages;
+ * NULL: --set), resolved for this plan's host. */
 static int load_config(const struct zinf_plan_opts *o, const char *const *extra, int n_extra,
-		       uint64_t hidden, uint64_t host_bytes, struct zinf_config **out, char *err,
-		       size_t errlen)
+		       const char *extra_origin, uint64_t hidden, uint64_t host_bytes,
+		       struct zinf_config **out, char *err, size_t errlen)
 {
 	struct zinf_config_resolve_info info = {.world_size = 1,
 						.hidden_size = hidden,
@@ -83,7 +87,9 @@ static int load_config(const struct zinf_plan_opts *o, const char *const *extra,
 		}
 		memcpy(key, kv, (size_t)(eq - kv));
 		key[eq - kv] = 0;
-		rc = zinf_config_set(cfg, key, eq + 1);
+		rc = i < o->n_config_sets || !extra_origin
+			     ? zinf_config_set(cfg, key, eq + 1)
+			     : zinf_config_set_from(cfg, key, eq + 1, extra_origin);
 	}
 	if (!rc)
 		rc = zinf_config_resolve(cfg, &info);
@@ -143,7 +149,7 @@ static int row_config(const struct zinf_plan_opts *o, const struct zinf_plan_res
 	ptrs[n++] = dev;
 	if (level > ZINF_LOG_ERROR)
 		zinf_log_set_level(ZINF_LOG_ERROR);
-	rc = load_config(o, ptrs, n, hidden, r->host_bytes, cfg, err, errlen);
+	rc = load_config(o, ptrs, n, NULL, hidden, r->host_bytes, cfg, err, errlen);
 	zinf_log_set_level(level);
 	return rc;
 }
@@ -301,8 +307,8 @@ static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct 
 	snprintf(mb, sizeof(mb), "train_micro_batch_size_per_gpu=%llu",
 		 (unsigned long long)o->micro_batch_size);
 	extra[0] = mb;
-	rc = load_config(o, extra, o->micro_batch_size ? 1 : 0, tm->hf.hidden_size, r->host_bytes,
-			 base, err, errlen);
+	rc = load_config(o, extra, o->micro_batch_size ? 1 : 0, "--micro-batch-size",
+			 tm->hf.hidden_size, r->host_bytes, base, err, errlen);
 	if (rc)
 		return rc;
 	if (zinf_config_get_u64(*base, "train_micro_batch_size_per_gpu", &B) || !B) {
@@ -370,6 +376,17 @@ static int setup(const struct zinf_plan_opts *o, struct train_model *tm, struct 
 			r->device_bytes = r->device_kind != ZINF_ENGINE_DEVICE_CUDA && o->host_bytes
 						  ? r->host_bytes / 4
 						  : limit;
+	}
+	/* (a budget given is checked as given: only --host-memory's quarter is this small) */
+	if (r->device_bytes < PLAN_MIN_DEVICE_BYTES && o->host_bytes &&
+	    r->device_kind != ZINF_ENGINE_DEVICE_CUDA) {
+		char a[32];
+
+		snprintf(err, errlen,
+			 "--host-memory %s: the host device's budget, a quarter of it, is under "
+			 "zinf.device_memory_limit's least 1 MiB (give more, or --device-memory)",
+			 zinf_format_bytes(o->host_bytes, a, sizeof(a)));
+		return -EINVAL;
 	}
 	/* as zinf train's device open: the host backend's heap is host memory */
 	if (r->device_kind != ZINF_ENGINE_DEVICE_CUDA && r->host_bytes &&

@@ -83,6 +83,29 @@ int main(void)
 	T_CHECK_STR(
 		zinf_config_last_error(cfg),
 		"--set: zero_optimization.stage3_prefetch_bucket_sise: unknown key; did you mean stage3_prefetch_bucket_size?");
+	/* a program's own flag names what it set, in its errors and in the resolve's */
+	T_CHECK_RC(zinf_config_load_string(cfg, "{\"train_batch_size\": 8}", "tb.json"));
+	T_CHECK(zinf_config_set_from(cfg, "train_micro_batch_size_per_gpu", "0",
+				     "--micro-batch-size") == ZINF_ECONFIG &&
+			strncmp(zinf_config_last_error(cfg),
+				"--micro-batch-size: train_micro_batch_size_per_gpu: ", 52) == 0,
+		"a flag's bad value: %s", zinf_config_last_error(cfg));
+	T_CHECK_RC(zinf_config_set_from(cfg, "train_micro_batch_size_per_gpu", "3",
+					"--micro-batch-size"));
+	T_CHECK(zinf_config_resolve(cfg, NULL) == ZINF_ECONFIG &&
+			strncmp(zinf_config_last_error(cfg),
+				"--micro-batch-size: train_batch_size: 8 is not divisible",
+				56) == 0,
+		"the resolve names the flag: %s", zinf_config_last_error(cfg));
+	T_CHECK_RC(zinf_config_set(cfg, "train_micro_batch_size_per_gpu", "3"));
+	T_CHECK(zinf_config_resolve(cfg, NULL) == ZINF_ECONFIG &&
+			strncmp(zinf_config_last_error(cfg), "--set: train_batch_size: 8", 26) == 0,
+		"--set again: %s", zinf_config_last_error(cfg));
+	T_CHECK(zinf_config_set_from(cfg, "steps_per_print", "5", NULL) == -EINVAL &&
+			zinf_config_set_from(cfg, "steps_per_print", "5", "") == -EINVAL &&
+			zinf_config_set_from(cfg, "steps_per_print", "5", "a\nb") == -EINVAL &&
+			strstr(zinf_config_last_error(cfg), "origin"),
+		"a bad origin: %s", zinf_config_last_error(cfg));
 	T_CHECK(zinf_config_set(cfg, "zero_optimization", "3") == ZINF_ECONFIG,
 		"a section cannot be set");
 	T_CHECK_STR(zinf_config_last_error(cfg),

@@ -241,6 +241,10 @@ int main(int argc, char **argv)
 	expect_usage("plan --init model.json --seq-len 64 --set zinf.device=host --set "
 		     "zinf.device_memory_limit=3GiB --host-memory 2GiB",
 		     "zinf.device_memory_limit 3 GiB is more than the 2 GiB of host memory");
+	/* the host device's budget of a --host-memory too small: named as that flag */
+	expect_usage(
+		"plan --init model.json --seq-len 64 --set zinf.device=host --host-memory 1MiB",
+		"--host-memory 1 MiB: the host device's budget, a quarter of it, is under");
 	expect_usage("plan --init model.json", "--seq-len");
 	expect_usage("plan --init model.json --seq-len 64 --device-memory 0", "--device-memory");
 	expect_usage("plan --init model.json --seq-len 64 --device-memory 4KiB",

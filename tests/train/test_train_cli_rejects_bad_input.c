@@ -311,6 +311,24 @@ int main(int argc, char **argv)
 	T_CHECK(run(a, "--micro-batch-size 3: the config sets train_micro_batch_size_per_gpu to 2",
 		    1) == 2,
 		"a --micro-batch-size the config contradicts");
+	{ /* a flag the file's batch size contradicts is named, not a --set never given */
+		char tb[200];
+		snprintf(tb, sizeof(tb), "%s/tb.json", d.root);
+		f = fopen(tb, "w");
+		T_CHECK(f &&
+				fputs("{\"train_batch_size\": 8, \"zinf\": {\"device\": \"host\"}}",
+				      f) >= 0 &&
+				fclose(f) == 0,
+			"write %s", tb);
+		snprintf(a, sizeof(a),
+			 "--init '%s' --config '%s' --data-format text --seq-len 16 --data '%s' "
+			 "--steps 2 --micro-batch-size 3",
+			 d.model, tb, d.data);
+		T_CHECK(run(a,
+			    "zinf train: --micro-batch-size: train_batch_size: 8 is not divisible",
+			    1) == 2,
+			"a --micro-batch-size the file's train_batch_size does not divide");
+	}
 	snprintf(a, sizeof(a), "%s --data '%s' --steps 2 --gradient-accumulation-steps 0", base,
 		 d.data);
 	T_CHECK(run(a, "--gradient-accumulation-steps 0: expected 1 to", 1) == 2,
