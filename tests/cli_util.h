@@ -5,10 +5,14 @@
 #ifndef ZINF_TESTS_CLI_UTIL_H
 #define ZINF_TESTS_CLI_UTIL_H
 
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "test.h"
 
@@ -57,6 +61,32 @@ static inline double t_json_number(const char *json, const char *name)
 	p = strstr(json, key);
 	T_CHECK(p, "no field %s in %s", name, json);
 	return strtod(p + strlen(key), NULL);
+}
+
+/* Run argv (argv[0] the program; its output to /dev/null) until path exists (20 s at
+ * most), usec more, then SIGTERM it: the test fails unless it ends by that signal. */
+static inline void t_stop_when_made(const char *const *argv, const char *path, useconds_t usec)
+{
+	struct stat st;
+	int status;
+	pid_t pid = fork();
+
+	T_CHECK(pid >= 0, "fork");
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	for (int waited = 0; stat(path, &st) != 0 && waited < 20000; waited++) {
+		T_CHECK(waitpid(pid, &status, WNOHANG) == 0, "%s ended before %s", argv[0], path);
+		usleep(1000);
+	}
+	usleep(usec);
+	T_CHECK(kill(pid, SIGTERM) == 0 && waitpid(pid, &status, 0) == pid, "kill, wait");
+	T_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
+		"stopped %s %s: status %#x, expected an end by SIGTERM", argv[1], argv[2], status);
 }
 
 /* How many times needle occurs in text (not overlapping). */

@@ -16,6 +16,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,8 @@ const char bench_adam_usage[] =
 	"  --json             print one JSON object instead of text\n"
 	"  --nvme DIR         time the pipelined NVMe step with its state in DIR instead, against\n"
 	"                     the drive's read and write bandwidth measured in the same run\n"
+	"                     (its run directory removed afterwards, and when SIGINT or\n"
+	"                     SIGTERM stops it)\n"
 	"  --sub-group N      with --nvme: elements per sub-group (default 4194304)\n"
 	"  --io-engine E      with --nvme: auto | io_uring | libaio | psync (default auto)\n"
 	"  --no-pipeline-read, --no-pipeline-write   with --nvme: turn a pipeline off\n";
@@ -594,6 +597,15 @@ struct nvme_times {
 	double *step, *update, *read, *write; /* (iters) each */
 };
 
+static volatile sig_atomic_t bench_stop;
+
+/* SIGINT, SIGTERM (--nvme): the rounds end after the one under way and the run
+ * directory is removed. */
+static void on_stop(int sig)
+{
+	__atomic_store_n(&bench_stop, sig, __ATOMIC_RELAXED);
+}
+
 /* Alternate step, read pass and write pass, one each per round after a warm-up round.
  * Like the step, which reads what the step before wrote, a read pass reads what the
  * previous round wrote; the warm-up round's read pass (of never-written, preallocated
@@ -606,7 +618,7 @@ static int nvme_rounds(const struct bench_args *b, struct zinf_adam_nvme *h, str
 					   .grad_dtype = b->grad_dtype,
 					   .param_dtype = b->param_dtype};
 
-	for (unsigned k = 0; k <= b->iters; k++) {
+	for (unsigned k = 0; k <= b->iters && !bench_stop; k++) {
 		struct zinf_adam_nvme_result r;
 		double tw, tr;
 
@@ -703,6 +715,7 @@ static int bench_adam_nvme(struct bench_args *b)
 	char err[512];
 	int rc = ZINF_EXIT_FAIL;
 
+	cmd_catch_stop_signals(on_stop);
 	zinf_io_opts_init(&io_opts);
 	io_opts.nvme_paths[0] = b->nvme_dir;
 	io_opts.n_paths = 1;
@@ -738,7 +751,7 @@ static int bench_adam_nvme(struct bench_args *b)
 		goto out_nvme;
 	}
 	zinf_adam_nvme_get_info(h, &info);
-	if (probe_init(&probe, io, h) || nvme_rounds(b, h, &s, &probe, &t))
+	if (probe_init(&probe, io, h) || nvme_rounds(b, h, &s, &probe, &t) || bench_stop)
 		goto out_probe;
 	nvme_report(b, adam, io, &info, &t);
 	rc = ZINF_EXIT_OK;
@@ -753,6 +766,15 @@ out_step:
 out_io:
 	free(times);
 	zinf_io_destroy(io); /* removes the run directory and its files */
+	if (bench_stop) {    /* now end by the signal, as zinf train does */
+		int sig = bench_stop;
+
+		fprintf(stderr, "zinf bench adam: stopped (asked to stop); its run directory "
+				"removed\n");
+		fflush(NULL);
+		raise(sig);
+		return 128 + sig;
+	}
 	return rc;
 }
 

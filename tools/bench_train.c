@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,8 @@ const char bench_train_usage[] =
 	"ratio at their defaults, device_memory_limit auto and no zinf.trace: a --set trace\n"
 	"file is the offloaded run's), alternating their steps in one process, and reports\n"
 	"the median forward+backward time of each, their ratio and the share of the\n"
-	"offloaded step that compute waited for data. Step 1 is left out.\n"
+	"offloaded step that compute waited for data. Step 1 is left out. SIGINT or SIGTERM\n"
+	"stops the run under way at its next module (its NVMe run directory removed).\n"
 	"options:\n"
 	"  --model DIR, --init CONFIG.json, --config DS.json, --set KEY=VALUE, --data FILE,\n"
 	"  --data-format llmc|text, --seq-len T, --micro-batch-size B,\n"
@@ -144,6 +146,15 @@ static void *run_thread(void *arg)
 	r->rc = zinf_train_run(&r->o, &r->res, r->err, sizeof(r->err));
 	pass_turn(r, true);
 	return NULL;
+}
+
+static volatile sig_atomic_t bench_stop;
+
+/* SIGINT, SIGTERM: the run under way stops at its next module and tears down (its NVMe
+ * run directory removed); the other does not start. */
+static void on_stop(int sig)
+{
+	__atomic_store_n(&bench_stop, sig, __ATOMIC_RELAXED);
 }
 
 /* Both runs load one config, so a warning about it (a key with no effect) would print
@@ -455,6 +466,8 @@ int bench_train(int argc, char **argv)
 		goto out;
 	}
 	zinf_log_set_callback(log_warnings_once, NULL);
+	off.o.stop = res.o.stop = &bench_stop;
+	cmd_catch_stop_signals(on_stop);
 	if (pthread_create(&t[0], NULL, run_thread, &off)) {
 		fprintf(stderr, "zinf bench train: cannot start a thread\n");
 		rc = ZINF_EXIT_FAIL;
@@ -469,6 +482,16 @@ int bench_train(int argc, char **argv)
 	}
 	pthread_join(t[0], NULL);
 	pthread_join(t[1], NULL);
+	if (bench_stop) { /* cleaned up: end by the signal, as zinf train does */
+		int sig = bench_stop;
+
+		fprintf(stderr, "zinf bench train: stopped (asked to stop); the runs' NVMe run "
+				"directories removed\n");
+		fflush(NULL);
+		raise(sig);
+		rc = 128 + sig;
+		goto out;
+	}
 	if (off.rc || res.rc) {
 		struct run *bad = off.rc ? &off : &res;
 

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "cli_util.h"
 #include "io_test_util.h"
 
 static char out[8192];
@@ -55,30 +56,12 @@ static void stop_when_made(const char *zinf, const char *path, useconds_t usec,
 			   const char *const *args)
 {
 	const char *argv[32] = {zinf, "bench", "io"};
-	struct stat st;
-	int n = 3, status;
-	pid_t pid;
+	int n = 3;
 
 	while (*args && n < 31)
 		argv[n++] = *args++;
 	argv[n] = NULL;
-	pid = fork();
-	T_CHECK(pid >= 0, "fork");
-	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
-		dup2(null, 1);
-		dup2(null, 2);
-		execv(zinf, (char *const *)argv);
-		_exit(127);
-	}
-	for (int waited = 0; stat(path, &st) != 0 && waited < 20000; waited++) {
-		T_CHECK(waitpid(pid, &status, WNOHANG) == 0, "bench io ended before %s", path);
-		usleep(1000);
-	}
-	usleep(usec);
-	T_CHECK(kill(pid, SIGTERM) == 0 && waitpid(pid, &status, 0) == pid, "kill, wait");
-	T_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM,
-		"stopped bench io: status %#x, expected an end by SIGTERM", status);
+	t_stop_when_made(argv, path, usec);
 }
 
 static void want_usage_error(const char *zinf, const char *args, const char *want)
