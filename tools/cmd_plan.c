@@ -94,6 +94,10 @@ static void print_table(const struct zinf_plan_opts *o, const struct zinf_plan_r
 	       : r->has_nvme	  ? "?"
 				  : "none",
 	       r->nvme_free_known ? " free" : "");
+	if (r->has_nvme && !r->nvme_free_known && r->nvme_free_why[0])
+		printf("NVMe free space unknown: %s (the rows on NVMe are judged without it; "
+		       "give --nvme-free SIZE)\n",
+		       r->nvme_free_why);
 	printf("model runtime: %s of device memory, %s of host memory (activations, buffers)\n\n",
 	       fmt(r->runtime_device_bytes, a), fmt(r->runtime_host_bytes, b));
 	printf("%-8s %-9s %11s %11s %11s %11s  %s\n", "params", "optimizer", "device", "pinned",

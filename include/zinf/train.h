@@ -229,6 +229,9 @@ struct zinf_plan_result {
 	uint64_t nvme_free_bytes;
 	bool nvme_free_known, has_nvme;
 	char nvme_path[512]; /* set in the rows on NVMe ("" : the config's zinf.nvme_paths) */
+	/* has_nvme but not nvme_free_known: why the free space could not be measured (a
+	 * path missing on this machine), one line; "" otherwise */
+	char nvme_free_why[256];
 	uint64_t runtime_device_bytes, runtime_host_bytes; /* the model runtime's buffers */
 	/* the config's offload_optimizer.ratio when it sets one, else 0: a written config of
 	 * a row whose optimizer state is not in host memory sets 1 instead (below 1 the key

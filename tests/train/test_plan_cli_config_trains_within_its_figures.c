@@ -6,7 +6,8 @@
  * refuses before step 1. Bad input exits 2 with one line on stderr: no --seq-len, a size
  * of 0, an unknown flag, a missing --init file, --seq-len past max_position_embeddings
  * (or past what yarn rope scaling stretches it to, which is allowed up to there),
- * and --write-config onto an existing file without --force (left byte-identical). */
+ * and --write-config onto an existing file without --force (left byte-identical). An
+ * --nvme-path missing here is said to leave the NVMe free space unknown, and why. */
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -241,6 +242,16 @@ int main(int argc, char **argv)
 	expect_usage("plan --init model.json --seq-len 64 --set zinf.device=host --set "
 		     "zinf.device_memory_limit=3GiB --host-memory 2GiB",
 		     "zinf.device_memory_limit 3 GiB is more than the 2 GiB of host memory");
+	/* an NVMe path missing here: its free space unknown, said with the reason */
+	T_CHECK(run("plan --init model.json --seq-len 64 --nvme-path /nonexistent/zinf-nvme") == 0,
+		"plan with a missing --nvme-path");
+	{
+		char *out = read_file("out.txt");
+		T_CHECK(strstr(out, "NVMe free space unknown: ") &&
+				strstr(out, "/nonexistent/zinf-nvme: No such file or directory"),
+			"a missing --nvme-path's free space not said unknown:\n%s", out);
+		free(out);
+	}
 	/* the host device's budget of a --host-memory too small: named as that flag */
 	expect_usage(
 		"plan --init model.json --seq-len 64 --set zinf.device=host --host-memory 1MiB",
