@@ -83,7 +83,7 @@ const struct zinf_key
 			      "(and the first, the last and skipped ones; --log-json has every step)"),
 			/* ---- precision ----------------------------------------------------------------- */
 			SECTION("bf16",
-				"bfloat16 training: bf16 params and compute, fp32 master weights, no loss scaling"),
+				"bfloat16 training: bf16 parameter copies (fetched, stored, saved), fp32 master weights, gradients and compute, no loss scaling"),
 			BOOL("bf16.enabled", bf16.enabled, 0, ZKF_AUTO,
 			     "train in bf16 (auto: true unless fp16.enabled is true)"),
 			IGNORED("bf16.immediate_grad_update"),
@@ -98,7 +98,7 @@ const struct zinf_key
 			 .alias_of = "bf16.enabled",
 			 .doc = "old name of bf16.enabled"},
 			IGNORED("bfloat16.immediate_grad_update"),
-			SECTION("fp16", "float16 training with loss scaling"),
+			SECTION("fp16", "float16 training: fp16 parameter copies and loss scaling; fp32 master weights, gradients and compute, so a scaled gradient overflows only past fp32's range (DeepSpeed's fp16 gradients, past 65504)"),
 			BOOL("fp16.enabled", fp16.enabled, 0, ZKF_AUTO,
 			     "train in fp16 with loss scaling (auto: false)"),
 			FLOAT("fp16.loss_scale", fp16.loss_scale, 0, 0, ZINF_MAX_LOSS_SCALE, 0,
