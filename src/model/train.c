@@ -510,7 +510,9 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 			if (fd >= 0)
 				close(fd);
 			snprintf(err, errlen, "%s: --log-json: cannot create: %s", o->log_json_path,
-				 strerror(-rc));
+				 rc == -ENXIO
+					 ? "a FIFO no process reads yet (start its reader first)"
+					 : strerror(-rc));
 			return rc;
 		}
 	}
@@ -567,6 +569,15 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	if (!rc)
 		rc = check_device_room(r, err, errlen);
 	return rc;
+}
+
+/* The log is a regular file: emptied when the run starts (a pipe, a terminal or
+ * /dev/null is written as it is). */
+static bool log_is_file(FILE *log)
+{
+	struct stat st;
+
+	return fstat(fileno(log), &st) != 0 || S_ISREG(st.st_mode);
 }
 
 /* A --log-json file this run made and wrote no line into (a refused or stopped run, or
@@ -649,7 +660,7 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	rc = setup(&r, err, errlen);
 	if (!rc)
 		rc = start(&r, err, errlen);
-	if (!rc && r.log && ftruncate(fileno(r.log), 0)) {
+	if (!rc && r.log && log_is_file(r.log) && ftruncate(fileno(r.log), 0)) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: --log-json: cannot empty it: %s", opts->log_json_path,
 			 strerror(errno));

@@ -440,7 +440,8 @@ int train_pass_run(struct train_pass *p, const int32_t *inputs, const int32_t *t
 
 /* ---- the per-step log (train_log.c) --------------------------------------------------------- */
 
-/* Write s as one JSON object and a newline. Returns 0 or -EIO. */
+/* Write s as one JSON object and a newline, to f's descriptor (f's buffer unused): the
+ * whole line or, in a regular file, none. Returns 0 or a negative errno. */
 int train_log_write(FILE *f, const struct zinf_train_step *s);
 
 #endif /* ZINF_MODEL_TRAIN_INTERNAL_H */

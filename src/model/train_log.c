@@ -6,6 +6,8 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "train_internal.h"
 
@@ -17,7 +19,8 @@ static void put_num(FILE *f, const char *key, double v)
 		fprintf(f, "\"%s\": null", key);
 }
 
-int train_log_write(FILE *f, const struct zinf_train_step *s)
+/* The line of s, into f (a memory stream). */
+static void format_line(FILE *f, const struct zinf_train_step *s)
 {
 	fprintf(f, "{\"step\": %" PRIu64 ", \"steps\": %" PRIu64 ", ", s->step, s->steps);
 	put_num(f, "loss", s->loss);
@@ -54,7 +57,37 @@ int train_log_write(FILE *f, const struct zinf_train_step *s)
 	if (s->saved)
 		fputs(", \"saved\": true", f);
 	fputs("}\n", f);
-	if (fflush(f) || ferror(f))
-		return -EIO;
-	return 0;
+}
+
+int train_log_write(FILE *f, const struct zinf_train_step *s)
+{
+	char *line = NULL;
+	size_t len = 0, done = 0;
+	FILE *m = open_memstream(&line, &len);
+	int fd = fileno(f), rc = 0;
+	off_t at;
+
+	if (!m)
+		return -ENOMEM;
+	format_line(m, s);
+	if (fclose(m)) {
+		free(line);
+		return -ENOMEM;
+	}
+	/* the whole line or none: a regular file cut back to where it ended (a full disk
+	 * would otherwise leave half a line that no JSON reader takes) */
+	at = lseek(fd, 0, SEEK_CUR);
+	while (done < len && !rc) {
+		ssize_t n = write(fd, line + done, len - done);
+		if (n > 0)
+			done += (size_t)n;
+		else if (n < 0 && errno != EINTR)
+			rc = -errno;
+		else if (n == 0)
+			rc = -EIO;
+	}
+	if (rc && done && at >= 0 && ftruncate(fd, at) == 0)
+		lseek(fd, at, SEEK_SET);
+	free(line);
+	return rc;
 }

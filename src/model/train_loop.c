@@ -131,9 +131,12 @@ static int train_step(struct train_run *r, uint64_t step, struct zinf_train_step
 
 static int report(struct train_run *r, struct zinf_train_step *s, char *err, size_t errlen)
 {
-	if (r->log && s->step && train_log_write(r->log, s)) {
-		snprintf(err, errlen, "%s: --log-json: write failed", r->o->log_json_path);
-		return -EIO;
+	int rc = r->log && s->step ? train_log_write(r->log, s) : 0;
+
+	if (rc) {
+		snprintf(err, errlen, "%s: --log-json: write failed: %s", r->o->log_json_path,
+			 strerror(-rc));
+		return rc;
 	}
 	if (r->o->on_step)
 		r->o->on_step(s, r->o->on_step_user);
