@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -39,7 +40,7 @@ const char bench_adam_usage[] =
 	"  --threads T        threads for the step and for the triad (default 2)\n"
 	"  --grad-dtype D     bf16 | fp32 | fp16 (default bf16)\n"
 	"  --param-dtype D    bf16 | fp16 | fp32 | none: the parameter copy written (default bf16)\n"
-	"  --type T           AdamW | Adam (default AdamW)\n"
+	"  --type T           AdamW | Adam, any case (default AdamW)\n"
 	"  --isa I            auto | scalar | avx2 | avx512 (default auto)\n"
 	"  --iters K          timed repetitions of each (default 10)\n"
 	"  --numa-node K      bind step threads to cores of NUMA node K (default unbound)\n"
@@ -223,8 +224,8 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 		case 'n':
 			if (zinf_parse_bytes(optarg, &b->elems) || b->elems == 0) {
 				fprintf(stderr,
-					"zinf bench adam: --elems %s: not a positive count (expected "
-					"a whole number: 67108864, 5e7 or 64MiB)\n",
+					"zinf bench adam: --elems %s: not a positive count below 2^64 "
+					"(expected a whole number: 67108864, 5e7 or 64MiB)\n",
 					optarg);
 				return ZINF_EXIT_USAGE;
 			}
@@ -269,9 +270,10 @@ static int parse_args(int argc, char **argv, struct bench_args *b)
 			*(c == 'g' ? &b->grad_name : &b->param_name) = optarg;
 			break;
 		case 'y':
-			if (strcmp(optarg, "AdamW") == 0)
+			/* (any case, as the config's optimizer.type) */
+			if (strcasecmp(optarg, "AdamW") == 0)
 				b->opts.type = ZINF_ADAMW;
-			else if (strcmp(optarg, "Adam") == 0)
+			else if (strcasecmp(optarg, "Adam") == 0)
 				b->opts.type = ZINF_ADAM;
 			else {
 				fprintf(stderr,

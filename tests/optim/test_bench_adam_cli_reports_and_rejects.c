@@ -2,7 +2,7 @@
  * `zinf bench adam --json` prints one JSON object with positive params_per_second,
  * bytes_per_second, triad_bytes_per_second and their ratio, and bad options exit 2 with
  * one line naming the option and the value (a value flag given twice among them; --json
- * given twice says the same). argv[1] is the zinf binary.
+ * given twice says the same, and --type takes any case). argv[1] is the zinf binary.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +32,8 @@ int main(int argc, char **argv)
 	T_CHECK(argc == 2, "usage: %s ZINF_BINARY", argv[0]);
 	snprintf(
 		cmd, sizeof(cmd),
-		"%s bench adam --elems 1000000 --threads 2 --grad-dtype fp32 --iters 2 --json --json",
+		"%s bench adam --elems 1000000 --threads 2 --grad-dtype fp32 --iters 2 --json --json "
+		"--type adamw",
 		argv[1]);
 	rc = t_run(cmd, out, sizeof(out));
 	T_CHECK(rc == 0, "bench exited %d: %s", rc, out);
@@ -50,6 +51,8 @@ int main(int argc, char **argv)
 	expect_usage_error(argv[1], "--threads 0", "--threads 0");
 	expect_usage_error(argv[1], "--isa sse9", "--isa sse9");
 	expect_usage_error(argv[1], "--type SGD", "--type SGD");
+	expect_usage_error(argv[1], "--elems 1e20",
+			   "--elems 1e20: not a positive count below 2^64");
 	expect_usage_error(argv[1], "extra", "unexpected argument 'extra'");
 	expect_usage_error(argv[1], "--bogus", "--bogus: unknown");
 	expect_usage_error(argv[1], "--elems 1000 --threads 1 --elems 2000",
