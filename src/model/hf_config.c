@@ -781,6 +781,51 @@ int zinf_hf_config_validate(struct zinf_hf_config *cfg, const char *name)
 	return 0;
 }
 
+/* The next JSON number's text in *p (strings skipped), or NULL; *p moves past it. */
+static const char *next_number(const char **p, size_t *len)
+{
+	const char *s = *p;
+
+	while (*s && *s != '-' && !(*s >= '0' && *s <= '9')) {
+		if (*s++ != '"')
+			continue;
+		while (*s && *s != '"')
+			s += s[0] == '\\' && s[1] ? 2 : 1;
+		if (*s)
+			s++;
+	}
+	if (!*s)
+		return NULL;
+	*len = strspn(s, "-+.eE0123456789");
+	*p = s + *len;
+	return s;
+}
+
+/* Each number under node, in the order of text (the JSON node was parsed from), made a
+ * raw item holding its text as written, so a save writes it back the same (32.0 stays
+ * 32.0 for a transformers release that wants a float; a 20-digit integer stays whole):
+ * where the text does not read back as the number, the numbers from there stay numbers. */
+static bool keep_number_text(cJSON *node, const char **text)
+{
+	for (cJSON *c = node->child; c; c = c->next) {
+		if (cJSON_IsNumber(c)) {
+			size_t len;
+			const char *at = next_number(text, &len);
+			char *copy = at ? strndup(at, len) : NULL;
+
+			if (!copy || strtod(copy, NULL) != c->valuedouble) {
+				free(copy);
+				return false;
+			}
+			c->valuestring = copy;
+			c->type = cJSON_Raw;
+		} else if ((cJSON_IsObject(c) || cJSON_IsArray(c)) && !keep_number_text(c, text)) {
+			return false;
+		}
+	}
+	return true;
+}
+
 int zinf_hf_config_load_string(struct zinf_hf_config *cfg, const char *json, const char *name)
 {
 	const char *end = NULL, *raw;
@@ -823,6 +868,7 @@ int zinf_hf_config_load_string(struct zinf_hf_config *cfg, const char *json, con
 		memcpy(cfg->last_error, msg, sizeof(msg));
 		return rc;
 	}
+	keep_number_text(root, &json); /* (for the save: nothing reads the tree after) */
 	cfg->json = root;
 	return 0;
 }

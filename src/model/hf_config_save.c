@@ -4,6 +4,8 @@
  * with the save's torch_dtype; written through a temporary file, fsync and rename.
  */
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +24,21 @@ static bool set_item(cJSON *obj, const char *key, cJSON *item)
 	return cJSON_AddItemToObject(obj, key, item);
 }
 
+/* key = v: a number the loaded file wrote as v keeps its text (hf_config.c keeps each
+ * number's as read); another written as a float (32.0, 1e-05) stays one (older
+ * transformers releases refuse an integer rope factor). */
 static bool set_num(cJSON *obj, const char *key, double v)
 {
+	const cJSON *was = cJSON_GetObjectItemCaseSensitive(obj, key);
+	char text[40];
+
+	if (cJSON_IsRaw(was) && strtod(was->valuestring, NULL) == v)
+		return true;
+	if (cJSON_IsRaw(was) && strpbrk(was->valuestring, ".eE") && isfinite(v) && v == floor(v) &&
+	    fabs(v) < 1e15) {
+		snprintf(text, sizeof(text), "%.1f", v);
+		return set_item(obj, key, cJSON_CreateRaw(text));
+	}
 	return set_item(obj, key, cJSON_CreateNumber(v));
 }
 
@@ -46,9 +61,10 @@ static bool set_yarn(cJSON *r, const struct zinf_hf_config *cfg)
 
 	/* the struct says what holds: a key read earlier but no longer set goes */
 	for (size_t i = 0; ok && i < sizeof(opt) / sizeof(opt[0]); i++) {
-		cJSON_DeleteItemFromObjectCaseSensitive(r, opt[i].key);
 		if (opt[i].v > 0)
 			ok = set_num(r, opt[i].key, opt[i].v);
+		else
+			cJSON_DeleteItemFromObjectCaseSensitive(r, opt[i].key);
 	}
 	cJSON_DeleteItemFromObjectCaseSensitive(r, "truncate");
 	if (ok && !cfg->rope_truncate)

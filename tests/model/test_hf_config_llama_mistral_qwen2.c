@@ -9,7 +9,8 @@
  * 5's rope_parameters (rope_type, rope_theta and the llama3 factors in one object) load
  * like the older rope_theta + rope_scaling; linear, dynamic and yarn rope scaling load,
  * reach their scaled lengths, save back and refuse bad keys; initializer_range and
- * attention_dropout load with their checks.
+ * attention_dropout load with their checks. Numbers save back as they were written
+ * (32.0 stays a float, a 20-digit integer whole).
  * Usage: test_hf_config_llama_mistral_qwen2 DATA_DIR
  */
 #include <ftw.h>
@@ -579,6 +580,43 @@ static void check_rope_types(void)
 			strstr(text, "\"note\"") && !strstr(text, "beta_fast"),
 		"yarn saved under its legacy type key, other keys kept, no defaults added: %s",
 		text);
+	T_CHECK(strstr(text, "\"factor\":\t4.0"), "the factor 4.0 saved as an integer: %s", text);
+	zinf_hf_config_free(&c);
+	/* numbers are written back as they were written: a float stays one (transformers
+	 * 4.31 to 4.41 refuse an integer rope factor), an integer past 2^53 stays whole, and
+	 * a string holding digits is no number; a value changed keeps the float form */
+	round_trip_text("{" BASE ",\"num_attention_heads\":4,\"max_position_embeddings\":64,"
+			"\"rope_theta\":500000.0,\"rms_norm_eps\":1e-05,\"note\":\"a\\\"1.5-2\","
+			"\"big\":12345678901234567890,\"list\":[1.0,2,{\"x\":-3.50}],"
+			"\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}}",
+			&c, text, sizeof(text));
+	T_CHECK(strstr(text, "\"rope_theta\":\t500000.0,") &&
+			strstr(text, "\"rms_norm_eps\":\t1e-05,") &&
+			strstr(text, "\"big\":\t12345678901234567890,") &&
+			strstr(text, "[1.0, 2, {") && strstr(text, "\"x\":\t-3.50") &&
+			strstr(text, "\"factor\":\t2.0") && strstr(text, "\"a\\\"1.5-2\""),
+		"numbers not written back as they were written: %s", text);
+	c.rope_factor = 8;
+	{
+		const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+		char *d = NULL, *p = NULL;
+		FILE *f;
+		size_t n;
+
+		T_CHECK(asprintf(&d, "%s/zinf_hfcfg_XXXXXX", base) > 0 && mkdtemp(d), "mkdtemp");
+		T_CHECK(asprintf(&p, "%s/config.json", d) > 0, "asprintf");
+		T_CHECK(zinf_hf_config_save(&c, p, ZINF_ST_F32) == 0, "save: %s", c.last_error);
+		f = fopen(p, "r");
+		T_CHECK(f != NULL, "open %s", p);
+		n = fread(text, 1, sizeof(text) - 1, f);
+		fclose(f);
+		text[n] = '\0';
+		T_CHECK(strstr(text, "\"factor\":\t8.0"), "a changed float saved as an integer: %s",
+			text);
+		nftw(d, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+		free(d);
+		free(p);
+	}
 	zinf_hf_config_free(&c);
 	round_trip_text("{" BASE ",\"num_attention_heads\":4,\"max_position_embeddings\":4096,"
 			"\"rope_parameters\":{\"rope_type\":\"yarn\",\"rope_theta\":1e4,"
