@@ -11,12 +11,22 @@
 
 #include "train_internal.h"
 
+/* v in the fewest digits that read back as v: a log compares bit for bit (a resumed
+ * run's losses against the uninterrupted run's). */
 static void put_num(FILE *f, const char *key, double v)
 {
-	if (isfinite(v))
-		fprintf(f, "\"%s\": %.9g", key, v);
-	else
+	char text[32];
+
+	if (!isfinite(v)) {
 		fprintf(f, "\"%s\": null", key);
+		return;
+	}
+	for (int digits = 1; digits <= 17; digits++) {
+		snprintf(text, sizeof(text), "%.*g", digits, v);
+		if (strtod(text, NULL) == v)
+			break;
+	}
+	fprintf(f, "\"%s\": %s", key, text);
 }
 
 /* The line of s, into f (a memory stream). */

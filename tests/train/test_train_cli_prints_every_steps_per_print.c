@@ -14,7 +14,7 @@ static int nvme_lines; /* progress lines of the last run with an NVMe rate */
  * comma-separated list in got, and the --log-json line count. */
 static int run(const char *extra, char *got, size_t len)
 {
-	char cmd[2048], out[200], log[200], line[512];
+	char cmd[2048], out[200], log[200], line[4096];
 	int n_log = 0;
 	FILE *f;
 
