@@ -500,7 +500,9 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		if (fd < 0 && errno == ENOENT) {
 			fd = open(o->log_json_path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK,
 				  0644); /* (through a dangling link too) */
-			r->log_made = fd >= 0;
+			/* (the path of the file made: a link to it stays a link) */
+			if (fd >= 0)
+				r->log_made = realpath(o->log_json_path, NULL);
 		}
 		if (fd >= 0)
 			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -571,29 +573,47 @@ static int start(struct train_run *r, char *err, size_t errlen)
 	return rc;
 }
 
-/* The log is a regular file: emptied when the run starts (a pipe, a terminal or
- * /dev/null is written as it is). */
-static bool log_is_file(FILE *log)
+/* Whether fd is the file descriptor other is open on. */
+static bool same_file(int fd, int other)
+{
+	struct stat a, b;
+
+	return fstat(fd, &a) == 0 && fstat(other, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+/* The log emptied when the run starts, if it is a regular file (a pipe, a terminal or
+ * /dev/null is written as it is); one that is the process's stdout or stderr (a
+ * --log-json /dev/stdout into `>> file`) is appended to instead. 0 or -errno. */
+static int log_start(FILE *log)
 {
 	struct stat st;
+	int fd = fileno(log);
 
-	return fstat(fileno(log), &st) != 0 || S_ISREG(st.st_mode);
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return 0;
+	if (same_file(fd, STDOUT_FILENO) || same_file(fd, STDERR_FILENO))
+		return fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_APPEND) ? -errno : 0;
+	return ftruncate(fd, 0) ? -errno : 0;
 }
 
 /* A --log-json file this run made and wrote no line into (a refused or stopped run, or
- * one failing in step 1) goes again, as the save directory it made does: only if the
- * path still names it. */
+ * one failing in step 1) goes again, as the save directory it made does: only while its
+ * path still names it (a link the path went through stays). */
 static void unmake_empty_log(struct train_run *r)
 {
 	struct stat a, b;
 
-	if (!fflush(r->log) && !fstat(fileno(r->log), &a) && !stat(r->o->log_json_path, &b) &&
+	if (!fflush(r->log) && !fstat(fileno(r->log), &a) && !lstat(r->log_made, &b) &&
 	    a.st_size == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-		unlink(r->o->log_json_path);
+		unlink(r->log_made);
 }
 
 static void finish(struct train_run *r, bool failed)
 {
+	if (r->log && failed && r->log_made) /* (first: it may lie in the save directory) */
+		unmake_empty_log(r);
+	free(r->log_made);
 	if (failed && r->save_dir_made) /* as it was: no directory (unless it holds more) */
 		train_save_dir_unmake(r->o->save_dir);
 	if (r->save_lock >= 0)
@@ -603,8 +623,6 @@ static void finish(struct train_run *r, bool failed)
 	if (r->pass.m)
 		train_pass_destroy(&r->pass);
 	zinf_engine_destroy(r->e);
-	if (r->log && failed && r->log_made)
-		unmake_empty_log(r);
 	if (r->log)
 		fclose(r->log);
 	free(r->inputs);
@@ -660,11 +678,9 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	rc = setup(&r, err, errlen);
 	if (!rc)
 		rc = start(&r, err, errlen);
-	if (!rc && r.log && log_is_file(r.log) && ftruncate(fileno(r.log), 0)) {
-		rc = -errno;
+	if (!rc && r.log && (rc = log_start(r.log)) != 0)
 		snprintf(err, errlen, "%s: --log-json: cannot empty it: %s", opts->log_json_path,
-			 strerror(errno));
-	}
+			 strerror(-rc));
 	if (rc == -EINTR && train_stop_up(opts->stop)) { /* in a load */
 		res->stopped = true;
 		goto out;

@@ -36,7 +36,8 @@ struct train_run {
 	struct train_pass pass;
 	int32_t *inputs, *targets;
 	FILE *log;
-	bool log_made; /* log_json_path did not exist: removed again if the run fails empty */
+	char *log_made;		/* the file made for log_json_path (through its links), NULL if it
+			   existed: removed again if the run fails with it empty */
 	struct train_state now; /* this run, as a checkpoint's state would describe it */
 	struct train_state ck;	/* resume_dir's state */
 	uint64_t first_step;	/* 1, or after resume_dir's step */

@@ -1,8 +1,12 @@
 /* A --log-json file the run made goes again when the run ends without a line in it: a run
- * refused before step 1 (a decoder layer larger than the device budget) or stopped in its load
- * leaves no file where there was none, and an earlier log byte-identical; a run stopped
- * after its first step keeps the log it made, with that step's line. */
+ * refused before step 1 (a decoder layer larger than the device budget) or stopped in its
+ * load leaves no file where there was none (made through a link: the link stays; inside a
+ * --save directory the run made: the directory goes too), and an earlier log
+ * byte-identical; a run stopped after its first step keeps the log it made, with that
+ * step's line. --log-json /dev/stdout where stdout is a file opened for appending
+ * appends (the file's earlier lines kept). */
 #include <errno.h>
+#include <fcntl.h>
 
 #include "train_fixture.h"
 
@@ -55,6 +59,29 @@ int main(void)
 	T_CHECK(strstr(err, "device") != NULL, "refused for another reason: %s", err);
 	T_CHECK(access(log, F_OK) != 0 && errno == ENOENT, "refused run left %s", log);
 
+	/* through a link to no file yet: the file made goes, the link stays */
+	{
+		char link[200], target[200], save[200], inside[240];
+		struct stat st;
+
+		snprintf(link, sizeof(link), "%s/log.lnk", d.root);
+		snprintf(target, sizeof(target), "%s/target.jsonl", d.root);
+		T_CHECK(symlink(target, link) == 0, "symlink %s", link);
+		o.log_json_path = link;
+		T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) != 0, "not refused");
+		T_CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode), "the link %s was removed",
+			link);
+		T_CHECK(access(target, F_OK) != 0, "the file made through the link was left");
+		/* inside a --save directory the run made: both go */
+		snprintf(save, sizeof(save), "%s/newsave", d.root);
+		snprintf(inside, sizeof(inside), "%s/log.jsonl", save);
+		o.save_dir = save;
+		o.log_json_path = inside;
+		T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) != 0, "not refused");
+		T_CHECK(access(save, F_OK) != 0, "the --save directory made was left: %s", save);
+		o.save_dir = NULL;
+	}
+
 	/* an earlier log is left as it was */
 	tf_write_all(kept, earlier, sizeof(earlier) - 1);
 	o.log_json_path = kept;
@@ -86,6 +113,28 @@ int main(void)
 			!strchr(text, '\n')[1],
 		"stopped run's log is not step 1's line: %s", text);
 	free(text);
+
+	/* --log-json /dev/stdout, stdout a file opened for appending (a shell's >>) */
+	{
+		char app[200];
+		int fd, saved = dup(STDOUT_FILENO);
+
+		snprintf(app, sizeof(app), "%s/app.log", d.root);
+		tf_write_all(app, "old\n", 4);
+		fd = open(app, O_WRONLY | O_APPEND);
+		T_CHECK(fd >= 0 && saved >= 0 && dup2(fd, STDOUT_FILENO) == STDOUT_FILENO, "dup2");
+		close(fd);
+		tf_opts(&d, &o, 2, &l);
+		o.log_json_path = "/dev/stdout";
+		T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) == 0, "train: %s", err);
+		T_CHECK(dup2(saved, STDOUT_FILENO) == STDOUT_FILENO, "dup2 back");
+		close(saved);
+		tf_read_all(app, &text, &n);
+		T_CHECK(strncmp(text, "old\n{\"step\": 1,", 15) == 0 &&
+				strstr(text, "{\"step\": 2,"),
+			"stdout's file lost its line or lacks the log: %s", text);
+		free(text);
+	}
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
 }
