@@ -319,6 +319,10 @@ int zinf_config_validate(struct zinf_config *cfg, int world_size)
 	    cfg->source[i_max] != ZINF_SRC_SET && !cfg->is_auto[i_max]) {
 		v->scheduler.warmup_max_lr = v->optimizer.lr;
 		cfg->source[i_max] = ZINF_SRC_DERIVED;
+	} else if (v->scheduler.type != ZINF_LR_WARMUP && cfg->source[i_max] == ZINF_SRC_DERIVED) {
+		/* derived for a WarmupLR a --set then changed: the default again */
+		v->scheduler.warmup_max_lr = zinf_keys[i_max].def;
+		cfg->source[i_max] = ZINF_SRC_DEFAULT;
 	}
 	return 0;
 }

@@ -63,8 +63,9 @@ static inline double t_json_number(const char *json, const char *name)
 	return strtod(p + strlen(key), NULL);
 }
 
-/* Run argv (argv[0] the program; its output to /dev/null) until path exists (20 s at
- * most), usec more, then SIGTERM it: the test fails unless it ends by that signal. */
+/* Run argv (argv[0] the program; its output to /dev/null) until path exists (the test
+ * fails if it does not within 20 s), usec more, then SIGTERM it: the test fails unless
+ * it ends by that signal. */
 static inline void t_stop_when_made(const char *const *argv, const char *path, useconds_t usec)
 {
 	struct stat st;
@@ -79,8 +80,13 @@ static inline void t_stop_when_made(const char *const *argv, const char *path, u
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}
-	for (int waited = 0; stat(path, &st) != 0 && waited < 20000; waited++) {
+	for (int waited = 0; stat(path, &st) != 0; waited++) {
 		T_CHECK(waitpid(pid, &status, WNOHANG) == 0, "%s ended before %s", argv[0], path);
+		if (waited == 20000) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			T_CHECK(0, "%s %s made no %s in 20 s", argv[1], argv[2], path);
+		}
 		usleep(1000);
 	}
 	usleep(usec);

@@ -608,6 +608,11 @@ static void on_stop(int sig)
 	__atomic_store_n(&bench_stop, sig, __ATOMIC_RELAXED);
 }
 
+static int stopped(void)
+{
+	return __atomic_load_n(&bench_stop, __ATOMIC_RELAXED);
+}
+
 /* Alternate step, read pass and write pass, one each per round after a warm-up round.
  * Like the step, which reads what the step before wrote, a read pass reads what the
  * previous round wrote; the warm-up round's read pass (of never-written, preallocated
@@ -620,7 +625,7 @@ static int nvme_rounds(const struct bench_args *b, struct zinf_adam_nvme *h, str
 					   .grad_dtype = b->grad_dtype,
 					   .param_dtype = b->param_dtype};
 
-	for (unsigned k = 0; k <= b->iters && !bench_stop; k++) {
+	for (unsigned k = 0; k <= b->iters && !stopped(); k++) {
 		struct zinf_adam_nvme_result r;
 		double tw, tr;
 
@@ -753,7 +758,7 @@ static int bench_adam_nvme(struct bench_args *b)
 		goto out_nvme;
 	}
 	zinf_adam_nvme_get_info(h, &info);
-	if (probe_init(&probe, io, h) || nvme_rounds(b, h, &s, &probe, &t) || bench_stop)
+	if (probe_init(&probe, io, h) || nvme_rounds(b, h, &s, &probe, &t) || stopped())
 		goto out_probe;
 	nvme_report(b, adam, io, &info, &t);
 	rc = ZINF_EXIT_OK;
@@ -768,8 +773,8 @@ out_step:
 out_io:
 	free(times);
 	zinf_io_destroy(io); /* removes the run directory and its files */
-	if (bench_stop) {    /* now end by the signal, as zinf train does */
-		int sig = bench_stop;
+	if (stopped()) {     /* now end by the signal, as zinf train does */
+		int sig = stopped();
 
 		fprintf(stderr, "zinf bench adam: stopped (asked to stop); its run directory "
 				"removed\n");

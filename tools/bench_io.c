@@ -613,7 +613,7 @@ int bench_io(int argc, char **argv)
 			(unsigned long long)c.size, (unsigned long long)c.bs);
 		return ZINF_EXIT_USAGE;
 	}
-	if (c.dirs && c.size / dir_count(c.dirs) + c.bs > BENCH_IO_MAX_FILE) {
+	if (c.dirs && c.size / dir_count(c.dirs) > BENCH_IO_MAX_FILE - c.bs) {
 		fprintf(stderr,
 			"zinf bench io: --size %llu: expected at most 16TiB for each --dir path\n",
 			(unsigned long long)c.size);

@@ -482,8 +482,8 @@ int bench_train(int argc, char **argv)
 	}
 	pthread_join(t[0], NULL);
 	pthread_join(t[1], NULL);
-	if (bench_stop) { /* cleaned up: end by the signal, as zinf train does */
-		int sig = bench_stop;
+	if (__atomic_load_n(&bench_stop, __ATOMIC_RELAXED)) { /* cleaned up: end by the signal */
+		int sig = __atomic_load_n(&bench_stop, __ATOMIC_RELAXED);
 
 		fprintf(stderr, "zinf bench train: stopped (asked to stop); the runs' NVMe run "
 				"directories removed\n");

@@ -122,6 +122,14 @@ int main(void)
 	T_CHECK_RC(zinf_config_set(cfg, "optimizer.params.lr", "0.02"));
 	T_CHECK_RC(zinf_config_resolve(cfg, NULL));
 	want_double(cfg, "scheduler.params.warmup_max_lr", 0.02);
+	/* another type by --set: the default again, not the derived value */
+	T_CHECK_RC(zinf_config_set(cfg, "scheduler.type", "WarmupDecayLR"));
+	T_CHECK_RC(zinf_config_set(cfg, "scheduler.params.total_num_steps", "100"));
+	T_CHECK_RC(zinf_config_resolve(cfg, NULL));
+	want_double(cfg, "scheduler.params.warmup_max_lr", 0.001);
+	T_CHECK(zinf_config_get_source(cfg, "scheduler.params.warmup_max_lr", &src) == 0 &&
+			src == ZINF_SRC_DEFAULT,
+		"WarmupDecayLR's warmup_max_lr: source %d", (int)src);
 	T_CHECK_RC(zinf_config_load_string(cfg,
 					   "{\"optimizer\": {\"params\": {\"lr\": 0.003}},"
 					   " \"scheduler\": {\"type\": \"WarmupLR\", \"params\":"

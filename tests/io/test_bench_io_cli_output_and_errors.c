@@ -132,6 +132,8 @@ int main(int argc, char **argv)
 	want_usage_error(argv[1], "--dir /tmp --size 20TiB",
 			 "--size 21990232555520: expected at most 16TiB for each --dir path");
 	want_usage_error(argv[1], "--dir /tmp,/var/tmp --size 40TiB", "--size 43980465111040");
+	want_usage_error(argv[1], "--dir /tmp --size 18446744073708503040", /* 2^64 - 1 MiB */
+			 "--size 18446744073708503040: expected at most 16TiB");
 	want_usage_error(argv[1], "--dir /tmp --size 8MiB --size 16MiB",
 			 "--size: given twice (expected once)");
 	want_usage_error(argv[1], "--dir '' --size 8MiB", "--dir : an empty path");
