@@ -167,12 +167,17 @@ static int estimate_row(const struct zinf_plan_opts *o, struct zinf_plan_result 
 		return rc;
 	if (!r->nvme_free_known &&
 	    (strcmp(w->param, "nvme") == 0 || strcmp(w->optimizer, "nvme") == 0)) {
-		if (zinf_plan_nvme_free(cfg, &mc->nvme_free_bytes, r->nvme_free_why,
-					sizeof(r->nvme_free_why)) == 0) {
+		int why = zinf_plan_nvme_free(cfg, &mc->nvme_free_bytes, r->nvme_free_why,
+					      sizeof(r->nvme_free_why));
+
+		if (why == 0) {
 			mc->nvme_free_known = true;
 			r->nvme_free_known = true;
 			r->nvme_free_bytes = mc->nvme_free_bytes;
 			r->nvme_free_why[0] = 0;
+		} else if (o->nvme_path) { /* the flag that gave the path, not the key it sets */
+			snprintf(r->nvme_free_why, sizeof(r->nvme_free_why), "--nvme-path %s: %s",
+				 o->nvme_path, zinf_strerror(why));
 		}
 	}
 	rc = zinf_plan_estimate(p, cfg, mc, &w->need);

@@ -248,7 +248,8 @@ int main(int argc, char **argv)
 	{
 		char *out = read_file("out.txt");
 		T_CHECK(strstr(out, "NVMe free space unknown: ") &&
-				strstr(out, "/nonexistent/zinf-nvme: No such file or directory"),
+				strstr(out, "--nvme-path /nonexistent/zinf-nvme: No such file or "
+					    "directory"),
 			"a missing --nvme-path's free space not said unknown:\n%s", out);
 		free(out);
 	}
