@@ -16,7 +16,7 @@ static void stop_after_step_1(const struct zinf_train_step *s, void *user)
 {
 	tf_on_step(s, user);
 	if (s->step == 1)
-		stop_now = 1;
+		__atomic_store_n(&stop_now, 1, __ATOMIC_RELAXED); /* (as a handler would) */
 }
 
 /* A model whose decoder layer (4 MiB of fp32 weights) is more than the 1 MiB device
@@ -93,7 +93,7 @@ int main(void)
 	/* stopped in its load: no step, no file */
 	tf_opts(&d, &o, 2, &l);
 	o.log_json_path = log;
-	stop_now = 1;
+	__atomic_store_n(&stop_now, 1, __ATOMIC_RELAXED);
 	o.stop = &stop_now;
 	T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) == -EINTR && res.stopped,
 		"not stopped: %s", err);
@@ -104,7 +104,7 @@ int main(void)
 	tf_opts(&d, &o, 4, &l);
 	o.log_json_path = log;
 	o.on_step = stop_after_step_1;
-	stop_now = 0;
+	__atomic_store_n(&stop_now, 0, __ATOMIC_RELAXED);
 	o.stop = &stop_now;
 	T_CHECK(zinf_train_run(&o, &res, err, sizeof(err)) == -EINTR && res.stopped,
 		"not stopped: %s", err);
