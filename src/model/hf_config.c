@@ -64,6 +64,8 @@ const char *zinf_hf_torch_dtype_name(enum zinf_st_dtype dtype)
 		return "float16";
 	case ZINF_ST_F32:
 		return "float32";
+	case ZINF_ST_OTHER:
+		break;
 	}
 	return "?";
 }

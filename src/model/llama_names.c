@@ -252,6 +252,15 @@ int zinf_llama_names_check(const struct zinf_hf_config *cfg, const struct zinf_s
 					 zinf_st_reader_file_path(r, ti->file), t.name, got, want);
 			return ZINF_EFORMAT;
 		}
+		if (ti->dtype == ZINF_ST_OTHER) { /* (one the model does not use is left) */
+			if (err_bytes)
+				snprintf(err, err_bytes,
+					 "%s: tensor %s: dtype \"%s\" is not supported (expected "
+					 "BF16, F16 or F32)",
+					 zinf_st_reader_file_path(r, ti->file), t.name,
+					 ti->dtype_text);
+			return ZINF_EFORMAT;
+		}
 	}
 	if (zinf_st_reader_count(r) > n) {
 		for (int i = 0; i < zinf_st_reader_count(r); i++) {

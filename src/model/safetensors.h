@@ -27,20 +27,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Element types zinf reads and writes. Other safetensors dtypes are refused. */
+/* Element types zinf reads and writes. A tensor of another safetensors dtype (I64, F64,
+ * BOOL, ...) is listed as ZINF_ST_OTHER, its data never read: a checkpoint may carry one
+ * the model does not use. */
 enum zinf_st_dtype {
 	ZINF_ST_BF16 = 0,
 	ZINF_ST_F16 = 1,
 	ZINF_ST_F32 = 2,
+	ZINF_ST_OTHER = 3,
 };
 
 #define ZINF_ST_MAX_DIMS 8
 /* Largest header the reader accepts (the safetensors format's own limit). */
 #define ZINF_ST_MAX_HEADER_BYTES (100ull << 20)
 
-/* "BF16", "F16" or "F32" (the header spelling); "?" for other values. */
+/* "BF16", "F16" or "F32" (the header spelling); "?" for other values (OTHER too). */
 const char *zinf_st_dtype_name(enum zinf_st_dtype dtype);
-/* Bytes per element: 2, 2 or 4; 0 for other values. */
+/* Bytes per element: 2, 2 or 4; 0 for other values (OTHER too). */
 uint64_t zinf_st_dtype_size(enum zinf_st_dtype dtype);
 /* Parse a header dtype ("BF16", "F16", "F32"). Returns 0 or -EINVAL. */
 int zinf_st_dtype_parse(const char *text, enum zinf_st_dtype *out);
@@ -62,6 +65,7 @@ void zinf_st_convert(void *dst, enum zinf_st_dtype dst_dtype, const void *src,
 struct zinf_st_tensor_info {
 	const char *name;	  /* owned by the reader */
 	enum zinf_st_dtype dtype; /* stored dtype */
+	char dtype_text[8];	  /* the header's spelling ("I64" for an OTHER) */
 	int ndim;		  /* 0 (a scalar) .. ZINF_ST_MAX_DIMS */
 	uint64_t shape[ZINF_ST_MAX_DIMS];
 	uint64_t n_elems;     /* product of shape (1 for a scalar) */

@@ -23,6 +23,8 @@ const char *zinf_st_dtype_name(enum zinf_st_dtype dtype)
 		return "F16";
 	case ZINF_ST_F32:
 		return "F32";
+	case ZINF_ST_OTHER:
+		break;
 	}
 	return "?";
 }
@@ -35,7 +37,25 @@ uint64_t zinf_st_dtype_size(enum zinf_st_dtype dtype)
 		return 2;
 	case ZINF_ST_F32:
 		return 4;
+	case ZINF_ST_OTHER:
+		break;
 	}
+	return 0;
+}
+
+uint64_t st_other_dtype_size(const char *text)
+{
+	static const struct {
+		const char *name;
+		uint64_t size;
+	} other[] = {
+		{"BOOL", 1}, {"U8", 1},	 {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2},
+		{"U16", 2},  {"I32", 4}, {"U32", 4}, {"I64", 8},     {"U64", 8},     {"F64", 8},
+	};
+
+	for (size_t i = 0; text && i < sizeof(other) / sizeof(other[0]); i++)
+		if (strcmp(text, other[i].name) == 0)
+			return other[i].size;
 	return 0;
 }
 
@@ -136,6 +156,8 @@ static inline float load_f32(const void *src, enum zinf_st_dtype dtype, uint64_t
 		return zinf_st_f16_to_f32(((const uint16_t *)src)[i]);
 	case ZINF_ST_F32:
 		return ((const float *)src)[i];
+	case ZINF_ST_OTHER:
+		break;
 	}
 	return 0.0f;
 }
@@ -151,6 +173,8 @@ static inline void store_f32(void *dst, enum zinf_st_dtype dtype, uint64_t i, fl
 		break;
 	case ZINF_ST_F32:
 		((float *)dst)[i] = v;
+		break;
+	case ZINF_ST_OTHER:
 		break;
 	}
 }

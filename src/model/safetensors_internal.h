@@ -22,6 +22,9 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 #define ST_MAX_JSON_INT 9007199254740992.0 /* 2^53: integers exact in a double */
 
 bool st_dtype_valid(enum zinf_st_dtype dtype);
+/* Bytes per element of a safetensors dtype zinf does not read (I64, F64, BOOL, ...: an
+ * OTHER tensor's), or 0 when text names none. */
+uint64_t st_other_dtype_size(const char *text);
 bool st_mul_u64(uint64_t a, uint64_t b, uint64_t *out);
 int st_pread_full(int fd, void *buf, uint64_t len, uint64_t off);
 int st_pwrite_full(int fd, const void *buf, uint64_t len, uint64_t off);

@@ -102,6 +102,8 @@ static bool json_uint(const cJSON *item, uint64_t *out)
 struct st_entry {
 	char *name;
 	enum zinf_st_dtype dtype;
+	char dtype_text[8];  /* as the header spells it */
+	uint64_t other_size; /* an OTHER's bytes per element */
 	int ndim;
 	uint64_t shape[ZINF_ST_MAX_DIMS];
 	uint64_t n_elems, begin, end;
@@ -185,11 +187,16 @@ static int parse_entry(struct zinf_st_reader *r, const char *path, const cJSON *
 	if (!cJSON_IsString(dtype))
 		return st_rd_fail(r, ZINF_EFORMAT, "%s: tensor %s: dtype is not a string", path,
 				  name);
-	if (zinf_st_dtype_parse(dtype->valuestring, &e->dtype) < 0)
+	/* another safetensors dtype is listed, its tensor refused only if it is read */
+	e->other_size = st_other_dtype_size(dtype->valuestring);
+	if (e->other_size)
+		e->dtype = ZINF_ST_OTHER;
+	else if (zinf_st_dtype_parse(dtype->valuestring, &e->dtype) < 0)
 		return st_rd_fail(
 			r, ZINF_EFORMAT,
-			"%s: tensor %s: dtype \"%.32s\" is not supported (expected BF16, F16 or F32)",
+			"%s: tensor %s: dtype \"%.32s\" is not a safetensors dtype (expected BF16, F16 or F32)",
 			path, name, dtype->valuestring);
+	snprintf(e->dtype_text, sizeof(e->dtype_text), "%s", dtype->valuestring);
 	if (!cJSON_IsArray(shape))
 		return st_rd_fail(r, ZINF_EFORMAT,
 				  "%s: tensor %s: shape is not an array of integers", path, name);
@@ -233,13 +240,13 @@ static int parse_entry(struct zinf_st_reader *r, const char *path, const cJSON *
 			"%s: tensor %s: data_offsets [%llu, %llu] end past the data buffer of %llu bytes",
 			path, name, (unsigned long long)e->begin, (unsigned long long)e->end,
 			(unsigned long long)data_bytes);
-	esz = zinf_st_dtype_size(e->dtype);
+	esz = e->dtype == ZINF_ST_OTHER ? e->other_size : zinf_st_dtype_size(e->dtype);
 	if (!st_mul_u64(e->n_elems, esz, &nbytes) || nbytes != e->end - e->begin)
 		return st_rd_fail(
 			r, ZINF_EFORMAT,
 			"%s: tensor %s: data_offsets [%llu, %llu] hold %llu bytes but shape x %s needs %llu x %llu",
 			path, name, (unsigned long long)e->begin, (unsigned long long)e->end,
-			(unsigned long long)(e->end - e->begin), zinf_st_dtype_name(e->dtype),
+			(unsigned long long)(e->end - e->begin), e->dtype_text,
 			(unsigned long long)e->n_elems, (unsigned long long)esz);
 	return 0;
 }
@@ -465,6 +472,7 @@ static void tensor_from_entry(struct zinf_st_tensor_info *t, struct st_entry *e,
 	t->name = e->name;
 	e->name = NULL; /* moved */
 	t->dtype = e->dtype;
+	memcpy(t->dtype_text, e->dtype_text, sizeof(t->dtype_text));
 	t->ndim = e->ndim;
 	memcpy(t->shape, e->shape, sizeof(t->shape));
 	t->n_elems = e->n_elems;

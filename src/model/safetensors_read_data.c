@@ -36,6 +36,12 @@ int zinf_st_reader_read_elems(struct zinf_st_reader *r, const struct zinf_st_ten
 		return st_rd_fail(r, -EINVAL,
 				  "tensor %s: destination dtype %d is not BF16, F16 or F32",
 				  t->name, (int)dst_dtype);
+	if (t->dtype == ZINF_ST_OTHER)
+		return st_rd_fail(
+			r, ZINF_EFORMAT,
+			"%s: tensor %s: dtype \"%s\" is not supported (expected BF16, F16 "
+			"or F32)",
+			r->files[t->file].path, t->name, t->dtype_text);
 	if (elem_begin > t->n_elems || n_elems > t->n_elems - elem_begin)
 		return st_rd_fail(r, -EINVAL,
 				  "tensor %s: elements [%llu, +%llu) are outside its %llu elements",

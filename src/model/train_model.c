@@ -277,7 +277,7 @@ int train_model_check_checkpoint(struct train_model *tm, const char *dir, char *
 	t = zinf_st_reader_find(r, "model.embed_tokens.weight");
 	if (tm->hf.has_torch_dtype)
 		tm->source_dtype = dtype_of_st(tm->hf.torch_dtype);
-	else if (t)
+	else if (t && t->dtype != ZINF_ST_OTHER) /* (one is refused when it is read) */
 		tm->source_dtype = dtype_of_st(t->dtype);
 	zinf_st_reader_destroy(r);
 	return 0;
@@ -296,6 +296,12 @@ static int find_tensor(struct train_model *tm, struct zinf_st_reader *r, const c
 	t = zinf_st_reader_find(r, info.name);
 	if (!t || t->n_elems != info.elems) {
 		snprintf(err, errlen, "%s: tensor %s: missing or wrong size", dir, info.name);
+		return ZINF_EFORMAT;
+	}
+	if (t->dtype == ZINF_ST_OTHER) {
+		snprintf(err, errlen,
+			 "%s: tensor %s: dtype \"%s\" is not supported (expected BF16, F16 or F32)",
+			 zinf_st_reader_file_path(r, t->file), info.name, t->dtype_text);
 		return ZINF_EFORMAT;
 	}
 	*out = t;
