@@ -764,10 +764,15 @@ static int ignored_parent(const char *path)
 	return -1;
 }
 
-/* The first key of section i in the schema (i's own path when it has none). */
+/* The first key of section i in the schema (i's own path when it has none; an old name's
+ * section: its new one's). */
 static const char *first_child(int i)
 {
-	size_t len = strlen(zinf_keys[i].path);
+	size_t len;
+
+	if (zinf_keys[i].alias_of && zinf_key_find(zinf_keys[i].alias_of) >= 0)
+		i = zinf_key_find(zinf_keys[i].alias_of);
+	len = strlen(zinf_keys[i].path);
 
 	for (int j = i + 1; j < zinf_n_keys; j++)
 		if (!strncmp(zinf_keys[j].path, zinf_keys[i].path, len) &&

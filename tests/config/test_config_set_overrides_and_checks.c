@@ -111,6 +111,9 @@ int main(void)
 	T_CHECK_STR(zinf_config_last_error(cfg),
 		    "--set: zero_optimization: a section, not a value (expected one of its keys, "
 		    "such as zero_optimization.stage)");
+	T_CHECK(zinf_config_set(cfg, "bfloat16", "1") == ZINF_ECONFIG &&
+			strstr(zinf_config_last_error(cfg), "such as bf16.enabled)"),
+		"an old section's name suggests its new key: %s", zinf_config_last_error(cfg));
 	T_CHECK(zinf_config_set(cfg, "aio.block_size", "12KB") == ZINF_ECONFIG,
 		"12000 bytes is unaligned");
 	T_CHECK(zinf_config_set(cfg, "zero_optimization.offload_param", NULL) == ZINF_ECONFIG &&
