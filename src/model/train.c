@@ -138,6 +138,7 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 static int batch_flag(struct train_run *r, const char *flag, uint64_t want, const char *key,
 		      char *err, size_t errlen)
 {
+	enum zinf_config_source src = ZINF_SRC_DEFAULT;
 	uint64_t have = 0;
 	char v[32];
 	int rc;
@@ -145,11 +146,13 @@ static int batch_flag(struct train_run *r, const char *flag, uint64_t want, cons
 	if (!want)
 		return 0;
 	rc = zinf_config_get_u64(r->cfg, key, &have);
+	zinf_config_get_source(r->cfg, key, &src);
 	if (rc == 0 && have && have != want) {
 		snprintf(err, errlen,
-			 "%s %llu: the config sets %s to %llu (give it as \"auto\", or leave the "
-			 "flag out)",
-			 flag, (unsigned long long)want, key, (unsigned long long)have);
+			 "%s %llu: %s sets %s to %llu (give it as \"auto\", or leave the flag out)",
+			 flag, (unsigned long long)want,
+			 src == ZINF_SRC_SET ? "--set" : "the config", key,
+			 (unsigned long long)have);
 		return ZINF_ECONFIG;
 	}
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)want);

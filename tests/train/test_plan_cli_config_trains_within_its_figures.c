@@ -258,6 +258,10 @@ int main(int argc, char **argv)
 		"plan --init model.json --seq-len 64 --set zinf.device=host --host-memory 1MiB",
 		"--host-memory 1 MiB: the host device's budget, a quarter of it, is under");
 	expect_usage("plan --init model.json", "--seq-len");
+	/* a --micro-batch-size a --set contradicts: refused, as train refuses it */
+	expect_usage("plan --init model.json --seq-len 64 --set train_micro_batch_size_per_gpu=4 "
+		     "--micro-batch-size 3",
+		     "--micro-batch-size 3: --set sets train_micro_batch_size_per_gpu to 4");
 	expect_usage("plan --init model.json --seq-len 64 --device-memory 0", "--device-memory");
 	expect_usage("plan --init model.json --seq-len 64 --device-memory 4KiB",
 		     "--device-memory: 4096 is out of range (expected a byte size >= 1048576");
