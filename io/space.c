@@ -259,11 +259,12 @@ static int file_create(struct zinf_io *io, int p, uint64_t need, uint32_t *idx)
 	path->n_files++;
 	for (;;) {
 		rc = preallocate(fd, 0, size);
-		if (rc == 0 || errno != ENOSPC || size == need)
+		if (rc == 0 || (errno != ENOSPC && errno != EFBIG) || size == need)
 			break;
-		/* Less free space than size (a small or nearly full file system): half as
-		 * much, down to the extent alone, after dropping what the failed call took;
-		 * so the files stay few (at most IO_MAX_FILES) and the space is used. */
+		/* Less free space than size (a small or nearly full file system), or a
+		 * file-size limit below it (ulimit -f): half as much, down to the extent
+		 * alone, after dropping what the failed call took; so the files stay few (at
+		 * most IO_MAX_FILES) and the space is used. */
 		if (ftruncate(fd, 0) != 0)
 			break;
 		size = (size / 2 + io->align - 1) / io->align * io->align;

@@ -4,6 +4,7 @@
  * getopt_long and answers --help.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +169,9 @@ int main(int argc, char **argv)
 {
 	rerun_with_fast_defaults(argv);
 	raise_open_files_limit();
+	/* a write past the file-size limit (ulimit -f) fails with EFBIG, said on one line
+	 * and cleaned up after, instead of ending the process then and there */
+	signal(SIGXFSZ, SIG_IGN);
 	if (argc < 2) {
 		usage(stderr);
 		return ZINF_EXIT_USAGE;

@@ -614,24 +614,28 @@ static void unmake_empty_log(struct train_run *r)
 
 static void finish(struct train_run *r, bool failed)
 {
-	if (r->log && failed && r->log_made) /* (first: it may lie in the save directory) */
+	/* the engine and its files first: their descriptors back (a run refused for too
+	 * few of them can still read its save directory) */
+	train_companions_free(&r->companions);
+	zinf_token_scan_stop(r->scan);
+	if (r->pass.m)
+		train_pass_destroy(&r->pass);
+	zinf_engine_destroy(r->e);
+	zinf_token_file_destroy(r->data.tf);
+	zinf_token_file_destroy(r->eval.tf);
+	if (r->drop_final)
+		train_drop_partial(r->o->save_dir, TRAIN_FINAL_PARTIAL);
+	if (r->log && failed && r->log_made) /* (before: it may lie in the save directory) */
 		unmake_empty_log(r);
 	free(r->log_made);
 	if (failed && r->save_dir_made) /* as it was: no directory (unless it holds more) */
 		train_save_dir_unmake(r->o->save_dir);
 	if (r->save_lock >= 0)
 		close(r->save_lock);
-	train_companions_free(&r->companions);
-	zinf_token_scan_stop(r->scan);
-	if (r->pass.m)
-		train_pass_destroy(&r->pass);
-	zinf_engine_destroy(r->e);
 	if (r->log)
 		fclose(r->log);
 	free(r->inputs);
 	free(r->targets);
-	zinf_token_file_destroy(r->data.tf);
-	zinf_token_file_destroy(r->eval.tf);
 	train_model_free(&r->tm);
 	train_state_free(&r->now);
 	train_state_free(&r->ck);
@@ -690,9 +694,11 @@ int zinf_train_run(const struct zinf_train_opts *opts, struct zinf_train_result 
 	}
 	if (rc) {
 		/* Everything up to here is a check of the input, except running out of
-		 * memory, a failing device, and a directory another live run holds (the same
-		 * command works once it ends). */
-		res->bad_input = rc != -ENOMEM && rc != -EIO && rc != ZINF_EDEVICE && rc != -EBUSY;
+		 * memory, a failing device, a directory another live run holds (the same
+		 * command works once it ends) and the process's limits (ulimit -n, -f, -u). */
+		res->bad_input = rc != -ENOMEM && rc != -EIO && rc != ZINF_EDEVICE &&
+				 rc != -EBUSY && rc != -EMFILE && rc != -ENFILE && rc != -EFBIG &&
+				 rc != -EAGAIN;
 		goto out;
 	}
 	rc = train_run_loop(&r, res, err, errlen);

@@ -191,9 +191,7 @@ static int save_to(struct train_run *r, const char *dir, uint64_t step, char *er
 	return rc;
 }
 
-/* After a save into save_dir/name failed: remove what it wrote (a warning if it cannot:
- * the next run into save_dir removes it). */
-static void drop_partial(const char *save_dir, const char *name)
+void train_drop_partial(const char *save_dir, const char *name)
 {
 	char why[400];
 
@@ -240,7 +238,7 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 	rc = save_to(r, partial, step, err, errlen);
 	r->tm.save_stop = NULL;
 	if (rc)
-		drop_partial(o->save_dir, strrchr(partial, '/') + 1);
+		train_drop_partial(o->save_dir, strrchr(partial, '/') + 1);
 	if (!rc && rename(partial, done)) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: cannot rename to %s: %s", partial, done,
@@ -408,12 +406,15 @@ int train_save_final(struct train_run *r, struct zinf_train_result *res, char *e
 	 * then */
 	snprintf(staging, sizeof(staging), "%s/%s", r->o->save_dir, TRAIN_FINAL_PARTIAL);
 	if (!rc) {
+		/* not committed: what it wrote is of no use (removed once the engine has let
+		 * its files go: a save short of descriptors could not open it now) */
 		rc = save_to(r, staging, r->o->steps, err, errlen);
-		if (rc) /* not committed: what it wrote is of no use */
-			drop_partial(r->o->save_dir, TRAIN_FINAL_PARTIAL);
+		r->drop_final = rc != 0;
 	}
-	if (!rc) /* a failure from here leaves a committed save the next run moves in */
+	if (!rc) { /* a failure from the commit on leaves a save the next run moves in */
 		rc = train_save_publish(r->o->save_dir, err, errlen);
+		r->drop_final = rc && access(staging, F_OK) == 0; /* not committed (disk full) */
+	}
 	if (!rc)
 		zinf_logf(ZINF_LOG_INFO, "%s: saved, step %llu, in %.1f s", r->o->save_dir,
 			  (unsigned long long)r->o->steps, train_now_seconds() - t0);

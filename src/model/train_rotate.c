@@ -207,16 +207,22 @@ static int remove_snapshot(int parent, const char *name, bool partial, char *why
 	int fd = -1;
 	DIR *d = NULL;
 
-	bool found = fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
-
-	if (found && S_ISDIR(st.st_mode))
-		fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	d = fd >= 0 ? fdopendir(fd) : NULL;
-	if (!d) {
+	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		if (errno == ENOENT) /* nothing there: nothing to remove */
+			return 0;
+		snprintf(why, whylen, "%s", strerror(errno));
+		return 1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
 		snprintf(why, whylen, "%s",
-			 !found || fd >= 0     ? strerror(errno)
-			 : S_ISLNK(st.st_mode) ? "a symbolic link, not a directory zinf wrote"
-					       : "not a directory zinf wrote");
+			 S_ISLNK(st.st_mode) ? "a symbolic link, not a directory zinf wrote"
+					     : "not a directory zinf wrote");
+		return 1;
+	}
+	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) { /* (too few descriptors, say) */
+		snprintf(why, whylen, "cannot open it: %s", strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return 1;

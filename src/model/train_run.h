@@ -43,6 +43,7 @@ struct train_run {
 	uint64_t first_step;	/* 1, or after resume_dir's step */
 	int save_lock;		/* -1, or the flock on save_dir/.zinf-save.lock, held to the end */
 	bool save_dir_made;	/* save_dir did not exist: removed again if the run fails */
+	bool drop_final;	/* the final save failed before its commit: its .partial goes */
 	uint64_t src_seen;	/* train_save_seen of the --model or --resume directory */
 	struct train_companions companions; /* its tokenizer and generation files, for --save */
 	/* the engine's counters after the last step, while nothing but steps ran since (no
@@ -58,6 +59,9 @@ double train_now_seconds(void);
  * --save-every snapshots; -EINTR once opts.stop is set. res gets the losses and tokens.
  * Returns 0 or a negative code with one line in err. */
 int train_run_loop(struct train_run *r, struct zinf_train_result *res, char *err, size_t errlen);
+/* After a save into save_dir/name failed: remove what it wrote (a warning if it cannot:
+ * the next run into save_dir removes it). */
+void train_drop_partial(const char *save_dir, const char *name);
 /* --save at the end, written aside and moved in once complete; res gets its time and
  * NVMe reads. Returns 0 or a negative code with one line in err. */
 int train_save_final(struct train_run *r, struct zinf_train_result *res, char *err, size_t errlen);
