@@ -136,6 +136,20 @@ static void raise_open_files_limit(void)
 	}
 }
 
+/* An address-space limit (ulimit -v) too low for OpenBLAS: said on one line. The caller
+ * then ends with _exit, not exit: OpenBLAS's threads, started as it loaded, may already
+ * spin on a buffer they cannot map, and its teardown at exit waits for them. */
+static bool address_space_short(void)
+{
+	char why[320];
+
+	if (!zinf_cpu_model_check_address_space(why, sizeof(why)))
+		return false;
+	fprintf(stderr, "zinf: %s\n", why);
+	fflush(stderr);
+	return true;
+}
+
 /* What a command printed reached stdout (a full disk: exit 1, said once; a closed pipe
  * ends the process by SIGPIPE first), else its own status. */
 static int stdout_written(int rc)
@@ -172,6 +186,8 @@ int main(int argc, char **argv)
 	/* a write past the file-size limit (ulimit -f) fails with EFBIG, said on one line
 	 * and cleaned up after, instead of ending the process then and there */
 	signal(SIGXFSZ, SIG_IGN);
+	if (address_space_short())
+		_exit(ZINF_EXIT_FAIL);
 	if (argc < 2) {
 		usage(stderr);
 		return ZINF_EXIT_USAGE;

@@ -268,6 +268,12 @@ const char *zinf_blas_core_suggested(void);
  * with OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set to the quota's CPUs, where the user
  * set neither. Either pointer may be NULL. */
 void zinf_cpu_model_threads(int *openmp, int *openblas);
+/* Under an address-space limit (ulimit -v, RLIMIT_AS): whether it leaves room to map
+ * what OpenBLAS maps, a 128 MiB buffer a thread, and two more for the rest (probed by a
+ * reservation, nothing committed). OpenBLAS spins for ever when that mapping fails,
+ * so a run or a program is better refused first. 0, or -ENOMEM with one line in err
+ * (NULL: none). zinf_train_run checks it; the zinf CLI before any command. */
+int zinf_cpu_model_check_address_space(char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -18,11 +18,16 @@
  * products, which the model does not use).
  */
 #include <cblas.h>
+#include <errno.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "llama_ops.h"
 #include "zinf/log.h"
@@ -97,4 +102,33 @@ void blas_core_check(void)
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 	pthread_once(&once, warn_once);
+}
+
+/* OpenBLAS's buffer a thread on x86-64 (its BUFFER_SIZE, 32 << 22) */
+#define BLAS_BUFFER (128ull << 20)
+
+int zinf_cpu_model_check_address_space(char *err, size_t errlen)
+{
+	struct rlimit rl;
+	int blas_threads = 1;
+	uint64_t need;
+	void *p;
+
+	if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	zinf_cpu_model_threads(NULL, &blas_threads);
+	need = (uint64_t)(blas_threads + 2) * BLAS_BUFFER;
+	p = mmap(NULL, need, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p != MAP_FAILED) {
+		munmap(p, need);
+		return 0;
+	}
+	if (!err)
+		errlen = 0;
+	snprintf(err, errlen,
+		 "address space: the limit (ulimit -v, %llu KiB) leaves less than the %llu MiB "
+		 "OpenBLAS maps for %d threads and the run's own (raise it: ulimit -v unlimited)",
+		 (unsigned long long)(rl.rlim_cur >> 10), (unsigned long long)(need >> 20),
+		 blas_threads);
+	return -ENOMEM;
 }

@@ -427,6 +427,8 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 	int rc;
 
 	rc = check_opts(o, err, errlen);
+	if (!rc)
+		rc = zinf_cpu_model_check_address_space(err, errlen);
 	if (!rc && o->model_dir)
 		rc = train_source_finish_move(o->model_dir, "--model", err, errlen);
 	if (!rc && o->resume_dir)

@@ -5,7 +5,9 @@
  * Too few file descriptors (ulimit -n 12 down to 6: the NVMe files, the final save's
  * files or its commit run short) fail with exit 1 on one line, and leave neither the
  * --save directory the run made (the final save's .partial removed once the engine has
- * let its descriptors go) nor the NVMe run directory. */
+ * let its descriptors go) nor the NVMe run directory. An address-space limit (ulimit -v)
+ * too low for OpenBLAS's buffers is said on one line, exit 1, before anything runs
+ * (OpenBLAS spun for ever). */
 #include <sys/wait.h>
 
 #include "cli_util.h"
@@ -87,6 +89,28 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/zinf-run", d.nvme);
 		T_CHECK(access(path, F_OK) != 0, "under ulimit %s: the NVMe run directory is left",
 			limit);
+	}
+	/* an address-space limit too low for OpenBLAS (which spun for ever): one line, exit 1,
+	 * from the CLI before any command and from the run (a sanitizer's build cannot
+	 * start under such a limit at all: not asked there) */
+	{
+		char cmd[600], out[2048];
+		int rc;
+
+		snprintf(cmd, sizeof(cmd), "ulimit -v 300000 && exec timeout 60 '%s' version 2>&1",
+			 zinf_bin);
+		rc = t_run(cmd, out, sizeof(out));
+		if (!strstr(out, "Sanitizer")) {
+			T_CHECK(rc == 1 && t_count(out, "\n") == 1 &&
+					strstr(out,
+					       "zinf: address space: the limit (ulimit -v, 300000 "
+					       "KiB) leaves less than"),
+				"under ulimit -v 300000: exit %d: %s", rc, out);
+			rc = run_limited("-v 300000", 2, err, sizeof(err));
+			T_CHECK(rc == 1 && t_count(err, "\n") == 1 &&
+					strstr(err, "address space: the limit"),
+				"a run under ulimit -v 300000: exit %d: %s", rc, err);
+		}
 	}
 	tf_cleanup(&d);
 	return T_EXIT_PASS;
