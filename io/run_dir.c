@@ -367,9 +367,15 @@ int io_run_dir_open(struct zinf_io *io, struct io_path *p)
 void io_run_dir_close(struct io_path *p, bool remove)
 {
 	if (p->lock_fd >= 0) {
+		/* (a directory that cannot go, its files made read-only or taken: said, as the
+		 * next run on the path empties it) */
 		if (remove) {
 			run_dir_clear(p->run_dir, false);
-			rmdir(p->run_dir);
+			if (rmdir(p->run_dir) != 0 && errno != ENOENT)
+				zinf_logf(ZINF_LOG_WARN,
+					  "zinf io: run directory %s: cannot remove it: %s (its "
+					  "files stay until the next run on this path)",
+					  p->run_dir, strerror(errno));
 		}
 		close(p->lock_fd);
 		p->lock_fd = -1;
