@@ -71,6 +71,14 @@ int main(int argc, char **argv)
 
 		snprintf(limit, sizeof(limit), "-n %d", n);
 		rc = run_limited(limit, 2, err, sizeof(err));
+		if (strstr(err, "OMP: Error")) { /* (clang's libomp aborts short of descriptors
+						    for its shared memory: not zinf's to say) */
+			char rm[400];
+
+			snprintf(rm, sizeof(rm), "rm -rf '%s/out' '%s/zinf-run'", d.root, d.nvme);
+			T_CHECK(system(rm) == 0, "rm");
+			continue;
+		}
 		failed += rc != 0;
 		T_CHECK(n > 6 || failed, "no run failed for too few descriptors");
 		if (rc == 0) {
