@@ -302,14 +302,25 @@ static int shard_begin(struct zinf_st_writer *w, struct st_wshard *s, const int 
 		rc = st_pwrite_full(s->fd, h.p, hlen, 8);
 	s->crc = zinf_crc32c(zinf_crc32c(0, len8, 8), h.p, hlen);
 	free(h.p);
-	if (rc == 0 && ftruncate(s->fd, (off_t)(s->data_begin + s->data_bytes)) < 0)
-		rc = -errno;
+	if (rc < 0) {
+		close(s->fd);
+		s->fd = -1;
+		return wr_fail(w, rc, "%s: writing the header: %s", s->tmp_path, zinf_strerror(rc));
+	}
+	if (ftruncate(s->fd, (off_t)(s->data_begin + s->data_bytes)) < 0) {
+		rc = -errno; /* (a file-size limit, ulimit -f, below it: EFBIG) */
+		close(s->fd);
+		s->fd = -1;
+		return wr_fail(w, rc, "%s: cannot size it to %llu bytes: %s", s->tmp_path,
+			       (unsigned long long)(s->data_begin + s->data_bytes),
+			       zinf_strerror(rc));
+	}
 	/* closed until written to: one shard open at a time, however many there are */
-	if (close(s->fd) < 0 && rc == 0)
+	if (close(s->fd) < 0)
 		rc = -errno;
 	s->fd = -1;
 	if (rc < 0)
-		return wr_fail(w, rc, "%s: writing the header: %s", s->tmp_path, zinf_strerror(rc));
+		return wr_fail(w, rc, "%s: closing it: %s", s->tmp_path, zinf_strerror(rc));
 	return 0;
 }
 

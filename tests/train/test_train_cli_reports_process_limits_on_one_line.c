@@ -98,6 +98,16 @@ int main(int argc, char **argv)
 		T_CHECK(access(path, F_OK) != 0, "under ulimit %s: the NVMe run directory is left",
 			limit);
 	}
+	/* a save the file-size limit is below (the state in host memory: no NVMe file
+	 * meets it first): one line naming the file and what it could not do */
+	tf_write_ds(&d, "cpu", "cpu", false);
+	T_CHECK(run_limited("-f 20", 2, err, sizeof(err)) == 1,
+		"a save under ulimit -f 20: not exit 1: %s", err);
+	T_CHECK(t_count(err, "\n") == 1 && strstr(err, "safetensors.tmp: cannot size it to ") &&
+			strstr(err, "File too large"),
+		"a save under ulimit -f 20: not one line saying so: %s", err);
+	snprintf(path, sizeof(path), "%s/out", d.root);
+	T_CHECK(access(path, F_OK) != 0, "a failed save left the --save directory it made");
 	/* an address-space limit too low for OpenBLAS (which spun for ever): one line, exit 1,
 	 * from the CLI before any command and from the run (a sanitizer's build cannot
 	 * start under such a limit at all: not asked there) */
