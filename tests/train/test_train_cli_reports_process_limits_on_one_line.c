@@ -41,6 +41,16 @@ static int run_limited(const char *limit, int steps, char *err, size_t len)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* The CLI runs on clang's OpenMP runtime (libomp), not GCC's (libgomp). */
+static bool uses_libomp(void)
+{
+	char cmd[600], out[8192];
+
+	snprintf(cmd, sizeof(cmd), "LD_TRACE_LOADED_OBJECTS=1 '%s' 2>&1", zinf_bin);
+	t_run(cmd, out, sizeof(out));
+	return strstr(out, "libomp") != NULL;
+}
+
 int main(int argc, char **argv)
 {
 	char err[2048], path[200];
@@ -99,15 +109,20 @@ int main(int argc, char **argv)
 			limit);
 	}
 	/* a save the file-size limit is below (the state in host memory: no NVMe file
-	 * meets it first): one line naming the file and what it could not do */
-	tf_write_ds(&d, "cpu", "cpu", false);
-	T_CHECK(run_limited("-f 20", 2, err, sizeof(err)) == 1,
-		"a save under ulimit -f 20: not exit 1: %s", err);
-	T_CHECK(t_count(err, "\n") == 1 && strstr(err, "safetensors.tmp: cannot size it to ") &&
-			strstr(err, "File too large"),
-		"a save under ulimit -f 20: not one line saying so: %s", err);
-	snprintf(path, sizeof(path), "%s/out", d.root);
-	T_CHECK(access(path, F_OK) != 0, "a failed save left the --save directory it made");
+	 * meets it first): one line naming the file and what it could not do. (Not with
+	 * clang's libomp, as the ThreadSanitizer build has: it sizes a shared-memory file
+	 * of its own as its threads start, and under the limit reads past its end, SIGBUS.) */
+	if (!uses_libomp()) {
+		tf_write_ds(&d, "cpu", "cpu", false);
+		T_CHECK(run_limited("-f 20", 2, err, sizeof(err)) == 1,
+			"a save under ulimit -f 20: not exit 1: %s", err);
+		T_CHECK(t_count(err, "\n") == 1 &&
+				strstr(err, "safetensors.tmp: cannot size it to ") &&
+				strstr(err, "File too large"),
+			"a save under ulimit -f 20: not one line saying so: %s", err);
+		snprintf(path, sizeof(path), "%s/out", d.root);
+		T_CHECK(access(path, F_OK) != 0, "a failed save left the --save directory it made");
+	}
 	/* an address-space limit too low for OpenBLAS (which spun for ever): one line, exit 1,
 	 * from the CLI before any command and from the run (a sanitizer's build cannot
 	 * start under such a limit at all: not asked there) */
