@@ -243,7 +243,7 @@ static int opts_check(const struct zinf_io_opts *o, char *msg, size_t len)
 			 o->stripe_unit, bs);
 		return -EINVAL;
 	}
-	if (o->file_size < (1ull << 20) || o->file_size > (1ull << 44)) {
+	if (o->file_size < ZINF_IO_MIN_FILE_SIZE || o->file_size > ZINF_IO_MAX_FILE_SIZE) {
 		/* (ext4's largest file is 16 TiB; a larger unit made every extent fail) */
 		snprintf(msg, len, "zinf file_size %" PRIu64 ": expected 1 MiB to 16 TiB",
 			 o->file_size);

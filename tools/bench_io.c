@@ -62,10 +62,6 @@ struct bench_result {
 	bool direct; /* every file did O_DIRECT (a tmpfs one falls back to buffered) */
 };
 
-/* The I/O layer's bounds on a run directory file (zinf_io_opts.file_size). */
-#define BENCH_IO_MIN_FILE (1ull << 20)
-#define BENCH_IO_MAX_FILE (1ull << 44)
-
 static double now_s(void)
 {
 	struct timespec ts;
@@ -214,8 +210,8 @@ static int bench_run(const struct bench_cfg *c, const char *rw, struct bench_res
 		/* (a file holds its path's share, raised to the I/O layer's least file size;
 		 * main refuses a share past its largest) */
 		o.file_size = c->size / (uint64_t)o.n_paths + c->bs;
-		if (o.file_size < BENCH_IO_MIN_FILE)
-			o.file_size = BENCH_IO_MIN_FILE;
+		if (o.file_size < ZINF_IO_MIN_FILE_SIZE)
+			o.file_size = ZINF_IO_MIN_FILE_SIZE;
 		o.run_dir_name = "zinf-bench-io";
 	}
 	rc = zinf_io_create(&o, &io, err, sizeof(err));
@@ -613,7 +609,7 @@ int bench_io(int argc, char **argv)
 			(unsigned long long)c.size, (unsigned long long)c.bs);
 		return ZINF_EXIT_USAGE;
 	}
-	if (c.dirs && c.size / dir_count(c.dirs) > BENCH_IO_MAX_FILE - c.bs) {
+	if (c.dirs && c.size / dir_count(c.dirs) > ZINF_IO_MAX_FILE_SIZE - c.bs) {
 		fprintf(stderr,
 			"zinf bench io: --size %llu: expected at most 16TiB for each --dir path\n",
 			(unsigned long long)c.size);

@@ -26,8 +26,10 @@ extern "C" {
 #endif
 
 #define ZINF_IO_MAX_PATHS 16
-#define ZINF_IO_MAX_QUEUE_DEPTH 4096 /* aio.queue_depth */
-#define ZINF_IO_MAX_PARALLELISM 256  /* aio.intra_op_parallelism */
+#define ZINF_IO_MAX_QUEUE_DEPTH 4096	   /* aio.queue_depth */
+#define ZINF_IO_MAX_PARALLELISM 256	   /* aio.intra_op_parallelism */
+#define ZINF_IO_MIN_FILE_SIZE (1ull << 20) /* zinf_io_opts.file_size's bounds: 1 MiB */
+#define ZINF_IO_MAX_FILE_SIZE (1ull << 44) /* to 16 TiB, ext4's largest file */
 
 enum zinf_io_engine {
 	ZINF_IO_ENGINE_AUTO = 0, /* io_uring, else libaio, else psync; logs the choice */
