@@ -132,29 +132,36 @@ static int check_opts(const struct zinf_train_opts *o, char *err, size_t errlen)
 	return 0;
 }
 
+int train_batch_flag_check(const struct zinf_config *cfg, const char *flag, uint64_t want,
+			   const char *key, char *err, size_t errlen)
+{
+	enum zinf_config_source src = ZINF_SRC_DEFAULT;
+	uint64_t have = 0;
+
+	if (zinf_config_get_u64(cfg, key, &have) || !have || have == want)
+		return 0;
+	zinf_config_get_source(cfg, key, &src);
+	snprintf(err, errlen,
+		 "%s %llu: %s sets %s to %llu (give it as \"auto\", or leave the flag out)", flag,
+		 (unsigned long long)want, src == ZINF_SRC_SET ? "--set" : "the config", key,
+		 (unsigned long long)have);
+	return ZINF_ECONFIG;
+}
+
 /* A batch size given as a flag (want, 0: not given) fills key where the config leaves it
  * "auto" or unset, as the Hugging Face Trainer fills DeepSpeed's; a value the config sets
  * must be the same. */
 static int batch_flag(struct train_run *r, const char *flag, uint64_t want, const char *key,
 		      char *err, size_t errlen)
 {
-	enum zinf_config_source src = ZINF_SRC_DEFAULT;
-	uint64_t have = 0;
 	char v[32];
 	int rc;
 
 	if (!want)
 		return 0;
-	rc = zinf_config_get_u64(r->cfg, key, &have);
-	zinf_config_get_source(r->cfg, key, &src);
-	if (rc == 0 && have && have != want) {
-		snprintf(err, errlen,
-			 "%s %llu: %s sets %s to %llu (give it as \"auto\", or leave the flag out)",
-			 flag, (unsigned long long)want,
-			 src == ZINF_SRC_SET ? "--set" : "the config", key,
-			 (unsigned long long)have);
-		return ZINF_ECONFIG;
-	}
+	rc = train_batch_flag_check(r->cfg, flag, want, key, err, errlen);
+	if (rc)
+		return rc;
 	snprintf(v, sizeof(v), "%llu", (unsigned long long)want);
 	rc = zinf_config_set_from(r->cfg, key, v, flag);
 	if (rc)

@@ -114,6 +114,11 @@ int train_model_register(struct train_model *tm, struct zinf_engine *e, char *er
  * zeros for biases). */
 int train_model_load(struct train_model *tm, struct zinf_engine *e, const struct zinf_train_opts *o,
 		     char *err, size_t errlen);
+/* A batch-size flag's value want (train's, plan's --micro-batch-size) for key, which the
+ * config or a --set already sets otherwise: ZINF_ECONFIG with one line in err naming
+ * which; else 0. */
+int train_batch_flag_check(const struct zinf_config *cfg, const char *flag, uint64_t want,
+			   const char *key, char *err, size_t errlen);
 /* A list of n "KEY=VALUE" overrides (zinf_train_opts and zinf_plan_opts): 0, or -EINVAL
  * with a line in err for a count below 0 or a NULL list of some. */
 static inline int train_check_config_sets(const char *const *sets, int n, char *err, size_t errlen)

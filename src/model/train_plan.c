@@ -56,24 +56,6 @@ static const char *plan_error(void *user)
 	return "plan: out of memory";
 }
 
-/* A flag's value for key (a count) that the config or a --set already sets otherwise:
- * refused as zinf train refuses it, one line in err. */
-static bool contradicts(struct zinf_config *cfg, const char *key, const char *value,
-			const char *flag, char *err, size_t errlen)
-{
-	enum zinf_config_source src = ZINF_SRC_DEFAULT;
-	uint64_t have = 0;
-
-	if (zinf_config_get_u64(cfg, key, &have) || !have || have == strtoull(value, NULL, 10))
-		return false;
-	zinf_config_get_source(cfg, key, &src);
-	snprintf(err, errlen,
-		 "%s %s: %s sets %s to %llu (give it as \"auto\", or leave the flag out)", flag,
-		 value, src == ZINF_SRC_SET ? "--set" : "the config", key,
-		 (unsigned long long)have);
-	return true;
-}
-
 /* The config of o with the extra "KEY=VALUE" sets (named extra_origin in messages;
  * NULL: --set), resolved for this plan's host. */
 static int load_config(const struct zinf_plan_opts *o, const char *const *extra, int n_extra,
@@ -106,7 +88,8 @@ static int load_config(const struct zinf_plan_opts *o, const char *const *extra,
 		memcpy(key, kv, (size_t)(eq - kv));
 		key[eq - kv] = 0;
 		if (i >= o->n_config_sets && extra_origin &&
-		    contradicts(cfg, key, eq + 1, extra_origin, err, errlen)) {
+		    train_batch_flag_check(cfg, extra_origin, strtoull(eq + 1, NULL, 10), key, err,
+					   errlen)) {
 			zinf_config_destroy(cfg);
 			return ZINF_ECONFIG;
 		}
