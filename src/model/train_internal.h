@@ -275,11 +275,12 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
 
 /* ---- the save directory: --save-total-limit, .partial saves (train_rotate.c) ------------- */
 
-/* Keep the newest keep checkpoint-<k> directories of save_dir with k <= step (this run's
- * snapshot at step and the older ones), remove the others of those that hold only files
- * a save writes (others are kept, with a warning; nothing is followed through a link).
- * Returns 0, or a negative code when save_dir cannot be listed. */
-int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, char *err,
+/* Keep the newest o->save_total_limit checkpoint-<k> directories of o->save_dir with
+ * k <= step (this run's snapshot at step and the older ones), remove the others of those
+ * that hold only files a save writes (others, and the directory the run loaded from, are
+ * kept, with a warning; nothing is followed through a link). Returns 0, or a negative
+ * code when the save directory cannot be listed. */
+int train_snapshots_rotate(const struct zinf_train_opts *o, uint64_t step, char *err,
 			   size_t errlen);
 /* --save-every must not write over an earlier run's checkpoint-<k> with k one of its
  * steps from first_step on; a checkpoint-<k>.partial a stopped run left is removed (or

@@ -7,8 +7,10 @@
  * newer one, from an earlier and longer run, is left alone). Only what a zinf save writes
  * is removed: a directory (not a link) holding config.json and otherwise only regular
  * files named as a save names them; one holding anything else is kept whole, with a
- * warning. Every removal is relative to save_dir's descriptor and follows no link. The
- * state file goes first, so a checkpoint removed in part never reads as complete.
+ * warning, and so is the one the run loaded from (its --model, --resume or --init
+ * directory; the Trainer's rotation would remove it). Every removal is relative to
+ * save_dir's descriptor and follows no link. The state file goes first, so a checkpoint
+ * removed in part never reads as complete.
  *
  * The final save is written into save_dir/final.partial; once complete, a list of its
  * files is written beside them and the directory renamed final.ready (the commit), then
@@ -271,12 +273,39 @@ static int newest_first(const void *a, const void *b)
 	return x->step < y->step ? 1 : x->step > y->step ? -1 : 0;
 }
 
-int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, char *err,
-			   size_t errlen)
+/* The directory the run loaded from (--model, --resume, or the one holding --init's
+ * config.json), and its flag; false if there is none or it cannot be looked at. */
+static bool source_dir(const struct zinf_train_opts *o, struct stat *st, const char **flag)
 {
+	char dir[4096];
+	const char *slash;
+
+	if (o->model_dir || o->resume_dir) {
+		*flag = o->model_dir ? "--model" : "--resume";
+		return stat(o->model_dir ? o->model_dir : o->resume_dir, st) == 0;
+	}
+	if (!o->init_config)
+		return false;
+	*flag = "--init";
+	slash = strrchr(o->init_config, '/');
+	if (!slash)
+		return stat(".", st) == 0;
+	if ((size_t)(slash - o->init_config) >= sizeof(dir))
+		return false;
+	memcpy(dir, o->init_config, (size_t)(slash - o->init_config));
+	dir[slash - o->init_config] = 0;
+	return stat(dir[0] ? dir : "/", st) == 0;
+}
+
+int train_snapshots_rotate(const struct zinf_train_opts *o, uint64_t step, char *err, size_t errlen)
+{
+	const char *save_dir = o->save_dir, *flag = NULL;
+	uint64_t keep = o->save_total_limit;
 	struct snapshot *list = NULL, *grown;
 	size_t n = 0, cap = 0;
 	int parent = open(save_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat src, st;
+	bool has_src = source_dir(o, &src, &flag);
 	DIR *d = parent >= 0 ? fdopendir(dup(parent)) : NULL;
 	struct dirent *de;
 	uint64_t k;
@@ -312,7 +341,13 @@ int train_snapshots_rotate(const char *save_dir, uint64_t keep, uint64_t step, c
 		qsort(list, n, sizeof(*list), newest_first);
 		for (size_t i = keep; i < n; i++) {
 			char why[400];
-			if (remove_snapshot(parent, list[i].name, false, why, sizeof(why)))
+			if (has_src && fstatat(parent, list[i].name, &st, 0) == 0 &&
+			    st.st_dev == src.st_dev && st.st_ino == src.st_ino)
+				zinf_logf(
+					ZINF_LOG_WARN,
+					"%s/%s: --save-total-limit: kept, the run's %s checkpoint",
+					save_dir, list[i].name, flag);
+			else if (remove_snapshot(parent, list[i].name, false, why, sizeof(why)))
 				zinf_logf(ZINF_LOG_WARN, "%s/%s: --save-total-limit: kept, %s",
 					  save_dir, list[i].name, why);
 			else

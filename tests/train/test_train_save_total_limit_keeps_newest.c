@@ -5,7 +5,9 @@
  * stays); a checkpoint-<step> holding a file zinf did not write (one named like a shard
  * but not one, a directory named like a file), or no config.json; a checkpoint-<step>
  * that is a link to a directory elsewhere (whose files stay); names that are not
- * checkpoint-<digits>. Each save and each removal is an info line of the log. Without
+ * checkpoint-<digits>; the snapshot the run loaded from (--model, or the directory of
+ * --init's config.json), with a warning. Each save and each removal is an info line of
+ * the log. Without
  * --save-every it is refused on one line before step 1 (0
  * is refused by the CLI: test_train_cli_rejects_bad_input). */
 #include <errno.h>
@@ -162,6 +164,35 @@ int main(void)
 		T_CHECK(exists(save, "model.safetensors") ||
 				exists(save, "model.safetensors.index.json"),
 			"the final save");
+	}
+
+	/* a run from a snapshot there (--model), then one from another's config.json
+	 * (--init): the snapshot it loaded from is kept, with a warning, the others go */
+	for (int from_init = 0; from_init < 2; from_init++) {
+		char src[300];
+		info[0] = 0;
+		tf_opts(&d, &o, from_init ? 27 : 15, &l);
+		snprintf(src, sizeof(src), "%s/checkpoint-%s", save,
+			 from_init ? "8/config.json" : "6");
+		o.init_config = from_init ? src : NULL;
+		o.model_dir = from_init ? NULL : src;
+		o.save_dir = save;
+		o.save_every = from_init ? 24 : 12;
+		o.save_total_limit = 2;
+		tf_run(&o, &res);
+		T_CHECK(exists(save, from_init ? "checkpoint-24" : "checkpoint-12") &&
+				exists(save, "checkpoint-8/config.json"),
+			"the newest two are kept");
+		T_CHECK(exists(save, from_init ? "checkpoint-8/model.safetensors.index.json"
+					       : "checkpoint-6/model.safetensors") &&
+				logged("warn: ", save, from_init ? "checkpoint-8" : "checkpoint-6",
+				       from_init ? "--save-total-limit: kept, the run's --init "
+						   "checkpoint"
+						 : "--save-total-limit: kept, the run's --model "
+						   "checkpoint"),
+			"the snapshot the run loaded from is removed, or not said why:\n%s", info);
+		T_CHECK(!from_init || !exists(save, "checkpoint-6"),
+			"a snapshot the run did not load from is removed");
 	}
 
 	tf_opts(&d, &o, 3, &l);
