@@ -199,7 +199,7 @@ static void json_describe(const cJSON *j, char *buf, size_t len)
 		snprintf(buf, len, "string \"%.60s\"", j->valuestring);
 	else if (cJSON_IsNumber(j)) {
 		char num[32];
-		zinf_fmt_double(j->valuedouble, num, sizeof(num));
+		zinf_format_double(j->valuedouble, num, sizeof(num));
 		snprintf(buf, len, "number %s", num);
 	} else if (cJSON_IsBool(j))
 		snprintf(buf, len, "%s", cJSON_IsTrue(j) ? "true" : "false");
@@ -250,11 +250,7 @@ static int set_whole(struct zinf_config *cfg, const struct zinf_key *k, const ch
 	if (!isfinite(v) || v != floor(v))
 		return fail_type(cfg, k, path, j);
 	if (!in_range(k, v) && k->type == ZK_COUNT && k->max >= 1e15 && v > k->max) {
-		for (int digits = 15; digits <= 17; digits++) { /* the shortest that reads back */
-			snprintf(shown, sizeof(shown), "%.*g", digits, v);
-			if (strtod(shown, NULL) == v)
-				break;
-		}
+		zinf_format_double(v, shown, sizeof(shown));
 		return zinf_config_fail(
 			cfg, ZINF_ECONFIG,
 			"%s: %s is out of range (expected a whole number up to 1e15)", path, shown);
@@ -447,7 +443,7 @@ static int set_betas(struct zinf_config *cfg, const struct zinf_key *k, const ch
 		b[i] = e->valuedouble;
 		if (!(b[i] >= k->min && b[i] < k->max)) {
 			char num[32];
-			zinf_fmt_double(b[i], num, sizeof(num));
+			zinf_format_double(b[i], num, sizeof(num));
 			snprintf(shown, sizeof(shown), "beta%d %s", i + 1, num);
 			return fail_range(cfg, k, path, shown);
 		}
@@ -479,7 +475,7 @@ static int key_set_json(struct zinf_config *cfg, int i, const char *path, const 
 		char shown[64];
 		if (!cJSON_IsNumber(j) || !isfinite(j->valuedouble))
 			return fail_type(cfg, k, path, j);
-		zinf_fmt_double(j->valuedouble, shown, sizeof(shown));
+		zinf_format_double(j->valuedouble, shown, sizeof(shown));
 		if (!in_range(k, j->valuedouble))
 			return fail_range(cfg, k, path, shown);
 		*(double *)zinf_key_field(cfg, k) = j->valuedouble;

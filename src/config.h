@@ -242,8 +242,6 @@ void zinf_config_warn_environment(struct zinf_config *cfg, bool paths, bool plan
 /* config_describe.c. Describe a key's accepted values ("an integer from 0 to 3"), for
  * messages and docs. */
 void zinf_key_expected(const struct zinf_key *k, char *buf, size_t len);
-/* The shortest text that reads back as exactly v (5e-05, not 5.0000000000000002e-05). */
-void zinf_fmt_double(double v, char *buf, size_t len);
 /* A bound or whole number as the descriptions show it (%.15g; 1e+15 and up as 1e+15). */
 void zinf_fmt_num(double v, char *buf, size_t len);
 /* Name of enum value idx of k into buf. Returns 0 or -ERANGE. */

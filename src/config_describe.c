@@ -10,13 +10,14 @@
 
 #include "config.h"
 
-void zinf_fmt_double(double v, char *buf, size_t len)
+char *zinf_format_double(double v, char *buf, size_t len)
 {
 	for (int prec = 1; prec <= 17; prec++) {
 		snprintf(buf, len, "%.*g", prec, v);
 		if (strtod(buf, NULL) == v)
-			return;
+			break;
 	}
+	return buf;
 }
 
 void zinf_fmt_num(double v, char *buf, size_t len)

@@ -255,7 +255,7 @@ void zinf_key_value_json(const struct zinf_config *cfg, int i, char *buf, size_t
 		snprintf(buf, len, "%llu", (unsigned long long)*(const uint64_t *)f);
 		break;
 	case ZK_FLOAT:
-		zinf_fmt_double(*(const double *)f, buf, len);
+		zinf_format_double(*(const double *)f, buf, len);
 		break;
 	case ZK_ENUM:
 		zinf_key_enum_name(k, *(const int *)f, name, sizeof(name));
@@ -283,8 +283,8 @@ void zinf_key_value_json(const struct zinf_config *cfg, int i, char *buf, size_t
 	}
 	case ZK_BETAS: {
 		char b1[32], b2[32];
-		zinf_fmt_double(((const double *)f)[0], b1, sizeof(b1));
-		zinf_fmt_double(((const double *)f)[1], b2, sizeof(b2));
+		zinf_format_double(((const double *)f)[0], b1, sizeof(b1));
+		zinf_format_double(((const double *)f)[1], b2, sizeof(b2));
 		snprintf(buf, len, "[%s, %s]", b1, b2);
 		break;
 	}

@@ -54,17 +54,6 @@ static int size_flag(const char *flag, const char *text, uint64_t *out)
 	return 0;
 }
 
-/* v in the fewest digits that read back as v (0.9, not 0.90000000000000002). */
-static const char *shortest(double v, char *buf, size_t len)
-{
-	for (int digits = 1; digits <= 17; digits++) {
-		snprintf(buf, len, "%.*g", digits, v);
-		if (strtod(buf, NULL) == v)
-			break;
-	}
-	return buf;
-}
-
 static const char *fmt(uint64_t bytes, char *buf)
 {
 	return zinf_format_bytes(bytes, buf, 32);
@@ -140,7 +129,8 @@ static void print_table(const struct zinf_plan_opts *o, const struct zinf_plan_r
 			printf(", offload_param.max_in_cpu %llu",
 			       (unsigned long long)w->max_in_cpu);
 		if (strcmp(w->optimizer, "cpu") == 0 && w->ratio > 0 && w->ratio < 1)
-			printf(", offload_optimizer.ratio %s", shortest(w->ratio, a, sizeof(a)));
+			printf(", offload_optimizer.ratio %s",
+			       zinf_format_double(w->ratio, a, sizeof(a)));
 		printf("\n");
 	} else {
 		printf("\nnothing fits: a larger device, more host memory or NVMe space, a shorter "
@@ -182,7 +172,7 @@ static void print_json(const struct zinf_plan_result *r)
 			       " \"nvme_bytes\": %llu, \"grads_on_nvme\": %s, \"fits\": %s",
 			       (unsigned long long)w->sub_group_size,
 			       (unsigned long long)w->max_in_cpu,
-			       shortest(w->ratio, num, sizeof(num)),
+			       zinf_format_double(w->ratio, num, sizeof(num)),
 			       (unsigned long long)w->need.device_bytes,
 			       (unsigned long long)w->need.device_base,
 			       (unsigned long long)w->need.pinned_bytes,

@@ -17,16 +17,10 @@ static void put_num(FILE *f, const char *key, double v)
 {
 	char text[32];
 
-	if (!isfinite(v)) {
+	if (!isfinite(v))
 		fprintf(f, "\"%s\": null", key);
-		return;
-	}
-	for (int digits = 1; digits <= 17; digits++) {
-		snprintf(text, sizeof(text), "%.*g", digits, v);
-		if (strtod(text, NULL) == v)
-			break;
-	}
-	fprintf(f, "\"%s\": %s", key, text);
+	else
+		fprintf(f, "\"%s\": %s", key, zinf_format_double(v, text, sizeof(text)));
 }
 
 /* The line of s, into f (a memory stream). */
