@@ -26,7 +26,6 @@
 
 #define HF_MAX_DIM (1ull << 24)	  /* vocab, hidden, intermediate: far above any model */
 #define HF_MAX_COUNT (1ull << 16) /* layers and heads */
-#define HF_MAX_POSITIONS (1ull << 40)
 #define HF_MAX_FILE_BYTES (16u << 20)
 
 int hf_fail(struct zinf_hf_config *cfg, int code, const char *name, const char *fmt, ...)
@@ -131,18 +130,18 @@ void zinf_hf_config_free(struct zinf_hf_config *cfg)
 
 /* ---- typed field readers: absent or null keep the default ---------------------------- */
 
-static bool absent(const cJSON *item)
+bool hf_absent(const cJSON *item)
 {
 	return !item || cJSON_IsNull(item);
 }
 
-static int get_uint(struct zinf_hf_config *cfg, const char *name, const cJSON *root,
-		    const char *prefix, const char *key, uint64_t max, uint64_t *out)
+int hf_get_uint(struct zinf_hf_config *cfg, const char *name, const cJSON *root, const char *prefix,
+		const char *key, uint64_t max, uint64_t *out)
 {
 	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
 	double d;
 
-	if (absent(item))
+	if (hf_absent(item))
 		return 0;
 	d = cJSON_IsNumber(item) ? item->valuedouble : -1.0;
 	if (!cJSON_IsNumber(item) || !(d >= 1.0) || d > (double)max || d != floor(d))
@@ -160,7 +159,7 @@ static int get_count(struct zinf_hf_config *cfg, const char *name, const cJSON *
 	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
 	double d;
 
-	if (absent(item))
+	if (hf_absent(item))
 		return 0;
 	d = cJSON_IsNumber(item) ? item->valuedouble : -1.0;
 	if (!cJSON_IsNumber(item) || !(d >= 0.0) || d > (double)max || d != floor(d))
@@ -171,12 +170,12 @@ static int get_count(struct zinf_hf_config *cfg, const char *name, const cJSON *
 	return 0;
 }
 
-static int get_positive(struct zinf_hf_config *cfg, const char *name, const cJSON *root,
-			const char *prefix, const char *key, double *out)
+int hf_get_positive(struct zinf_hf_config *cfg, const char *name, const cJSON *root,
+		    const char *prefix, const char *key, double *out)
 {
 	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
 
-	if (absent(item))
+	if (hf_absent(item))
 		return 0;
 	/* the runtimes compute in float: a value it rounds to 0 or infinity is no value */
 	if (!cJSON_IsNumber(item) || !((float)item->valuedouble > 0.0f) ||
@@ -193,7 +192,7 @@ static int get_dropout(struct zinf_hf_config *cfg, const char *name, const cJSON
 {
 	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, "attention_dropout");
 
-	if (absent(item))
+	if (hf_absent(item))
 		return 0;
 	if (!cJSON_IsNumber(item) || !(item->valuedouble >= 0.0 && item->valuedouble < 1.0))
 		return hf_fail(
@@ -208,7 +207,7 @@ static int get_bool(struct zinf_hf_config *cfg, const char *name, const cJSON *r
 {
 	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
 
-	if (absent(item))
+	if (hf_absent(item))
 		return 0;
 	if (!cJSON_IsBool(item))
 		return hf_fail(cfg, ZINF_ECONFIG, name, "%s: expected true or false", key);
@@ -244,11 +243,11 @@ static int parse_dtype(struct zinf_hf_config *cfg, const char *name, const cJSON
 	const char *key = "torch_dtype";
 	const cJSON *item = cJSON_GetObjectItemCaseSensitive(root, key);
 
-	if (absent(item)) {
+	if (hf_absent(item)) {
 		key = "dtype"; /* the newer spelling */
 		item = cJSON_GetObjectItemCaseSensitive(root, key);
 	}
-	if (absent(item))
+	if (hf_absent(item))
 		return 0;
 	for (size_t i = 0; cJSON_IsString(item) && i < sizeof(all) / sizeof(all[0]); i++) {
 		if (strcmp(item->valuestring, zinf_hf_torch_dtype_name(all[i])) == 0) {
@@ -263,182 +262,6 @@ static int parse_dtype(struct zinf_hf_config *cfg, const char *name, const cJSON
 		key, cJSON_IsString(item) ? "\"" : "",
 		cJSON_IsString(item) ? item->valuestring : "a non-string",
 		cJSON_IsString(item) ? "\"" : "");
-}
-
-/* The rope_type of a rope_scaling / rope_parameters object (transformers' names). */
-static int rope_type_of(const char *name, enum zinf_rope_type *out)
-{
-	for (int t = ZINF_ROPE_DEFAULT; t <= ZINF_ROPE_LLAMA3; t++) {
-		if (strcmp(name, zinf_rope_type_name((enum zinf_rope_type)t)) == 0) {
-			*out = (enum zinf_rope_type)t;
-			return 0;
-		}
-	}
-	return -1;
-}
-
-/* A rope key the type needs: present and positive. */
-static int get_required(struct zinf_hf_config *cfg, const char *name, const cJSON *rs,
-			const char *prefix, const char *key, double *out)
-{
-	if (absent(cJSON_GetObjectItemCaseSensitive(rs, key)))
-		return hf_fail(cfg, ZINF_ECONFIG, name, "%s%s: missing (rope_type \"%s\" needs it)",
-			       prefix, key, zinf_rope_type_name(cfg->rope_type));
-	return get_positive(cfg, name, rs, prefix, key, out);
-}
-
-/* A yarn key transformers reads with `or` / truthiness: 0 (like null) means not given. */
-static int get_unless_zero(struct zinf_hf_config *cfg, const char *name, const cJSON *rs,
-			   const char *prefix, const char *key, double *out)
-{
-	const cJSON *item = cJSON_GetObjectItemCaseSensitive(rs, key);
-
-	if (cJSON_IsNumber(item) && item->valuedouble == 0.0)
-		return 0;
-	return get_positive(cfg, name, rs, prefix, key, out);
-}
-
-/* yarn's optional keys: beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim,
- * truncate (original_max_position_embeddings: parse_rope_context). */
-static int parse_yarn(struct zinf_hf_config *cfg, const char *name, const cJSON *rs,
-		      const char *prefix)
-{
-	const cJSON *truncate = cJSON_GetObjectItemCaseSensitive(rs, "truncate");
-	int rc = get_unless_zero(cfg, name, rs, prefix, "beta_fast", &cfg->rope_beta_fast);
-
-	if (rc == 0)
-		rc = get_unless_zero(cfg, name, rs, prefix, "beta_slow", &cfg->rope_beta_slow);
-	if (rc == 0)
-		rc = get_positive(cfg, name, rs, prefix, "attention_factor",
-				  &cfg->rope_attention_factor);
-	if (rc == 0)
-		rc = get_unless_zero(cfg, name, rs, prefix, "mscale", &cfg->rope_mscale);
-	if (rc == 0)
-		rc = get_unless_zero(cfg, name, rs, prefix, "mscale_all_dim",
-				     &cfg->rope_mscale_all_dim);
-	if (rc)
-		return rc;
-	/* transformers reads a null truncate as false, zinf's null elsewhere as absent */
-	if (truncate && !cJSON_IsBool(truncate))
-		return hf_fail(cfg, ZINF_ECONFIG, name, "%struncate: expected true or false",
-			       prefix);
-	cfg->rope_truncate = !truncate || cJSON_IsTrue(truncate);
-	return 0;
-}
-
-/* The pretrained context of llama3 and yarn: like transformers 5, a top-level
- * original_max_position_embeddings (Phi-3 style) wins over the rope object's. */
-static int parse_rope_context(struct zinf_hf_config *cfg, const char *name, const cJSON *root,
-			      const cJSON *rs, const char *prefix)
-{
-	const uint64_t max = HF_MAX_POSITIONS < INT_MAX ? HF_MAX_POSITIONS : INT_MAX;
-	const cJSON *top =
-		cJSON_GetObjectItemCaseSensitive(root, "original_max_position_embeddings");
-
-	if (!absent(top))
-		return get_uint(cfg, name, root, "", "original_max_position_embeddings", max,
-				&cfg->rope_original_max_position_embeddings);
-	if (cfg->rope_type == ZINF_ROPE_LLAMA3 &&
-	    absent(cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings")))
-		return hf_fail(
-			cfg, ZINF_ECONFIG, name,
-			"%soriginal_max_position_embeddings: missing (rope_type \"%s\" needs it)",
-			prefix, zinf_rope_type_name(cfg->rope_type));
-	return get_uint(cfg, name, rs, prefix, "original_max_position_embeddings", max,
-			&cfg->rope_original_max_position_embeddings);
-}
-
-/* partial_rotary_factor (top level, or in rope_parameters in transformers 5): only 1, every
- * dimension rotating, is what the Llama family uses. */
-static int check_partial_rotary(struct zinf_hf_config *cfg, const char *name, const cJSON *obj,
-				const char *prefix)
-{
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(obj, "partial_rotary_factor");
-
-	if (absent(p) || (cJSON_IsNumber(p) && p->valuedouble == 1.0))
-		return 0;
-	return hf_fail(cfg, ZINF_ECONFIG, name,
-		       "%spartial_rotary_factor: only 1 is supported (every dimension rotates)",
-		       prefix);
-}
-
-/* Rotary settings. transformers before 5 writes rope_theta and rope_scaling (null, or
- * {"rope_type" (or "type"): ..., factors}); 5 and later write one rope_parameters object
- * ({"rope_type": ..., "rope_theta": ..., factors}). */
-static int parse_rope(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
-{
-	const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-	const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
-	const char *prefix = "rope_scaling.";
-	const cJSON *type;
-	int rc = get_positive(cfg, name, root, "", "rope_theta", &cfg->rope_theta);
-
-	cfg->rope_type = ZINF_ROPE_DEFAULT;
-	cfg->rope_parameters = false;
-	cfg->rope_factor = 0;
-	cfg->rope_low_freq_factor = 0;
-	cfg->rope_high_freq_factor = 0;
-	cfg->rope_original_max_position_embeddings = 0;
-	cfg->rope_beta_fast = 0;
-	cfg->rope_beta_slow = 0;
-	cfg->rope_attention_factor = 0;
-	cfg->rope_mscale = 0;
-	cfg->rope_mscale_all_dim = 0;
-	cfg->rope_truncate = true;
-	if (rc == 0)
-		rc = check_partial_rotary(cfg, name, root, "");
-	if (rc)
-		return rc;
-	if (!absent(rp)) {
-		if (!cJSON_IsObject(rp))
-			return hf_fail(
-				cfg, ZINF_ECONFIG, name,
-				"rope_parameters: expected an object with rope_type and rope_theta");
-		if (!absent(rs))
-			return hf_fail(
-				cfg, ZINF_ECONFIG, name,
-				"rope_scaling: given with rope_parameters (expected one of them: rope_parameters holds the scaling in transformers 5)");
-		rc = get_positive(cfg, name, rp, "rope_parameters.", "rope_theta",
-				  &cfg->rope_theta);
-		if (rc == 0)
-			rc = check_partial_rotary(cfg, name, rp, "rope_parameters.");
-		if (rc)
-			return rc;
-		rs = rp;
-		prefix = "rope_parameters.";
-		cfg->rope_parameters = true;
-	}
-	if (absent(rs))
-		return 0;
-	if (!cJSON_IsObject(rs))
-		return hf_fail(cfg, ZINF_ECONFIG, name,
-			       "rope_scaling: expected null or an object with a rope_type");
-	type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-	if (absent(type))
-		type = cJSON_GetObjectItemCaseSensitive(rs, "type");
-	if (!cJSON_IsString(type))
-		return hf_fail(cfg, ZINF_ECONFIG, name, "%srope_type: missing or not a string",
-			       prefix);
-	if (rope_type_of(type->valuestring, &cfg->rope_type))
-		return hf_fail(
-			cfg, ZINF_ECONFIG, name,
-			"%srope_type: \"%.40s\" is not supported (expected \"default\", \"linear\", \"dynamic\", \"yarn\" or \"llama3\")",
-			prefix, type->valuestring);
-	if (cfg->rope_type == ZINF_ROPE_DEFAULT)
-		return 0;
-	rc = get_required(cfg, name, rs, prefix, "factor", &cfg->rope_factor);
-	if (rc || cfg->rope_type == ZINF_ROPE_LINEAR || cfg->rope_type == ZINF_ROPE_DYNAMIC)
-		return rc;
-	if (cfg->rope_type == ZINF_ROPE_YARN) {
-		rc = parse_yarn(cfg, name, rs, prefix);
-	} else {
-		rc = get_required(cfg, name, rs, prefix, "low_freq_factor",
-				  &cfg->rope_low_freq_factor);
-		if (rc == 0)
-			rc = get_required(cfg, name, rs, prefix, "high_freq_factor",
-					  &cfg->rope_high_freq_factor);
-	}
-	return rc ? rc : parse_rope_context(cfg, name, root, rs, prefix);
 }
 
 static int parse_sliding_window(struct zinf_hf_config *cfg, const char *name, const cJSON *root)
@@ -460,8 +283,8 @@ static int parse_sliding_window(struct zinf_hf_config *cfg, const char *name, co
 	if (sw && cJSON_IsNull(sw))
 		cfg->sliding_window = 0;
 	else if (sw) {
-		rc = get_uint(cfg, name, root, "", "sliding_window", HF_MAX_POSITIONS,
-			      &cfg->sliding_window);
+		rc = hf_get_uint(cfg, name, root, "", "sliding_window", HF_MAX_POSITIONS,
+				 &cfg->sliding_window);
 		if (rc < 0)
 			return rc;
 	}
@@ -485,7 +308,7 @@ static int check_layer_types(struct zinf_hf_config *cfg, const char *name, const
 	const cJSON *item;
 	uint64_t l = 0;
 
-	if (absent(lt))
+	if (hf_absent(lt))
 		return 0;
 	if (!cJSON_IsArray(lt) || (uint64_t)cJSON_GetArraySize(lt) != cfg->num_hidden_layers)
 		return hf_fail(cfg, ZINF_ECONFIG, name,
@@ -514,7 +337,7 @@ static int check_unsupported(struct zinf_hf_config *cfg, const char *name, const
 	bool mlp_bias = false;
 	int rc;
 
-	if (!absent(act) && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
+	if (!hf_absent(act) && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0))
 		return hf_fail(cfg, ZINF_ECONFIG, name,
 			       "hidden_act: only \"silu\" is supported (SwiGLU MLP)");
 	rc = get_bool(cfg, name, root, "mlp_bias", &mlp_bias);
@@ -608,17 +431,17 @@ static int parse_fields(struct zinf_hf_config *cfg, const char *name, const cJSO
 			       "%s: appears twice (expected each key once)", dup);
 	rc = parse_model_type(cfg, name, root);
 	for (size_t i = 0; rc == 0 && i < sizeof(uints) / sizeof(uints[0]); i++)
-		rc = get_uint(cfg, name, root, "", uints[i].key, uints[i].max,
-			      (uint64_t *)((char *)cfg + uints[i].off));
+		rc = hf_get_uint(cfg, name, root, "", uints[i].key, uints[i].max,
+				 (uint64_t *)((char *)cfg + uints[i].off));
 	if (rc == 0)
-		rc = get_positive(cfg, name, root, "", "rms_norm_eps", &cfg->rms_norm_eps);
+		rc = hf_get_positive(cfg, name, root, "", "rms_norm_eps", &cfg->rms_norm_eps);
 	if (rc == 0)
-		rc = get_positive(cfg, name, root, "", "initializer_range",
-				  &cfg->initializer_range);
+		rc = hf_get_positive(cfg, name, root, "", "initializer_range",
+				     &cfg->initializer_range);
 	if (rc == 0)
 		rc = get_dropout(cfg, name, root);
 	if (rc == 0)
-		rc = parse_rope(cfg, name, root);
+		rc = hf_parse_rope(cfg, name, root);
 	if (rc == 0)
 		rc = get_bool(cfg, name, root, "tie_word_embeddings", &cfg->tie_word_embeddings);
 	if (rc == 0 && cfg->model_type == ZINF_HF_LLAMA) {
@@ -651,79 +474,6 @@ uint64_t zinf_hf_config_max_positions(const struct zinf_hf_config *cfg)
 	if (!scales || !(scaled > (double)cfg->max_position_embeddings))
 		return cfg->max_position_embeddings;
 	return scaled >= (double)HF_MAX_POSITIONS ? HF_MAX_POSITIONS : (uint64_t)scaled;
-}
-
-/* yarn's fields: the optional ones >= 0 (0: not given); theta above 1 (the ramp divides by
- * its log); a context (original_max_position_embeddings, else max_position_embeddings)
- * the runtime holds exactly. */
-static int validate_yarn(struct zinf_hf_config *cfg, const char *name, const char *key)
-{
-	const struct {
-		const char *key;
-		double v;
-	} opt[] = {
-		{"beta_fast", cfg->rope_beta_fast},
-		{"beta_slow", cfg->rope_beta_slow},
-		{"attention_factor", cfg->rope_attention_factor},
-		{"mscale", cfg->rope_mscale},
-		{"mscale_all_dim", cfg->rope_mscale_all_dim},
-	};
-	uint64_t context = cfg->rope_original_max_position_embeddings
-				   ? cfg->rope_original_max_position_embeddings
-				   : cfg->max_position_embeddings;
-
-	for (size_t i = 0; i < sizeof(opt) / sizeof(opt[0]); i++)
-		if (!(opt[i].v >= 0) || !isfinite(opt[i].v))
-			return hf_fail(cfg, ZINF_ECONFIG, name,
-				       "%s.%s: %g is not a positive number (0: not given)", key,
-				       opt[i].key, opt[i].v);
-	if (!(cfg->rope_theta > 1))
-		return hf_fail(
-			cfg, ZINF_ECONFIG, name,
-			"rope_theta: %g must be above 1 with rope_type \"yarn\" (its ramp divides by log(rope_theta))",
-			cfg->rope_theta);
-	if (context > INT_MAX)
-		return hf_fail(
-			cfg, ZINF_ECONFIG, name,
-			"%s: yarn's context %llu (original_max_position_embeddings, else max_position_embeddings) is above 2^31 - 1",
-			key, (unsigned long long)context);
-	return 0;
-}
-
-/* The rope fields, however they were set: the keys each type needs, positive. */
-static int validate_rope(struct zinf_hf_config *cfg, const char *name)
-{
-	const char *key = cfg->rope_parameters ? "rope_parameters" : "rope_scaling";
-	const char *type = zinf_rope_type_name(cfg->rope_type);
-
-	if (!type)
-		return hf_fail(cfg, ZINF_ECONFIG, name, "%s: invalid rope type %d", key,
-			       (int)cfg->rope_type);
-	if (cfg->rope_type == ZINF_ROPE_DEFAULT)
-		return 0;
-	if (!(cfg->rope_factor > 0) || !isfinite(cfg->rope_factor))
-		return hf_fail(cfg, ZINF_ECONFIG, name,
-			       "%s.factor: rope_type \"%s\" needs a positive factor", key, type);
-	if (cfg->rope_type == ZINF_ROPE_DYNAMIC && cfg->head_dim < 4)
-		return hf_fail(
-			cfg, ZINF_ECONFIG, name,
-			"%s: rope_type \"dynamic\" needs head_dim >= 4 (theta's exponent is head_dim / (head_dim - 2)), not %llu",
-			key, (unsigned long long)cfg->head_dim);
-	if (cfg->rope_type == ZINF_ROPE_YARN)
-		return validate_yarn(cfg, name, key);
-	if (cfg->rope_type != ZINF_ROPE_LLAMA3)
-		return 0;
-	if (!(cfg->rope_low_freq_factor > 0) || !(cfg->rope_high_freq_factor > 0) ||
-	    cfg->rope_original_max_position_embeddings == 0)
-		return hf_fail(
-			cfg, ZINF_ECONFIG, name,
-			"%s: llama3 needs factor, low_freq_factor, high_freq_factor and original_max_position_embeddings, all positive",
-			key);
-	if (!(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor))
-		return hf_fail(cfg, ZINF_ECONFIG, name,
-			       "%s.high_freq_factor: %g is not above low_freq_factor %g", key,
-			       cfg->rope_high_freq_factor, cfg->rope_low_freq_factor);
-	return 0;
 }
 
 int zinf_hf_config_validate(struct zinf_hf_config *cfg, const char *name)
@@ -774,7 +524,7 @@ int zinf_hf_config_validate(struct zinf_hf_config *cfg, const char *name)
 		return hf_fail(cfg, ZINF_ECONFIG, name, "rms_norm_eps: expected a positive number");
 	if (!(cfg->rope_theta > 0) || !isfinite(cfg->rope_theta))
 		return hf_fail(cfg, ZINF_ECONFIG, name, "rope_theta: expected a positive number");
-	rc = validate_rope(cfg, name);
+	rc = hf_validate_rope(cfg, name);
 	if (rc)
 		return rc;
 	if (zinf_st_dtype_size(cfg->torch_dtype) == 0)
