@@ -57,6 +57,12 @@ ds_bf16.json (ds.json with bf16 enabled), expected_bf16.txt (the bf16 run's step
 evaluations) and final_bf16.safetensors (the bf16 copies after the last step, BF16 with
 Hugging Face's names).
 
+Then STEPS_FP16 steps of the fp16 run with dynamic loss scaling (ds_fp16.json: DS with
+fp16 enabled, initial_scale_power 63 (zinf's largest), loss_scale_window 2, hysteresis 2,
+and its own rate and schedule) as zinf defines fp16 (trajectory_fp16) with DeepSpeed's
+DynamicLossScaler and skip semantics: expected_fp16.txt (per step the row above, the
+skipped flag and the loss scale; then the scaler after the last step).
+
 Needs torch (Debian: python3-torch). Not run by the build; the outputs are committed.
 Usage: gen_train_trajectory_fixture.py [OUTDIR]
 """
@@ -125,9 +131,9 @@ def model_cfg(path):
     return dict(c, attention_out_bias=c["attention_bias"], sliding_window=0)
 
 
-def lr_at(it):
+def lr_at(it, ds=DS):
     """WarmupDecayLR's rate at last_batch_iteration it (current DeepSpeed: -1 is min)."""
-    p = DS["scheduler"]["params"]
+    p = ds["scheduler"]["params"]
     lo, hi = p["warmup_min_lr"], p["warmup_max_lr"]
     n = max(2, p["warmup_num_steps"])
     if it < 0:
@@ -214,6 +220,129 @@ def trajectory(cfg, stream, eval_stream, bf16):
     return rows, evals, {n: t.detach() for n, t in W.items()}
 
 
+# fp16 with dynamic loss scaling (ds_fp16.json, expected_fp16.txt)
+FLT_MAX = float(torch.finfo(torch.float32).max)
+FP32_INF_AT = 2.0 ** 128 - 2.0 ** 103  # the least magnitude fp32 rounds to infinity
+STEPS_FP16 = 142
+DS_FP16 = dict(DS, bf16={"enabled": False},
+               fp16={"enabled": True, "loss_scale": 0, "initial_scale_power": 63,
+                     "loss_scale_window": 2, "hysteresis": 2,
+                     "consecutive_hysteresis": False, "min_loss_scale": 1},
+               optimizer={"type": "AdamW",
+                          "params": {"lr": 0.005, "betas": [0.8, 0.99], "eps": 1e-6,
+                                     "weight_decay": 0.3}},
+               scheduler={"type": "WarmupDecayLR",
+                          "params": {"warmup_min_lr": 0.0005, "warmup_max_lr": 0.005,
+                                     "warmup_num_steps": 10, "warmup_type": "log",
+                                     "total_num_steps": 200}})
+
+
+class Scaler:
+    """deepspeed/runtime/fp16/loss_scaler.py DynamicLossScaler.update_scale, with the
+    arguments DeepSpeed's engine passes from the fp16 section: init_scale
+    2**initial_scale_power, scale_factor 2, scale_window loss_scale_window, min_scale
+    min_loss_scale, delayed_shift hysteresis, consecutive_hysteresis."""
+
+    def __init__(self, f):
+        self.cur_scale = 2.0 ** f["initial_scale_power"]
+        self.cur_iter, self.last_overflow_iter = 0, -1
+        self.scale_window, self.min_scale = f["loss_scale_window"], f["min_loss_scale"]
+        self.delayed_shift = self.cur_hysteresis = f["hysteresis"]
+        self.consecutive_hysteresis = f["consecutive_hysteresis"]
+
+    def update_scale(self, overflow):
+        if overflow:
+            if self.delayed_shift == 1 or self.cur_hysteresis == 1:
+                assert self.cur_scale != self.min_scale, "overflow at min_loss_scale"
+                self.cur_scale = max(self.cur_scale / 2.0, self.min_scale)
+            else:
+                self.cur_hysteresis -= 1
+            self.last_overflow_iter = self.cur_iter
+        else:
+            if self.consecutive_hysteresis:
+                self.cur_hysteresis = self.delayed_shift
+            if (self.cur_iter - self.last_overflow_iter) % self.scale_window == 0:
+                if not self.consecutive_hysteresis:
+                    self.cur_hysteresis = self.delayed_shift
+                self.cur_scale *= 2.0
+        self.cur_iter += 1
+
+
+def trajectory_fp16(cfg, stream):
+    """STEPS_FP16 steps of the fp16 run as zinf defines it (docs/config.md fp16, docs/
+    engine.md, docs/optim.md): fp32 masters from the checkpoint, forward and backward from
+    their fp16 copies (round to nearest even, through fp32) in fp32, each micro-batch
+    back-propagating its mean loss with the seed S (the loss scale as an fp32 number)
+    into fp32 gradients that the engine sums over the micro-batches; an overflow is an
+    inf or nan there (the sum of squares of the fp32 gradients). S being a power of two,
+    the scaled gradients are the exact unscaled ones (float64 here) times S, so that is
+    S past fp32's range (S >= 2^128: the seed itself is inf, every gradient overflows;
+    docs/engine.md) or S |g| >= 2^128 - 2^103 for an element g of a micro-batch's
+    gradient or of their sum. The second never decides here: every step at a finite S
+    has S max|g| below 2^127 (asserted), a doubling short of it, so no intermediate of
+    zinf's fp32 backward reaches fp32's infinity unless it is twice the largest gradient
+    (torch's largest scaled intermediate is the seed S itself). A step that overflows is
+    skipped as DeepSpeed's engine skips it (_take_model_step): its micro-batches are
+    consumed, the optimizer and the LR scheduler do not step; then the scaler's
+    update_scale. Returns the step rows (step, loss, lr, grad_norm, coef, skipped,
+    scale; lr the scheduler's rate, which a skipped step does not use) and the final
+    scaler."""
+    ds = DS_FP16
+    P = {n: t.to(DT).requires_grad_(True)
+         for n, t in read_safetensors(os.path.join(MODEL, "model.safetensors")).items()}
+    decay = [t for t in P.values() if t.dim() == 2]
+    no_decay = [t for t in P.values() if t.dim() != 2]
+    op = ds["optimizer"]["params"]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": op["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=lr_at(-1, ds), betas=tuple(op["betas"]), eps=op["eps"])
+    max_norm = ds["gradient_clipping"]
+    scaler = Scaler(ds["fp16"])
+
+    def copies():
+        return {n: t.detach().to(torch.float32).to(torch.float16).to(DT).requires_grad_(True)
+                for n, t in P.items()}
+
+    rows, micro, applied = [], 0, 0
+    for step in range(1, STEPS_FP16 + 1):
+        S = scaler.cur_scale
+        lr = lr_at(applied + 1 - 2, ds)  # the scheduler stepped after each applied step
+        W = copies()
+        grads = {n: torch.zeros_like(t) for n, t in P.items()}
+        loss_sum, gmax = 0.0, 0.0
+        for _ in range(GAS):
+            win = torch.stack([window(stream, micro * B + r) for r in range(B)])
+            micro += 1
+            for t in W.values():
+                t.grad = None
+            _, loss = ref.forward(cfg, W, win[:, :T].contiguous(), win[:, 1:].contiguous())
+            loss.backward()
+            loss_sum += loss.item()
+            for n, t in W.items():
+                gmax = max(gmax, float(t.grad.abs().max()))
+                grads[n] += t.grad
+        gmax = max([gmax] + [float(g.abs().max()) for g in grads.values()])
+        overflow = S > FLT_MAX or S * gmax >= FP32_INF_AT
+        assert S > FLT_MAX or S * gmax < 2.0 ** 127, (step, S, gmax)
+        if overflow:
+            norm, coef = math.inf, 1.0
+        else:
+            for n, t in P.items():
+                t.grad = grads[n] / GAS
+            norm = math.sqrt(sum(float((t.grad * t.grad).sum()) for t in P.values()))
+            coef = min(1.0, max_norm / (norm + 1e-6))
+            for g in opt.param_groups:
+                g["lr"] = lr
+            with torch.no_grad():
+                for t in P.values():
+                    t.grad.mul_(coef)
+            opt.step()
+            applied += 1
+        scaler.update_scale(overflow)
+        rows.append((step, loss_sum / GAS, lr, norm, coef, overflow, S))
+    return rows, scaler
+
+
 def write_tokens(path, tokens):
     header = [0] * 256
     header[0], header[1], header[2] = 20240520, 1, len(tokens)
@@ -256,6 +385,22 @@ def eval_lines(evals):
     return lines
 
 
+def fp16_lines(rows, scaler):
+    skipped = sum(1 for r in rows if r[5])
+    lines = [f"# {skipped} of {STEPS_FP16} steps skipped (gradient overflow)",
+             f"seq_len {T}",
+             f"steps {STEPS_FP16}",
+             "# step K LOSS LR GRAD_NORM CLIP_COEF SKIPPED LOSS_SCALE (loss before the step's",
+             "# update; LOSS_SCALE the scale its backward used; a skipped step: GRAD_NORM inf,",
+             "# LR the scheduler's rate, not used)"]
+    for step, loss, lr, norm, coef, skip, scale in rows:
+        lines.append(f"step {step} {loss!r} {lr!r} {norm!r} {coef!r} {int(skip)} {scale!r}")
+    lines += ["# scaler LOSS_SCALE ITERATION LAST_OVERFLOW_ITER HYSTERESIS_LEFT (after the last step)",
+              f"scaler {scaler.cur_scale!r} {scaler.cur_iter} {scaler.last_overflow_iter} "
+              f"{scaler.cur_hysteresis}"]
+    return lines
+
+
 def write_lines(path, lines):
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -295,11 +440,23 @@ def main():
                  model + " ds_bf16.json," + run + evalrun]
                 + step_lines(rows16) + eval_lines(evals16))
     write_bf16_safetensors(os.path.join(outdir, "final_bf16.safetensors"), W16)
+    rows_fp16, scaler = trajectory_fp16(cfg, stream)
+    with open(os.path.join(outdir, "ds_fp16.json"), "w") as f:
+        json.dump(DS_FP16, f, indent=2)
+        f.write("\n")
+    write_lines(os.path.join(outdir, "expected_fp16.txt"),
+                [by + " float64 from fp16-rounded weights, DeepSpeed's DynamicLossScaler)",
+                 model + " ds_fp16.json," + run.replace(str(STEPS), str(STEPS_FP16))]
+                + fp16_lines(rows_fp16, scaler))
     for name, rs, ev in (("fp32", rows, evals), ("bf16", rows16, evals16)):
         for r in rs:
             print(name + " step %d loss %.9f lr %.6g norm %.6f coef %.6f" % r)
         for k, v in sorted(ev.items()):
             print(name + " eval %d %.9f" % (k, v))
+    for r in rows_fp16:
+        print("fp16 step %d loss %.9f lr %.6g norm %.6f coef %.6f skipped %d scale 2^%d"
+              % (r[:6] + (int(math.log2(r[6])),)))
+    print("fp16 scaler", vars(scaler))
 
 
 if __name__ == "__main__":
