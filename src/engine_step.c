@@ -276,6 +276,8 @@ int zinf_step(struct zinf_engine *e, struct zinf_step_result *result)
 		e->skipped++;
 		out->skipped = true;
 		out->step = e->steps;
+		/* the rate held for the next step, as DeepSpeed's get_lr() shows it */
+		out->lr = zinf_lr_of_step(&e->sched, e->steps + 1);
 		clear_grads(e);
 		if (e->prefetch)
 			zinf_prefetch_start_step(e->prefetch);

@@ -258,7 +258,7 @@ int zinf_engine_device_free(struct zinf_engine *e, void *ptr);
 
 struct zinf_step_result {
 	uint64_t step;	   /* optimizer steps taken so far (skipped ones not counted) */
-	double lr;	   /* the rate this step used */
+	double lr;	   /* the rate this step used (skipped: the one it would have) */
 	double grad_norm;  /* global L2 norm of the averaged, unscaled gradients */
 	double loss_scale; /* the loss scale the step's gradients were computed with */
 	bool skipped;	   /* fp16 overflow: no update, the scale was lowered */

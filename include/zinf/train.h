@@ -39,7 +39,7 @@ struct zinf_train_step {
 	uint64_t step;	/* 1-based */
 	uint64_t steps; /* of the run */
 	double loss;	/* mean over the step's tokens, before the step's update */
-	double lr;	/* the rate the step used */
+	double lr;	/* the rate the step used (skipped: the one it would have) */
 	double grad_norm;
 	uint64_t tokens; /* tokens of this step (B x T x accumulation steps) */
 	double step_seconds, fwd_bwd_seconds, optimizer_seconds, wait_seconds;
