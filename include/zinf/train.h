@@ -114,7 +114,8 @@ struct zinf_train_opts {
 	uint64_t save_every;
 	/* With save_every: after each snapshot keep the newest save_total_limit
 	 * save_dir/checkpoint-<step> directories and remove older ones (those holding only
-	 * files a save writes, other than the one the run loaded from); 0 keeps all. */
+	 * files a save writes, other than the one the run loaded from: model_dir, the
+	 * directory of init_config, resume_dir unless save_state); 0 keeps all. */
 	uint64_t save_total_limit;
 	/* Every save also writes the training state (optimizer.safetensors: fp32 masters
 	 * and Adam moments; zinf_state.json: the step, the data position, checksums), so

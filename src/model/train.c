@@ -440,6 +440,7 @@ static int setup(struct train_run *r, char *err, size_t errlen)
 		rc = train_source_finish_move(o->model_dir, "--model", err, errlen);
 	if (!rc && o->resume_dir)
 		rc = train_source_finish_move(o->resume_dir, "--resume", err, errlen);
+	train_source_dir_init(&r->src_dir, o); /* as it is now: a link may move later */
 	if (!rc && (o->model_dir || o->resume_dir))
 		rc = train_save_seen(o->model_dir ? o->model_dir : o->resume_dir, &r->src_seen, err,
 				     errlen);

@@ -275,13 +275,25 @@ int train_state_load(struct train_model *tm, struct zinf_engine *e, const char *
 
 /* ---- the save directory: --save-total-limit, .partial saves (train_rotate.c) ------------- */
 
+/* The directory --save-total-limit never removes: the one the run loaded from, as it was
+ * at the start (a link retargeted since does not move it). */
+struct train_source_dir {
+	bool set;    /* there is one (and it could be looked at) */
+	bool warned; /* its first keep was warned of; later ones are info lines */
+	uint64_t dev, ino;
+	const char *flag; /* "--model", "--resume" or "--init's file" */
+};
+/* The source of o: --model; --resume unless the run saves its state (its own snapshots
+ * then resume in its place, so it may go, as the Trainer's rotation removes it); the
+ * directory of --init's file. */
+void train_source_dir_init(struct train_source_dir *src, const struct zinf_train_opts *o);
 /* Keep the newest o->save_total_limit checkpoint-<k> directories of o->save_dir with
  * k <= step (this run's snapshot at step and the older ones), remove the others of those
- * that hold only files a save writes (others, and the directory the run loaded from, are
- * kept, with a warning; nothing is followed through a link). Returns 0, or a negative
- * code when the save directory cannot be listed. */
-int train_snapshots_rotate(const struct zinf_train_opts *o, uint64_t step, char *err,
-			   size_t errlen);
+ * that hold only files a save writes (others, and src, are kept, with a warning; nothing
+ * is followed through a link). Returns 0, or a negative code when the save directory
+ * cannot be listed. */
+int train_snapshots_rotate(const struct zinf_train_opts *o, struct train_source_dir *src,
+			   uint64_t step, char *err, size_t errlen);
 /* --save-every must not write over an earlier run's checkpoint-<k> with k one of its
  * steps from first_step on; a checkpoint-<k>.partial a stopped run left is removed (or
  * refused when it holds foreign files), and a stopped final save moved in or removed

@@ -248,7 +248,7 @@ static int save_snapshot(struct train_run *r, uint64_t step, char *err, size_t e
 		zinf_logf(ZINF_LOG_INFO, "%s: saved, step %llu, in %.1f s", done,
 			  (unsigned long long)step, train_now_seconds() - t0);
 	if (!rc && o->save_total_limit)
-		rc = train_snapshots_rotate(o, step, err, errlen);
+		rc = train_snapshots_rotate(o, &r->src_dir, step, err, errlen);
 	return rc;
 }
 

@@ -7,8 +7,9 @@
  * newer one, from an earlier and longer run, is left alone). Only what a zinf save writes
  * is removed: a directory (not a link) holding config.json and otherwise only regular
  * files named as a save names them; one holding anything else is kept whole, with a
- * warning, and so is the one the run loaded from (its --model, --resume or --init
- * directory; the Trainer's rotation would remove it). Every removal is relative to
+ * warning, and so is the one the run loaded from (train_source_dir_init: its --model,
+ * its --resume unless its own snapshots carry the state, or --init's file's directory),
+ * which the Trainer's rotation would remove. Every removal is relative to
  * save_dir's descriptor and follows no link. The state file goes first, so a checkpoint
  * removed in part never reads as complete.
  *
@@ -273,39 +274,46 @@ static int newest_first(const void *a, const void *b)
 	return x->step < y->step ? 1 : x->step > y->step ? -1 : 0;
 }
 
-/* The directory the run loaded from (--model, --resume, or the one holding --init's
- * config.json), and its flag; false if there is none or it cannot be looked at. */
-static bool source_dir(const struct zinf_train_opts *o, struct stat *st, const char **flag)
+void train_source_dir_init(struct train_source_dir *src, const struct zinf_train_opts *o)
 {
 	char dir[4096];
-	const char *slash;
+	const char *path = NULL, *slash;
+	struct stat st;
 
-	if (o->model_dir || o->resume_dir) {
-		*flag = o->model_dir ? "--model" : "--resume";
-		return stat(o->model_dir ? o->model_dir : o->resume_dir, st) == 0;
+	memset(src, 0, sizeof(*src));
+	if (o->model_dir) {
+		path = o->model_dir;
+		src->flag = "--model";
+	} else if (o->resume_dir && !o->save_state) {
+		path = o->resume_dir;
+		src->flag = "--resume";
+	} else if (o->init_config) {
+		slash = strrchr(o->init_config, '/');
+		path = !slash ? "." : slash == o->init_config ? "/" : dir;
+		if (slash && slash > o->init_config) {
+			if ((size_t)(slash - o->init_config) >= sizeof(dir))
+				return;
+			memcpy(dir, o->init_config, (size_t)(slash - o->init_config));
+			dir[slash - o->init_config] = 0;
+		}
+		src->flag = "--init's file";
 	}
-	if (!o->init_config)
-		return false;
-	*flag = "--init";
-	slash = strrchr(o->init_config, '/');
-	if (!slash)
-		return stat(".", st) == 0;
-	if ((size_t)(slash - o->init_config) >= sizeof(dir))
-		return false;
-	memcpy(dir, o->init_config, (size_t)(slash - o->init_config));
-	dir[slash - o->init_config] = 0;
-	return stat(dir[0] ? dir : "/", st) == 0;
+	if (path && stat(path, &st) == 0) {
+		src->set = true;
+		src->dev = (uint64_t)st.st_dev;
+		src->ino = (uint64_t)st.st_ino;
+	}
 }
 
-int train_snapshots_rotate(const struct zinf_train_opts *o, uint64_t step, char *err, size_t errlen)
+int train_snapshots_rotate(const struct zinf_train_opts *o, struct train_source_dir *src,
+			   uint64_t step, char *err, size_t errlen)
 {
-	const char *save_dir = o->save_dir, *flag = NULL;
+	const char *save_dir = o->save_dir;
 	uint64_t keep = o->save_total_limit;
 	struct snapshot *list = NULL, *grown;
 	size_t n = 0, cap = 0;
 	int parent = open(save_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct stat src, st;
-	bool has_src = source_dir(o, &src, &flag);
+	struct stat st;
 	DIR *d = parent >= 0 ? fdopendir(dup(parent)) : NULL;
 	struct dirent *de;
 	uint64_t k;
@@ -341,13 +349,15 @@ int train_snapshots_rotate(const struct zinf_train_opts *o, uint64_t step, char 
 		qsort(list, n, sizeof(*list), newest_first);
 		for (size_t i = keep; i < n; i++) {
 			char why[400];
-			if (has_src && fstatat(parent, list[i].name, &st, 0) == 0 &&
-			    st.st_dev == src.st_dev && st.st_ino == src.st_ino)
+			if (src->set && fstatat(parent, list[i].name, &st, 0) == 0 &&
+			    (uint64_t)st.st_dev == src->dev && (uint64_t)st.st_ino == src->ino) {
 				zinf_logf(
-					ZINF_LOG_WARN,
-					"%s/%s: --save-total-limit: kept, the run's %s checkpoint",
-					save_dir, list[i].name, flag);
-			else if (remove_snapshot(parent, list[i].name, false, why, sizeof(why)))
+					src->warned ? ZINF_LOG_INFO : ZINF_LOG_WARN,
+					"%s/%s: --save-total-limit: kept, this run loaded from it "
+					"(%s)",
+					save_dir, list[i].name, src->flag);
+				src->warned = true;
+			} else if (remove_snapshot(parent, list[i].name, false, why, sizeof(why)))
 				zinf_logf(ZINF_LOG_WARN, "%s/%s: --save-total-limit: kept, %s",
 					  save_dir, list[i].name, why);
 			else

@@ -45,6 +45,7 @@ struct train_run {
 	bool save_dir_made;	/* save_dir did not exist: removed again if the run fails */
 	bool drop_final;	/* the final save failed before its commit: its .partial goes */
 	uint64_t src_seen;	/* train_save_seen of the --model or --resume directory */
+	struct train_source_dir src_dir;    /* the one --save-total-limit keeps */
 	struct train_companions companions; /* its tokenizer and generation files, for --save */
 	/* the engine's counters after the last step, while nothing but steps ran since (no
 	 * evaluation, no snapshot): the next step's figures start there, so the background

@@ -5,8 +5,9 @@
  * stays); a checkpoint-<step> holding a file zinf did not write (one named like a shard
  * but not one, a directory named like a file), or no config.json; a checkpoint-<step>
  * that is a link to a directory elsewhere (whose files stay); names that are not
- * checkpoint-<digits>; the snapshot the run loaded from (--model, or the directory of
- * --init's config.json), with a warning. Each save and each removal is an info line of
+ * checkpoint-<digits>; the snapshot the run loaded from (--model, the directory of
+ * --init's config.json, --resume unless the run saves its state, when its own snapshots
+ * resume in its place and it goes), with a warning the first time, info lines after. Each save and each removal is an info line of
  * the log. Without
  * --save-every it is refused on one line before step 1 (0
  * is refused by the CLI: test_train_cli_rejects_bad_input). */
@@ -39,6 +40,21 @@ static bool logged(const char *tag, const char *save, const char *name, const ch
 
 	snprintf(line, sizeof(line), "%s%s/%s: %s", tag, save, name, what);
 	return strstr(info, line) != NULL;
+}
+
+/* The lines of the level (tag "info: " or "warn: ") that say what. */
+static int lines_with(const char *tag, const char *what)
+{
+	int n = 0;
+
+	for (const char *line = info; *line;) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		const char *hit = strstr(line, what);
+		n += !strncmp(line, tag, strlen(tag)) && hit && hit < line + len;
+		line += len + (end != NULL);
+	}
+	return n;
 }
 
 static bool exists(const char *root, const char *name)
@@ -166,33 +182,77 @@ int main(void)
 			"the final save");
 	}
 
-	/* a run from a snapshot there (--model), then one from another's config.json
-	 * (--init): the snapshot it loaded from is kept, with a warning, the others go */
-	for (int from_init = 0; from_init < 2; from_init++) {
-		char src[300];
+	/* runs from a snapshot there: the one loaded from is kept (a warning the first time,
+	 * an info line after), the others beyond the newest two go; a --resume source goes
+	 * too when the run's own snapshots carry the state */
+	static const struct {
+		const char *flag, *src, *kept_as; /* --model, --init, --resume */
+		uint64_t steps, every;
+		bool state;
+		const char *newest[2], *gone[2];
+	} runs[] = {
+		{"--model",
+		 "6",
+		 "checkpoint-6/model.safetensors",
+		 15,
+		 12,
+		 false,
+		 {"checkpoint-12", "checkpoint-8"},
+		 {NULL, NULL}},
+		{"--init's file",
+		 "8/config.json",
+		 "checkpoint-8/model.safetensors.index.json",
+		 27,
+		 24,
+		 false,
+		 {"checkpoint-24", "checkpoint-12"},
+		 {"checkpoint-6", NULL}},
+		{"--resume",
+		 "8",
+		 "checkpoint-8/zinf_state.json",
+		 40,
+		 18,
+		 false,
+		 {"checkpoint-36", "checkpoint-24"},
+		 {"checkpoint-18", "checkpoint-12"}},
+		{"--resume",
+		 "8",
+		 NULL,
+		 60,
+		 50,
+		 true,
+		 {"checkpoint-50", "checkpoint-36"},
+		 {"checkpoint-24", "checkpoint-8"}},
+	};
+	for (size_t r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
+		char src[300], what[200];
 		info[0] = 0;
-		tf_opts(&d, &o, from_init ? 27 : 15, &l);
-		snprintf(src, sizeof(src), "%s/checkpoint-%s", save,
-			 from_init ? "8/config.json" : "6");
-		o.init_config = from_init ? src : NULL;
-		o.model_dir = from_init ? NULL : src;
+		tf_opts(&d, &o, runs[r].steps, &l);
+		snprintf(src, sizeof(src), "%s/checkpoint-%s", save, runs[r].src);
+		o.init_config = runs[r].flag[2] == 'i' ? src : NULL;
+		o.model_dir = runs[r].flag[2] == 'm' ? src : NULL;
+		o.resume_dir = runs[r].flag[2] == 'r' ? src : NULL;
 		o.save_dir = save;
-		o.save_every = from_init ? 24 : 12;
+		o.save_every = runs[r].every;
 		o.save_total_limit = 2;
+		o.save_state = runs[r].state;
 		tf_run(&o, &res);
-		T_CHECK(exists(save, from_init ? "checkpoint-24" : "checkpoint-12") &&
-				exists(save, "checkpoint-8/config.json"),
-			"the newest two are kept");
-		T_CHECK(exists(save, from_init ? "checkpoint-8/model.safetensors.index.json"
-					       : "checkpoint-6/model.safetensors") &&
-				logged("warn: ", save, from_init ? "checkpoint-8" : "checkpoint-6",
-				       from_init ? "--save-total-limit: kept, the run's --init "
-						   "checkpoint"
-						 : "--save-total-limit: kept, the run's --model "
-						   "checkpoint"),
-			"the snapshot the run loaded from is removed, or not said why:\n%s", info);
-		T_CHECK(!from_init || !exists(save, "checkpoint-6"),
-			"a snapshot the run did not load from is removed");
+		T_CHECK(exists(save, runs[r].newest[0]) && exists(save, runs[r].newest[1]),
+			"%s: the newest two (%s, %s) are kept", runs[r].flag, runs[r].newest[0],
+			runs[r].newest[1]);
+		for (int g = 0; g < 2; g++)
+			T_CHECK(!runs[r].gone[g] || !exists(save, runs[r].gone[g]),
+				"%s: %s is not removed", runs[r].flag, runs[r].gone[g]);
+		if (!runs[r].kept_as)
+			continue;
+		snprintf(what, sizeof(what),
+			 "--save-total-limit: kept, this run loaded from it (%s)", runs[r].flag);
+		/* a warning the first time, info lines after (the --resume run rotates twice) */
+		T_CHECK(exists(save, runs[r].kept_as) && lines_with("warn: ", what) == 1 &&
+				lines_with("info: ", what) ==
+					(int)((runs[r].steps - 1) / runs[r].every) - 1,
+			"%s: the snapshot the run loaded from is removed, or not said so once:\n%s",
+			runs[r].flag, info);
 	}
 
 	tf_opts(&d, &o, 3, &l);
