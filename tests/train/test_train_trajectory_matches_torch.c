@@ -21,21 +21,19 @@
  * zinf defines it (docs/engine.md, "Loading"; docs/optim.md): fp32 master weights loaded
  * from the fp32 checkpoint, forward and backward in fp32 from their bf16 copies (each
  * the master rounded to nearest even, after the load and after every update), fp32
- * gradients, Adam on the masters; every step within 1e-5 relative too, on every home.
- * An exact match is not to be had: zinf's fp32 masters differ from torch's float64 ones
- * (by up to a third of a bf16 step on near-zero weights), so a copy may round the other
- * way (1 of the 8080 final weights does), and one weight rounded the other way moves the
- * loss by 3e-6 relative (median over the weights; measured max of the whole run 1.6e-7,
- * while skipping the rounding moves step 1 by 3.8e-4). The bf16 run on NVMe saves with
- * --save-dtype bf16 (the default save of this run would be fp32, the checkpoint's
- * torch_dtype): torch's final copies bit for bit, but for at most 8 weights one bf16
- * step away.
+ * gradients, Adam on the masters: step 1 (before any update) and eval_loss_before within
+ * 1e-5 relative, on every home (skipping the rounding moves step 1 by 3.8e-4); later steps
+ * and evaluations within TOL_FP16_LOSS and TOL_FP16_NORM, as fp16's (see MAX_BF16_L2 for
+ * why: an exact match is not to be had, and how close it comes depends on the BLAS
+ * kernels). The bf16 run on NVMe saves with --save-dtype bf16 (the default save of this
+ * run would be fp32, the checkpoint's torch_dtype): torch's final copies within
+ * MAX_BF16_L2.
  *
  * With --eval-data eval.bin, --eval-every 3 and --eval-batches 3 (expected_eval.txt for
  * fp32, in expected_bf16.txt for bf16), eval_loss_before on step 1 and eval_loss after
  * steps 3, 6 and 8 (the last), and on no other step, equal torch's mean loss of the first
  * three micro-batches of eval.bin (--shuffle none windows from its start) within 1e-5
- * relative.
+ * relative (bf16's after step 1: TOL_FP16_LOSS).
  *
  * fp16 with dynamic loss scaling (ds_fp16.json, expected_fp16.txt; 142 steps, resident, in
  * host memory and on NVMe) follows torch's run of it as zinf defines fp16 (fp32 masters,
@@ -65,9 +63,16 @@
  * skipped steps and the loss scales stay exact. */
 #define TOL_FP16_LOSS 1e-3
 #define TOL_FP16_NORM 1e-2
-/* Saved bf16 weights one step from torch's: measured 1; the masters' measured differences
- * from torch's make 1.2 expected (Poisson: more than 8 at 1e-5). */
-#define MAX_BF16_FLIPS 8
+/* bf16 after step 1 (its first update) is held to the fp16 bounds too: a copy that rounds
+ * the other way changes that weight's gradient a little, and Adam's first steps move a
+ * weight by about the rate whatever its gradient's size, so one such rounding changes the
+ * weights' paths by full rates. How many do depends on the fp32 sums of the BLAS kernels:
+ * with OpenBLAS's SkylakeX kernels the run is within 3.5e-8 (loss), 1.6e-7 (norm) and 1
+ * of the 8080 saved weights differs from torch's; with Haswell, Zen, SandyBridge and
+ * older ones 6.7e-5, 5.2e-4 and 628 weights do (up to 649 bf16 steps apart), a relative
+ * L2 distance of 6.3e-4. The saved weights are held to MAX_BF16_L2, 8 times that; torch's
+ * weights before the last update are 1e-1 away. */
+#define MAX_BF16_L2 5e-3
 
 struct expected {
 	int seq_len, steps, n;
@@ -76,6 +81,8 @@ struct expected {
 	 * the scaler after the last step (DeepSpeed's cur_scale, cur_iter,
 	 * last_overflow_iter, cur_hysteresis) */
 	bool fp16, skipped[MAX_STEPS];
+	/* bf16 (expected_bf16.txt): every step after the first within the 16-bit bounds */
+	bool bf16;
 	double scale[MAX_STEPS], final_scale;
 	long long final_iter, final_last_overflow, final_hysteresis;
 	int eval_every, eval_batches, n_evals; /* no evaluation: n_evals 0 */
@@ -321,6 +328,7 @@ static void run(const char *zinf_bin, const char *model, const char *fixture,
 	double worst[4] = {0, 0, 0, 0}, nvme_read = 0;
 	int status, n = 0, n_evals = 0;
 	double tol_loss = e->fp16 ? TOL_FP16_LOSS : TOL, tol_norm = e->fp16 ? TOL_FP16_NORM : TOL;
+	double tol_eval = TOL;
 	FILE *f;
 
 	snprintf(log, sizeof(log), "%s/log-%s.jsonl", d.root, home);
@@ -394,6 +402,10 @@ static void run(const char *zinf_bin, const char *model, const char *fixture,
 			continue;
 		}
 		T_CHECK(cJSON_IsNumber(norm), "%s: log line %d: %s", home, n + 1, line);
+		if (e->bf16 && n == 1) { /* from step 2 on: after an update of bf16 copies */
+			tol_loss = tol_eval = TOL_FP16_LOSS;
+			tol_norm = TOL_FP16_NORM;
+		}
 		er = rel(lr->valuedouble, e->lr[n]);
 		en = rel(norm->valuedouble, e->norm[n]);
 		printf("%s step %d: loss %.9f (torch %.9f, rel %.1e), lr %.9g (rel %.1e),"
@@ -423,8 +435,9 @@ static void run(const char *zinf_bin, const char *model, const char *fixture,
 			printf("%s step %d: %s %.9f (torch %.9f, rel %.1e)\n", home, n + 1,
 			       a ? "eval_loss" : "eval_loss_before", ev[a]->valuedouble,
 			       e->eval_loss[v], rv);
-			T_CHECK(rv <= TOL, "%s: step %d %s %.9g, torch's %.9g (rel %.2e)", home,
-				n + 1, a ? "eval_loss" : "eval_loss_before", ev[a]->valuedouble,
+			T_CHECK(rv <= (v ? tol_eval : TOL),
+				"%s: step %d %s %.9g, torch's %.9g (rel %.2e)", home, n + 1,
+				a ? "eval_loss" : "eval_loss_before", ev[a]->valuedouble,
 				e->eval_loss[v], rv);
 			worst[3] = fmax(worst[3], rv);
 			n_evals++;
@@ -448,9 +461,8 @@ static void run(const char *zinf_bin, const char *model, const char *fixture,
 	printf("\n");
 }
 
-/* The bf16 model saved in dir equals torch's final bf16 copies (want), each tensor bit for
- * bit but for at most MAX_BF16_FLIPS weights one bf16 step away (the same sign, the
- * magnitude one encoding up or down: a master rounded the other way). */
+/* The bf16 model saved in dir is torch's final bf16 copies (want): every tensor, BF16, of
+ * its size, the whole within MAX_BF16_L2 relative L2 distance. */
 static void check_bf16_save(const char *dir, const char *want)
 {
 	struct zinf_st_reader *r[2];
@@ -458,6 +470,7 @@ static void check_bf16_save(const char *dir, const char *want)
 	uint16_t *buf[2];
 	uint64_t elems = 0;
 	int flips = 0;
+	double diff2 = 0, norm2 = 0;
 
 	for (int i = 0; i < 2; i++) {
 		T_CHECK_RC(zinf_st_reader_create(&r[i]));
@@ -484,25 +497,24 @@ static void check_bf16_save(const char *dir, const char *want)
 		}
 		for (uint64_t x = 0; x < t[1]->n_elems; x++) {
 			uint16_t a = buf[0][x], b = buf[1][x];
+			uint32_t fa = (uint32_t)a << 16, fb = (uint32_t)b << 16;
+			float va, vb;
 
-			if (a == b)
-				continue;
-			T_CHECK((a & 0x8000) == (b & 0x8000) &&
-					abs((a & 0x7fff) - (b & 0x7fff)) == 1,
-				"%s: %s[%llu] bf16 0x%04x, torch's 0x%04x", dir, t[1]->name,
-				(unsigned long long)x, a, b);
-			printf("saved bf16 %s[%llu] 0x%04x, torch's 0x%04x (one step)\n",
-			       t[1]->name, (unsigned long long)x, a, b);
-			flips++;
+			memcpy(&va, &fa, 4);
+			memcpy(&vb, &fb, 4);
+			diff2 += ((double)va - vb) * ((double)va - vb);
+			norm2 += (double)vb * vb;
+			flips += a != b;
 		}
 		elems += t[1]->n_elems;
 		free(buf[0]);
 		free(buf[1]);
 	}
-	printf("saved bf16: %d of %llu weights one step from torch's\n", flips,
-	       (unsigned long long)elems);
-	T_CHECK(flips <= MAX_BF16_FLIPS, "%s: %d of %llu bf16 weights differ from torch's (max %d)",
-		dir, flips, (unsigned long long)elems, MAX_BF16_FLIPS);
+	printf("saved bf16: %d of %llu weights differ from torch's; relative L2 distance %.2e\n",
+	       flips, (unsigned long long)elems, sqrt(diff2 / norm2));
+	T_CHECK(norm2 > 0 && sqrt(diff2 / norm2) <= MAX_BF16_L2,
+		"%s: relative L2 distance %.2e from torch's final bf16 weights (at most %.0e)", dir,
+		sqrt(diff2 / norm2), MAX_BF16_L2);
 	zinf_st_reader_destroy(r[0]);
 	zinf_st_reader_destroy(r[1]);
 }
@@ -525,6 +537,7 @@ int main(int argc, char **argv)
 	check_complete(path, &e_eval);
 	T_CHECK(e_eval.n_evals > 2, "%s: %d evaluations", path, e_eval.n_evals);
 	snprintf(path, sizeof(path), "%s/expected_bf16.txt", argv[3]);
+	e_bf16.bf16 = true;
 	read_expected(path, &e_bf16);
 	check_complete(path, &e_bf16);
 	check_coverage(&e_bf16);
