@@ -141,7 +141,10 @@ int zinf_parse_bytes(const char *text, uint64_t *out);
 char *zinf_format_bytes(uint64_t bytes, char *buf, size_t len);
 /* Write v to buf in the fewest significant digits (%g) that read back (strtod) as exactly
  * v: 0.9, not 0.90000000000000002; 5e-05; 0.30000000000000004 for 0.1 + 0.2. NaN and the
- * infinities as printf writes them. Returns buf. Thread-safe. */
+ * infinities as printf writes them. 25 bytes hold any double (-2.2250738585072014e-308);
+ * a shorter buf is cut. In the C locale's form, as JSON wants it, only while LC_NUMERIC is
+ * "C" (a program that sets another, with a decimal comma, gets "0,9"). Returns buf.
+ * Thread-safe. */
 char *zinf_format_double(double v, char *buf, size_t len);
 /* The first raw control character (below 0x20, a NUL too) inside a string of the JSON
  * text [text, text + len), or NULL when there is none. JSON

@@ -17,8 +17,8 @@
  *   - A NULL required pointer (text, buffer, array, out-pointer) is refused with -EINVAL
  *     before anything changes; an out-pointer documented "may be NULL" is optional.
  *   - An err/errlen pair may be NULL (or errlen 0): no message is written.
- *   - void helpers (*_opts_init, zinf_crc32c with len > 0, zinf_format_bytes and
- *     zinf_format_double with len > 0, zinf_error_one_line) require their pointers.
+ *   - helpers that cannot fail (*_opts_init, zinf_crc32c with len > 0, zinf_format_bytes
+ *     and zinf_format_double with len > 0, zinf_error_one_line) require their pointers.
  */
 #ifndef ZINF_ERROR_H
 #define ZINF_ERROR_H
