@@ -1,6 +1,7 @@
 /* libFuzzer harness: DeepSpeed-style JSON config (zinf_config_load_string / set / resolve /
  * print / get).  Input: JSON text; optionally a NUL, then one flags byte, then
- * "key=value" lines applied with zinf_config_set before zinf_config_resolve. */
+ * "key=value" lines applied with zinf_config_set before zinf_config_resolve ("@ORIGIN@key=value"
+ * with zinf_config_set_from, as a flag such as --batch-size sets). */
 #include "zinf/config.h"
 #include "zinf/log.h"
 #include <stdint.h>
@@ -74,7 +75,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				if (!eq)
 					continue;
 				*eq = 0;
-				zinf_config_set(cfg, line, eq + 1);
+				/* "@ORIGIN@KEY=VALUE": set by a flag (zinf_config_set_from) */
+				char *at = line[0] == '@' ? strchr(line + 1, '@') : NULL;
+				if (at) {
+					*at = 0;
+					zinf_config_set_from(cfg, at + 1, eq + 1, line + 1);
+				} else {
+					zinf_config_set(cfg, line, eq + 1);
+				}
 			}
 			free(s);
 		}
