@@ -472,13 +472,13 @@ static int list_saved(int fd, struct name_list *l)
 		if (saved_file(de->d_name))
 			rc = name_list_add(l, de->d_name);
 	closedir(d);
-	if (!rc)
+	if (!rc && l->n > 1) /* (none: names is NULL, which qsort must not get) */
 		qsort(l->names, l->n, sizeof(*l->names), by_publish_rank);
 	return rc;
 }
 
 /* The list a committed save keeps of its files (TRAIN_FINAL_LIST, one name a line), in
- * move order; every name must be one a save writes. */
+ * move order; every name must be one a save writes, and the file holds no NUL byte. */
 static int read_list(int fd, struct name_list *l)
 {
 	char buf[1 << 16];
@@ -492,6 +492,8 @@ static int read_list(int fd, struct name_list *l)
 	close(lf);
 	if (rc)
 		return rc;
+	if (memchr(buf, 0, (size_t)len)) /* (a zero-filled tail is no list) */
+		return -EBADMSG;
 	buf[len] = 0;
 	for (char *line = buf, *end; *line && !rc; line = end + 1) {
 		end = strchr(line, '\n');
@@ -500,7 +502,7 @@ static int read_list(int fd, struct name_list *l)
 		*end = 0;
 		rc = saved_file(line) ? name_list_add(l, line) : -EBADMSG;
 	}
-	if (!rc)
+	if (!rc && l->n > 1) /* (none: names is NULL, which qsort must not get) */
 		qsort(l->names, l->n, sizeof(*l->names), by_publish_rank);
 	return rc;
 }

@@ -6,7 +6,7 @@
  * first eight): 0 the file is in final.ready, 1 in the save directory only (moved in
  * before a stop), 2 in both, 3 in neither; then the list's text. The recovery must
  * succeed exactly when the list is well formed (names a save writes, one a line, each
- * ending in a newline; the text ends at a NUL), names config.json and every name is in
+ * ending in a newline; no NUL byte), names config.json and every name is in
  * one of the two places; then each is in the save directory with the right contents, an
  * earlier save's model and state files it does not name are gone, and final.ready is
  * gone. Otherwise nothing is touched. The user's file always stays. */
@@ -94,8 +94,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		put(save, earlier[i], "old", 3);
 	put(ready, TRAIN_FINAL_LIST, data + 2, size - 2);
 
-	/* the list as the reader takes it: text to the first NUL, one name a line */
+	/* the list as the reader takes it: one name a line, no NUL byte anywhere */
 	text = strndup((const char *)data + 2, size - 2);
+	if (memchr(data + 2, 0, size - 2))
+		well_formed = false;
 	for (char *line = text, *end; *line && well_formed; line = end + 1) {
 		end = strchr(line, '\n');
 		if (!end || !train_saved_name((*end = 0, line)) || n == MAX_NAMES) {
