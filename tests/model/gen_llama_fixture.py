@@ -453,11 +453,15 @@ def write_fixture(outdir, name, cfg):
         write_checkpoint(os.path.join(outdir, name), cfg, P32, stream)
 
 
-def write_safetensors(path, P32):
+def write_safetensors(path, P32, dtype="F32"):
+    """The tensors as safetensors of dtype F32 or BF16 (bf16: rounded to nearest even)."""
     header, data = {}, bytearray()
     for n, t in P32.items():
-        raw = t.contiguous().numpy().astype("<f4").tobytes()
-        header[n] = {"dtype": "F32", "shape": list(t.shape),
+        if dtype == "BF16":
+            raw = t.to(torch.bfloat16).contiguous().view(torch.int16).numpy().astype("<i2").tobytes()
+        else:
+            raw = t.contiguous().numpy().astype("<f4").tobytes()
+        header[n] = {"dtype": dtype, "shape": list(t.shape),
                      "data_offsets": [len(data), len(data) + len(raw)]}
         data.extend(raw)
     text = json.dumps(header, separators=(",", ":")).encode()

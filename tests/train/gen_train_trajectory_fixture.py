@@ -351,20 +351,6 @@ def write_tokens(path, tokens):
         f.write(tokens.numpy().astype("<u2").tobytes())
 
 
-def write_bf16_safetensors(path, W):
-    """The parameters as BF16 safetensors (Hugging Face names, the checkpoint's order)."""
-    header, data = {}, bytearray()
-    for n, t in W.items():
-        raw = t.to(torch.bfloat16).contiguous().view(torch.int16).numpy().astype("<i2").tobytes()
-        header[n] = {"dtype": "BF16", "shape": list(t.shape),
-                     "data_offsets": [len(data), len(data) + len(raw)]}
-        data.extend(raw)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + bytes(data))
-
-
 def step_lines(rows):
     clipped = sum(1 for r in rows if r[4] < 1.0)
     lines = [f"# {clipped} of {STEPS} steps clipped (coef < 1)",
@@ -439,7 +425,7 @@ def main():
                 [by + " float64 from bf16-rounded weights)",
                  model + " ds_bf16.json," + run + evalrun]
                 + step_lines(rows16) + eval_lines(evals16))
-    write_bf16_safetensors(os.path.join(outdir, "final_bf16.safetensors"), W16)
+    ref.write_safetensors(os.path.join(outdir, "final_bf16.safetensors"), W16, "BF16")
     rows_fp16, scaler = trajectory_fp16(cfg, stream)
     with open(os.path.join(outdir, "ds_fp16.json"), "w") as f:
         json.dump(DS_FP16, f, indent=2)
