@@ -118,9 +118,12 @@ static void key_reset(struct zinf_config *cfg, int i)
 	case ZK_STRLIST:
 		strlist_clear(f);
 		break;
-	case ZK_BETAS:
-		sscanf(k->def_str, "%lf,%lf", &((double *)f)[0], &((double *)f)[1]);
+	case ZK_BETAS: { /* "b1,b2", in the C locale's form */
+		char *comma;
+		((double *)f)[0] = zinf_strtod(k->def_str, &comma);
+		((double *)f)[1] = zinf_strtod(comma + 1, NULL);
 		break;
+	}
 	case ZK_OBJECT:
 	case ZK_IGNORED:
 		break;
@@ -279,7 +282,7 @@ static int set_bytes(struct zinf_config *cfg, const struct zinf_key *k, const ch
 			return fail_range(cfg, k, path, shown);
 		}
 		bytes = (uint64_t)v;
-		snprintf(shown, sizeof(shown), "%.17g", v);
+		snprintf(shown, sizeof(shown), "%.17g", v); /* (a whole number: no decimal point) */
 	} else if (cJSON_IsString(j)) {
 		if (zinf_parse_bytes(j->valuestring, &bytes) != 0)
 			return fail_type(cfg, k, path, j);

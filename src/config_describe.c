@@ -10,16 +10,6 @@
 
 #include "config.h"
 
-char *zinf_format_double(double v, char *buf, size_t len)
-{
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(buf, len, "%.*g", prec, v);
-		if (strtod(buf, NULL) == v)
-			break;
-	}
-	return buf;
-}
-
 void zinf_fmt_num(double v, char *buf, size_t len)
 {
 	if (v >= 1e15 && v < 1e300)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine_internal.h"
+#include "number_text.h"
 #include "prefetch.h"
 
 static void link_from(struct zinf_link_stats *dst, const struct zinf_store_link_stats *src)
@@ -87,9 +88,11 @@ void zinf_engine_get_stats(struct zinf_engine *e, struct zinf_stats *out)
 /* A number JSON can hold: a finite one as %.6f, else null (a caller-filled struct). */
 static const char *json_seconds(double v, char *buf, size_t len)
 {
-	if (isfinite(v))
+	if (isfinite(v)) {
+		locale_t was = zinf_c_numbers_begin(); /* a '.', as JSON wants */
 		snprintf(buf, len, "%.6f", v);
-	else
+		zinf_c_numbers_end(was);
+	} else
 		snprintf(buf, len, "null");
 	return buf;
 }

@@ -41,7 +41,7 @@ int zinf_parse_bytes(const char *text, uint64_t *out)
 	    strpbrk(text, "xXpP") != NULL) /* no hex: 0x10, 1p3 */
 		return -EINVAL;
 	errno = 0;
-	v = strtod(text, &end);
+	v = zinf_strtod(text, &end);
 	if (end == text || errno == ERANGE || !isfinite(v) || v < 0)
 		return end == text ? -EINVAL : -ERANGE;
 	while (*end == ' ')

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "number_text.h"
 #include "timeline.h"
 
 struct event {
@@ -142,6 +143,7 @@ int zinf_timeline_write(struct zinf_timeline *t, const char *path)
 {
 	char tmp[4096];
 	FILE *f;
+	locale_t was;
 	int rc = 0;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
@@ -161,6 +163,7 @@ int zinf_timeline_write(struct zinf_timeline *t, const char *path)
 			",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"args\": {\"sort_index\": %d}}",
 			k + 1, k);
 	}
+	was = zinf_c_numbers_begin(); /* %.3f with a '.', as JSON wants */
 	for (uint64_t i = 0; i < t->n; i++) {
 		const struct event *e = &t->ev[i];
 		double ts = (double)(e->t0 - (e->t0 >= t->origin ? t->origin : e->t0)) / 1000.0;
@@ -169,6 +172,7 @@ int zinf_timeline_write(struct zinf_timeline *t, const char *path)
 		fprintf(f, ", \"ph\": \"X\", \"pid\": 1, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f}",
 			e->track + 1, ts, (double)(e->t1 - e->t0) / 1000.0);
 	}
+	zinf_c_numbers_end(was);
 	pthread_mutex_unlock(&t->lock);
 	fputs("\n]}\n", f);
 	if (fflush(f) || ferror(f) || fsync(fileno(f)))

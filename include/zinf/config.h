@@ -142,10 +142,12 @@ char *zinf_format_bytes(uint64_t bytes, char *buf, size_t len);
 /* Write v to buf in the fewest significant digits (%g) that read back (strtod) as exactly
  * v: 0.9, not 0.90000000000000002; 5e-05; 0.30000000000000004 for 0.1 + 0.2. NaN and the
  * infinities as printf writes them. 25 bytes hold any double (-2.2250738585072014e-308);
- * a shorter buf is cut. In the C locale's form, as JSON wants it, only while LC_NUMERIC is
- * "C" (a program that sets another, with a decimal comma, gets "0,9"). Returns buf.
- * Thread-safe. */
+ * a shorter buf is cut. In the C locale's form, as JSON wants it, whatever LC_NUMERIC
+ * says. Returns buf. Thread-safe. */
 char *zinf_format_double(double v, char *buf, size_t len);
+/* strtod in the C locale ('.' the decimal point), whatever LC_NUMERIC says; as strtod
+ * otherwise (end may be NULL; errno as strtod sets it). Thread-safe. */
+double zinf_strtod(const char *text, char **end);
 /* The first raw control character (below 0x20, a NUL too) inside a string of the JSON
  * text [text, text + len), or NULL when there is none. JSON
  * wants them escaped (\n, \t, \u0001); Python's json, which DeepSpeed and Hugging Face

@@ -565,7 +565,7 @@ static bool keep_number_text(cJSON *node, const char **text)
 			const char *at = next_number(text, &len);
 			char *copy = at ? strndup(at, len) : NULL;
 
-			if (!copy || strtod(copy, NULL) != c->valuedouble) {
+			if (!copy || zinf_strtod(copy, NULL) != c->valuedouble) {
 				free(copy);
 				return false;
 			}

@@ -13,6 +13,7 @@
 
 #include "hf_config_internal.h"
 #include "safetensors_internal.h"
+#include "zinf/config.h" /* zinf_strtod */
 #include "zinf/error.h"
 
 static bool set_item(cJSON *obj, const char *key, cJSON *item)
@@ -32,11 +33,11 @@ static bool set_num(cJSON *obj, const char *key, double v)
 	const cJSON *was = cJSON_GetObjectItemCaseSensitive(obj, key);
 	char text[40];
 
-	if (cJSON_IsRaw(was) && strtod(was->valuestring, NULL) == v)
+	if (cJSON_IsRaw(was) && zinf_strtod(was->valuestring, NULL) == v)
 		return true;
 	if (cJSON_IsRaw(was) && strpbrk(was->valuestring, ".eE") && isfinite(v) && v == floor(v) &&
 	    fabs(v) < 1e15) {
-		snprintf(text, sizeof(text), "%.1f", v);
+		snprintf(text, sizeof(text), "%.0f.0", v); /* (no decimal point of the locale's) */
 		return set_item(obj, key, cJSON_CreateRaw(text));
 	}
 	return set_item(obj, key, cJSON_CreateNumber(v));

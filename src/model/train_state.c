@@ -27,6 +27,7 @@
 #include "safetensors.h"
 #include "safetensors_internal.h"
 #include "train_state_internal.h"
+#include "zinf/config.h" /* zinf_format_double */
 #include "zinf/crc32c.h"
 #include "zinf/error.h"
 
@@ -158,9 +159,9 @@ static cJSON *progress_json(const struct zinf_engine_progress *p)
 	cJSON *o = cJSON_CreateObject();
 	char scale[40];
 
-	/* a string: %.17g gives the double back exactly, a JSON number may not (cJSON prints
+	/* a string: the shortest text that reads back gives the double exactly, a JSON number may not (cJSON prints
 	 * 15 significant digits when they read back as nearly equal) */
-	snprintf(scale, sizeof(scale), "%.17g", p->loss_scale);
+	zinf_format_double(p->loss_scale, scale, sizeof(scale)); /* (exact, in any locale) */
 	if (!o || !cJSON_AddNumberToObject(o, "optimizer_steps", (double)p->steps) ||
 	    !cJSON_AddNumberToObject(o, "skipped_steps", (double)p->skipped) ||
 	    !cJSON_AddStringToObject(o, "loss_scale", scale) ||

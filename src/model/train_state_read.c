@@ -21,7 +21,7 @@
 #include "hf_config.h"
 #include "safetensors.h"
 #include "train_state_internal.h"
-#include "zinf/config.h" /* zinf_json_raw_control */
+#include "zinf/config.h" /* zinf_json_raw_control, zinf_strtod */
 #include "zinf/crc32c.h"
 #include "zinf/error.h"
 
@@ -58,7 +58,7 @@ static bool parse_u64(const char *text, uint64_t *out)
 	return errno == 0 && !*end;
 }
 
-/* A whole string that strtod reads (as %.17g writes). */
+/* A whole string that strtod reads in the C locale (as zinf_format_double writes). */
 static bool parse_double(const char *text, double *out)
 {
 	char *end;
@@ -66,7 +66,7 @@ static bool parse_double(const char *text, double *out)
 	if (!*text || strlen(text) > 32 || isspace((unsigned char)text[0]))
 		return false;
 	errno = 0;
-	*out = strtod(text, &end);
+	*out = zinf_strtod(text, &end);
 	return errno == 0 && !*end;
 }
 
