@@ -23,6 +23,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,7 +278,7 @@ static int newest_first(const void *a, const void *b)
 void train_source_dir_init(struct train_source_dir *src, const struct zinf_train_opts *o)
 {
 	char dir[4096];
-	const char *path = NULL, *slash;
+	const char *path = NULL;
 	struct stat st;
 
 	memset(src, 0, sizeof(*src));
@@ -288,14 +289,9 @@ void train_source_dir_init(struct train_source_dir *src, const struct zinf_train
 		path = o->resume_dir;
 		src->flag = "--resume";
 	} else if (o->init_config) {
-		slash = strrchr(o->init_config, '/');
-		path = !slash ? "." : slash == o->init_config ? "/" : dir;
-		if (slash && slash > o->init_config) {
-			if ((size_t)(slash - o->init_config) >= sizeof(dir))
-				return;
-			memcpy(dir, o->init_config, (size_t)(slash - o->init_config));
-			dir[slash - o->init_config] = 0;
-		}
+		if (snprintf(dir, sizeof(dir), "%s", o->init_config) >= (int)sizeof(dir))
+			return;
+		path = dirname(dir); /* (changes its argument: a copy) */
 		src->flag = "--init's file";
 	}
 	if (path && stat(path, &st) == 0) {

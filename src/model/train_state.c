@@ -159,8 +159,9 @@ static cJSON *progress_json(const struct zinf_engine_progress *p)
 	cJSON *o = cJSON_CreateObject();
 	char scale[40];
 
-	/* a string: the shortest text that reads back gives the double exactly, a JSON number may not (cJSON prints
-	 * 15 significant digits when they read back as nearly equal) */
+	/* a string: the shortest text that reads back gives the double exactly, a JSON
+	 * number may not (cJSON prints 15 significant digits when they read back as nearly
+	 * equal) */
 	zinf_format_double(p->loss_scale, scale, sizeof(scale)); /* (exact, in any locale) */
 	if (!o || !cJSON_AddNumberToObject(o, "optimizer_steps", (double)p->steps) ||
 	    !cJSON_AddNumberToObject(o, "skipped_steps", (double)p->skipped) ||
