@@ -239,7 +239,7 @@ static int cmp_key(const void *a, const void *b)
  * backward: keys token << 32 | row sorted, then cut where the token changes. */
 static int group_rows_by_token(struct cuda_rt *m, const int32_t *tokens)
 {
-	int32_t *tok = m->h_emb, *start = m->h_emb + m->N, *rows = m->h_emb + 2 * m->N + 1;
+	int32_t *tok = m->h_emb, *start = m->h_emb + m->N, *rows = m->h_emb + 2 * (size_t)m->N + 1;
 	int u = 0;
 
 	for (int n = 0; n < m->N; n++)
